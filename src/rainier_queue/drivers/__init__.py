@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: MIT
+"""The drivers, found by URL scheme and imported only when asked for.
+
+A base install must not import redis-py or psycopg just to run on SQLite,
+and a missing client library must be a clear error naming the `pip install`
+that fixes it, never a silent fallback to another driver. So each scheme
+maps to a module path and the extra that provides its client, and the
+module is imported when a connection is built.
+
+Every driver class offers the same constructor from configuration:
+
+```python
+@classmethod
+def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self
+```
+
+and lists the options it takes in `OPTIONS`, so an unknown one is refused
+with a "did you mean" before anything connects.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, cast
+from urllib.parse import urlsplit
+
+from ..context import Dependencies
+from ..errors import ConfigurationError, MissingDependency, UnknownOption
+from ..queue import Queue
+from ..registry import JobRegistry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DriverContext:
+    """What a driver may need from the application besides its own settings."""
+
+    registry: JobRegistry = field(default_factory=JobRegistry)
+    """For `InlineQueue`, which runs jobs itself."""
+    dependencies: Dependencies = field(default_factory=Dependencies)
+
+
+class QueueFactory(Protocol):
+    """What `open_queue` needs from a driver class."""
+
+    OPTIONS: ClassVar[frozenset[str]]
+
+    @classmethod
+    def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Queue:
+        """Build the queue from a URL and its options (already checked against OPTIONS)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    module: str
+    attr: str
+    extra: str | None
+    client: str | None
+
+
+_SCHEMES: dict[str, _Entry] = {
+    "memory": _Entry("rainier_queue.drivers.memory", "MemoryQueue", None, None),
+    "sync": _Entry("rainier_queue.drivers.inline", "InlineQueue", None, None),
+    "inline": _Entry("rainier_queue.drivers.inline", "InlineQueue", None, None),
+    "sqlite": _Entry("rainier_queue.drivers.database.sqlite", "SQLiteQueue", None, None),
+    "postgresql": _Entry("rainier_queue.drivers.database.postgres", "PostgresQueue", "postgres", "psycopg"),
+    "postgres": _Entry("rainier_queue.drivers.database.postgres", "PostgresQueue", "postgres", "psycopg"),
+    "mysql": _Entry("rainier_queue.drivers.database.mysql", "MySQLQueue", "mysql", "aiomysql"),
+    "mariadb": _Entry("rainier_queue.drivers.database.mysql", "MySQLQueue", "mysql", "aiomysql"),
+    "redis": _Entry("rainier_queue.drivers.redis", "RedisQueue", "redis", "redis"),
+    "rediss": _Entry("rainier_queue.drivers.redis", "RedisQueue", "redis", "redis"),
+    "redis-cluster": _Entry("rainier_queue.drivers.redis", "RedisQueue", "redis", "redis"),
+    "kafka": _Entry("rainier_queue.drivers.kafka", "KafkaQueue", "kafka", "aiokafka"),
+    "sqs": _Entry("rainier_queue.drivers.sqs", "SQSQueue", "sqs", "aiobotocore"),
+    "amqp": _Entry("rainier_queue.drivers.rabbitmq", "RabbitMQQueue", "rabbitmq", "aio_pika"),
+    "amqps": _Entry("rainier_queue.drivers.rabbitmq", "RabbitMQQueue", "rabbitmq", "aio_pika"),
+    "nats": _Entry("rainier_queue.drivers.nats", "NATSQueue", "nats", "nats"),
+}
+
+COMMON_OPTIONS = frozenset({"url", "driver"})
+"""Keys every connection declaration may carry besides its driver's own."""
+
+
+def scheme_of(url: str) -> str:
+    """The URL's scheme (`memory`, `sqlite`, ...), or a clear error for a URL without one."""
+    if url in ("memory", "sync", "inline"):
+        return url
+    scheme = urlsplit(url).scheme.lower()
+    if not scheme:
+        raise ConfigurationError(
+            f"a queue URL needs a scheme such as `sqlite:///jobs.db` or `memory://`; got {_safe(url)!r}"
+        )
+    return scheme
+
+
+def known_schemes() -> list[str]:
+    """Every URL scheme a driver answers to."""
+    return sorted(_SCHEMES)
+
+
+def driver_class(scheme: str) -> QueueFactory:
+    """The driver class for `scheme`, imported now."""
+    entry = _SCHEMES.get(scheme)
+    if entry is None:
+        raise UnknownOption("the queue URL", scheme, _SCHEMES) from None
+    try:
+        module = importlib.import_module(entry.module)
+    except ModuleNotFoundError as exc:
+        if entry.extra and exc.name and entry.client and exc.name.split(".")[0] == entry.client:
+            raise MissingDependency(scheme, entry.extra) from exc
+        if exc.name == entry.module:
+            raise ConfigurationError(
+                f"the `{scheme}` driver is not part of this version of rainier-queue yet"
+            ) from exc
+        raise
+    return cast(QueueFactory, getattr(module, entry.attr))
+
+
+def open_queue(
+    url: str, options: Mapping[str, Any] | None = None, context: DriverContext | None = None
+) -> Queue:
+    """Build a queue from a URL such as `sqlite:///jobs.db` plus driver options."""
+    opts = dict(options or {})
+    scheme = scheme_of(url)
+    cls = driver_class(scheme)
+    for key in opts:
+        if key not in cls.OPTIONS:
+            raise UnknownOption(f"the `{scheme}` driver", key, cls.OPTIONS)
+    return cls.from_config(url, opts, context or DriverContext())
+
+
+def _safe(url: str) -> str:
+    from ..redact import redact_url
+
+    return redact_url(url)
+
+
+__all__ = ["COMMON_OPTIONS", "DriverContext", "driver_class", "known_schemes", "open_queue", "scheme_of"]

@@ -1,0 +1,260 @@
+# SPDX-License-Identifier: MIT
+"""`MemoryQueue`: the `Queue` port inside one process, for tests and development.
+
+## Read this before choosing it
+
+Everything lives in this process's memory: a restart loses every job, and
+a worker in another process sees nothing. It keeps the full lease model
+(reservations lapse and are reclaimed, settles are fenced by token, renew
+extends), so code tested against it behaves the same on a real backend.
+Use `sqlite:///jobs.db` for the same convenience with jobs that survive a
+restart.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from typing_extensions import override
+
+from .._clock import utcnow
+from .._wakeup import Wakeup
+from ..durations import parse_duration
+from ..envelope import QueuedJob
+from ..errors import LeaseLost
+from ..queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
+
+if TYPE_CHECKING:
+    from . import DriverContext
+
+
+@dataclass
+class _Lane:
+    """One named queue: jobs due now in arrival order, and delayed ones by due time."""
+
+    ready: deque[QueuedJob] = field(default_factory=deque)
+    delayed: list[tuple[datetime, int, QueuedJob]] = field(default_factory=list)
+
+
+@dataclass
+class _Held:
+    job: QueuedJob
+    token: str
+    lease_until: datetime
+
+
+class MemoryQueue(Queue):
+    """In-process FIFO queues with leases, delayed jobs that step aside, and a failed list."""
+
+    name: ClassVar[str] = "memory"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        survives_restart=False,
+        shared_between_processes=False,
+    )
+
+    OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease"})
+
+    @classmethod
+    def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
+        """`memory://`, with an optional `lease` such as `30s`."""
+        lease = options.get("lease")
+        return cls(lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE)
+
+    def __init__(self, *, lease: timedelta = DEFAULT_LEASE) -> None:
+        self._lease = lease
+        self._lock = threading.Lock()
+        self._lanes: dict[str, _Lane] = {}
+        self._held: dict[str, _Held] = {}
+        self._failed: list[FailedJob] = []
+        self._seq = itertools.count()
+        self._wakeup = Wakeup()
+
+    @property
+    @override
+    def lease(self) -> timedelta:
+        return self._lease
+
+    def _lane(self, queue: str) -> _Lane:
+        lane = self._lanes.get(queue)
+        if lane is None:
+            lane = self._lanes[queue] = _Lane()
+        return lane
+
+    def _enqueue(self, job: QueuedJob, now: datetime) -> None:
+        lane = self._lane(job.queue)
+        if job.available_at <= now:
+            lane.ready.append(job)
+        else:
+            heapq.heappush(lane.delayed, (job.available_at, next(self._seq), job))
+
+    @override
+    async def push(self, job: QueuedJob) -> str:
+        with self._lock:
+            self._enqueue(job, utcnow())
+        self._wakeup.notify()
+        return job.id
+
+    @override
+    async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        now = utcnow()
+        with self._lock:
+            for job in jobs:
+                self._enqueue(job, now)
+        self._wakeup.notify()
+        return [job.id for job in jobs]
+
+    @override
+    async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
+        now = utcnow()
+        out: list[Reservation] = []
+        with self._lock:
+            self._reclaim_lapsed(now)
+            lane = self._lanes.get(queue)
+            if lane is None:
+                return out
+            # Delayed jobs that came due join the ready line in due order; a job
+            # that is not due never blocks the ones behind it.
+            while lane.delayed and lane.delayed[0][0] <= now:
+                lane.ready.append(heapq.heappop(lane.delayed)[2])
+            while lane.ready and len(out) < limit:
+                out.append(self._hold(lane.ready.popleft(), now))
+        return out
+
+    def _hold(self, waiting: QueuedJob, now: datetime) -> Reservation:
+        job = waiting.with_changes(attempts=waiting.attempts + 1)
+        token = new_token()
+        until = now + self._lease
+        self._held[job.id] = _Held(job, token, until)
+        return Reservation(job=job, token=token, lease_until=until, lease=self._lease)
+
+    def _reclaim_lapsed(self, now: datetime) -> None:
+        lapsed = [h for h in self._held.values() if h.lease_until <= now]
+        for held in lapsed:
+            del self._held[held.job.id]
+            self._lane(held.job.queue).ready.appendleft(held.job)
+
+    def _take(self, reservation: Reservation) -> _Held:
+        held = self._held.get(reservation.job.id)
+        if held is None or held.token != reservation.token:
+            raise LeaseLost(
+                f"job {reservation.job.id} is no longer reserved by this worker "
+                "(its lease lapsed or it was settled already)"
+            )
+        return held
+
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        with self._lock:
+            now = utcnow()
+            soonest: datetime | None = None
+            for name in queues:
+                lane = self._lanes.get(name)
+                if lane is None:
+                    continue
+                if lane.ready:
+                    return
+                if lane.delayed:
+                    due = lane.delayed[0][0]
+                    soonest = due if soonest is None else min(soonest, due)
+            for held in self._held.values():
+                soonest = held.lease_until if soonest is None else min(soonest, held.lease_until)
+        if soonest is not None:
+            timeout = max(timedelta(0), min(timeout, soonest - now))
+        await self._wakeup.wait(timeout)
+
+    @override
+    async def acknowledge(self, reservation: Reservation) -> None:
+        with self._lock:
+            self._take(reservation)
+            del self._held[reservation.job.id]
+
+    @override
+    async def release(
+        self,
+        reservation: Reservation,
+        *,
+        delay: timedelta = timedelta(0),
+        count_attempt: bool = True,
+    ) -> None:
+        now = utcnow()
+        with self._lock:
+            held = self._take(reservation)
+            del self._held[reservation.job.id]
+            attempts = held.job.attempts if count_attempt else max(0, held.job.attempts - 1)
+            self._enqueue(held.job.with_changes(attempts=attempts, available_at=now + delay), now)
+        self._wakeup.notify()
+
+    @override
+    async def renew(self, reservation: Reservation) -> None:
+        with self._lock:
+            held = self._take(reservation)
+            held.lease_until = utcnow() + self._lease
+
+    @override
+    async def fail(self, reservation: Reservation, error: str) -> None:
+        with self._lock:
+            held = self._take(reservation)
+            del self._held[reservation.job.id]
+            self._failed.append(FailedJob(job=held.job, error=error, failed_at=utcnow()))
+
+    @override
+    async def size(self, queue: str) -> int:
+        with self._lock:
+            lane = self._lanes.get(queue)
+            return 0 if lane is None else len(lane.ready) + len(lane.delayed)
+
+    @override
+    async def clear(self, queue: str) -> int:
+        with self._lock:
+            lane = self._lanes.pop(queue, None)
+            return 0 if lane is None else len(lane.ready) + len(lane.delayed)
+
+    # -- FailedJobStore --------------------------------------------------------
+
+    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
+        with self._lock:
+            rows = [f for f in reversed(self._failed) if queue is None or f.job.queue == queue]
+        return rows[:limit]
+
+    async def retry_failed(self, job_id: str) -> bool:
+        now = utcnow()
+        with self._lock:
+            for i, failed in enumerate(self._failed):
+                if failed.job.id == job_id:
+                    del self._failed[i]
+                    self._enqueue(failed.job.with_changes(attempts=0, available_at=now), now)
+                    break
+            else:
+                return False
+        self._wakeup.notify()
+        return True
+
+    async def forget_failed(self, job_id: str) -> bool:
+        with self._lock:
+            for i, failed in enumerate(self._failed):
+                if failed.job.id == job_id:
+                    del self._failed[i]
+                    return True
+        return False
+
+    async def flush_failed(self, *, queue: str | None = None) -> int:
+        with self._lock:
+            keep = [f for f in self._failed if queue is not None and f.job.queue != queue]
+            flushed = len(self._failed) - len(keep)
+            self._failed = keep
+        return flushed
+
+    # -- inspection, for tests and the dashboard -------------------------------
+
+    def reserved_count(self) -> int:
+        """How many jobs are reserved right now."""
+        with self._lock:
+            return len(self._held)
+

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: MIT
+"""`QueuedJob`: what travels through a queue, and its stable JSON form.
+
+A queued job outlives the process that dispatched it, and often the code
+version too: a job pushed before a deploy is run by the worker after it. So
+the envelope is plain data with a documented JSON form that is read
+leniently (unknown keys are ignored, optional keys may be absent) and
+written the same way every time. Nothing is ever pickled.
+
+The JSON form, version 1:
+
+```json
+{
+  "v": 1,
+  "id": "0190d6c5-...",            // minted at dispatch; UUIDv7, sortable by time
+  "name": "send-email",            // the job's stable wire name
+  "payload": {"to": "a@b.c"},      // the job's fields, any JSON value
+  "queue": "emails",
+  "attempts": 0,                   // deliveries so far; 0 while waiting for the first
+  "max_attempts": 3,
+  "available_at": "2026-12-02T13:00:00.000000Z",
+  "created_at": "2026-12-02T13:00:00.000000Z",
+  "unique_key": "rq:unique:send-email:42",   // present only when a uniqueness lock was taken
+  "headers": {"traceparent": "00-..."}       // string to string; may be empty
+}
+```
+
+A driver's own bookkeeping (a stream id, a receipt handle, an offset) never
+goes in here: it belongs to the `Reservation`, which is one delivery of the
+job, not the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Self
+
+from ._clock import utcnow
+from .errors import PayloadError
+
+JSONValue = Any
+"""Any value `json.dumps` accepts. Spelled out for the reader; checked at dispatch."""
+
+WIRE_VERSION = 1
+
+
+def new_job_id() -> str:
+    """A UUIDv7: time-ordered, unique across processes without coordination."""
+    millis = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (millis & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    hex_ = f"{value:032x}"
+    return f"{hex_[:8]}-{hex_[8:12]}-{hex_[12:16]}-{hex_[16:20]}-{hex_[20:]}"
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with microseconds and a `Z`, the envelope's one time format."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime:
+    """Read an RFC 3339 time; naive times are taken as UTC."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuedJob:
+    """One job as it waits in a queue."""
+
+    id: str
+    """Minted at dispatch and kept for the job's whole life, retries included."""
+    name: str
+    """The job's stable wire name; the registry key on the worker's side."""
+    payload: JSONValue
+    """The job's fields as JSON. Comes back exactly as it went in, `null` included."""
+    queue: str = "default"
+    attempts: int = 0
+    """Deliveries so far. Counted when a worker reserves the job, so a delivery
+    to a worker that died counts too."""
+    max_attempts: int = 3
+    available_at: datetime = field(default_factory=utcnow)
+    """Earliest time the job may run. Delays are expressed only through this."""
+    created_at: datetime = field(default_factory=utcnow)
+    unique_key: str | None = None
+    """The uniqueness lock this job holds, set only when dispatch took one."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Trace context and the like. Strings only."""
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        payload: JSONValue,
+        *,
+        queue: str = "default",
+        max_attempts: int = 3,
+        delay: timedelta | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Self:
+        """A fresh envelope: new id, created now, available now or after `delay`."""
+        now = utcnow()
+        return cls(
+            id=new_job_id(),
+            name=name,
+            payload=payload,
+            queue=queue,
+            max_attempts=max(1, max_attempts),
+            available_at=now + delay if delay else now,
+            created_at=now,
+            headers=dict(headers or {}),
+        )
+
+    @property
+    def is_available(self) -> bool:
+        """Whether the job is due now."""
+        return self.available_at <= utcnow()
+
+    @property
+    def is_exhausted(self) -> bool:
+        """Whether every allowed attempt has been delivered."""
+        return self.attempts >= self.max_attempts
+
+    def with_changes(self, **changes: Any) -> Self:
+        """A copy with some fields replaced (the envelope itself never changes)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """The documented JSON form, as a dict."""
+        data: dict[str, JSONValue] = {
+            "v": WIRE_VERSION,
+            "id": self.id,
+            "name": self.name,
+            "payload": self.payload,
+            "queue": self.queue,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "available_at": format_time(self.available_at),
+            "created_at": format_time(self.created_at),
+        }
+        if self.unique_key is not None:
+            data["unique_key"] = self.unique_key
+        data["headers"] = dict(self.headers)
+        return data
+
+    def to_json(self) -> str:
+        """The documented JSON form, compact, as text."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, JSONValue]) -> Self:
+        """Read the JSON form leniently; unknown keys are ignored.
+
+        Raises `PayloadError` when the data is not a job envelope at all.
+        """
+        if not isinstance(data, Mapping):
+            raise PayloadError(f"a job envelope must be a JSON object, got {type(data).__name__}")
+        missing = [k for k in ("id", "name") if not isinstance(data.get(k), str) or not data[k]]
+        if missing or "payload" not in data:
+            missing += [] if "payload" in data else ["payload"]
+            raise PayloadError(
+                "not a job envelope: missing or empty " + ", ".join(f"`{k}`" for k in missing)
+            )
+        try:
+            now = utcnow()
+            headers = data.get("headers") or {}
+            return cls(
+                id=data["id"],
+                name=data["name"],
+                payload=data["payload"],
+                queue=str(data.get("queue") or "default"),
+                attempts=max(0, int(data.get("attempts", 0))),
+                max_attempts=max(1, int(data.get("max_attempts", 1))),
+                available_at=parse_time(data["available_at"]) if "available_at" in data else now,
+                created_at=parse_time(data["created_at"]) if "created_at" in data else now,
+                unique_key=data.get("unique_key"),
+                headers={str(k): str(v) for k, v in dict(headers).items()},
+            )
+        except (TypeError, ValueError) as exc:
+            raise PayloadError(f"not a job envelope: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        """Read the JSON form from text; a clear `PayloadError` for anything else."""
+        try:
+            data = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise PayloadError(f"not a job envelope: the body is not JSON ({exc})") from exc
+        return cls.from_dict(data)
+
+
+def encode_payload(payload: JSONValue) -> str:
+    """Payload as compact JSON text, or a `PayloadError` naming what is not JSON."""
+    try:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(f"the payload is not JSON-serialisable: {exc}") from exc
+
+
+def decode_payload(text: str) -> JSONValue:
+    """The inverse of `encode_payload`."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise PayloadError(f"a stored payload is not JSON: {exc}") from exc

@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: MIT
+"""Everything rainier_queue raises, in one tree.
+
+The worker has to tell a broker outage (wait and try again) from a bad job
+(record it and move on) without knowing which driver it talks to. That only
+works if every driver translates its client library's exceptions into these
+classes at one place, so the tree is the contract between them:
+
+    QueueError
+    ├── ConfigurationError     the settings cannot work; raised at startup, never mid-run
+    │   ├── UnknownConnection  a connection name that was not declared; never the default
+    │   ├── UnknownOption      an option the driver does not take (with "did you mean")
+    │   └── MissingDependency  the driver's extra is not installed; says which `pip install`
+    ├── BrokerError            the backend failed, and no job did
+    │   ├── BrokerUnavailable  unreachable or timed out; the worker backs off and retries
+    │   └── BrokerRejected     the backend refused (schema missing, permissions, too large)
+    ├── LeaseLost              a settle or renew on a reservation that is no longer current
+    ├── UnsupportedOperation   this driver cannot do that (a raw push on MemoryQueue)
+    └── JobError               about one job; the worker records it and moves on
+        ├── UnknownJob         no handler is registered under the job's name
+        ├── PayloadError       the payload does not fit the job's fields
+        └── JobTimeout         the handler overran its timeout
+
+A handler may also raise `Retry(delay=...)`. That is control flow, not an
+error, so it derives from `JobControl` and not from `QueueError`: an
+`except QueueError:` inside a handler must not swallow it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from datetime import timedelta
+
+
+class QueueError(Exception):
+    """The root of everything this library raises on purpose."""
+
+
+class ConfigurationError(QueueError):
+    """The configuration cannot work. Raised at startup so nothing half-runs."""
+
+
+class UnknownConnection(ConfigurationError):
+    """A connection name that was never declared.
+
+    Never silently replaced by the default connection: a job sent to the
+    wrong backend is a job nobody will ever run.
+    """
+
+    def __init__(self, name: str, declared: Iterable[str]) -> None:
+        names = sorted(declared)
+        listed = ", ".join(f"`{n}`" for n in names) if names else "none"
+        super().__init__(
+            f"no queue connection is named `{name}`; the declared ones are: {listed}. "
+            "Declare it in the connections config or pick one of those."
+        )
+        self.name = name
+        self.declared = tuple(names)
+
+
+class UnknownOption(ConfigurationError):
+    """An option a driver does not take, usually a typo."""
+
+    def __init__(self, where: str, option: str, known: Iterable[str]) -> None:
+        choices = sorted(known)
+        close = difflib.get_close_matches(option, choices, n=1)
+        hint = f" Did you mean `{close[0]}`?" if close else ""
+        listed = ", ".join(f"`{c}`" for c in choices) if choices else "no options"
+        super().__init__(f"{where} does not take `{option}`.{hint} It takes: {listed}.")
+        self.option = option
+
+
+class MissingDependency(ConfigurationError):
+    """A driver's client library is not installed."""
+
+    def __init__(self, driver: str, extra: str) -> None:
+        super().__init__(
+            f"the {driver} driver needs the '{extra}' extra: "
+            f"pip install 'rainier-queue[{extra}]'"
+        )
+        self.driver = driver
+        self.extra = extra
+
+
+class BrokerError(QueueError):
+    """The backend failed; no job is at fault."""
+
+
+class BrokerUnavailable(BrokerError):
+    """The backend did not answer. Worth waiting for."""
+
+
+class BrokerRejected(BrokerError):
+    """The backend answered with a refusal (missing schema, permissions, a full disk)."""
+
+
+class LeaseLost(QueueError):
+    """The reservation is no longer the current one for its job.
+
+    Its lease lapsed and another worker took the job, or the job was settled
+    already. The settle is refused rather than applied, so a stale worker can
+    never overwrite what a newer attempt did.
+    """
+
+
+class UnsupportedOperation(QueueError):
+    """This driver cannot do what was asked."""
+
+
+class JobError(QueueError):
+    """Something is wrong with one job; other jobs are unaffected."""
+
+
+class UnknownJob(JobError):
+    """No handler is registered under the job's name."""
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        names = sorted(known)
+        listed = ", ".join(f"`{n}`" for n in names) if names else "none"
+        super().__init__(
+            f"no job is registered under the name `{name}` (registered: {listed}). "
+            "Deploy a worker that registers it, then retry the job from the failed store."
+        )
+        self.name = name
+
+
+class PayloadError(JobError):
+    """A payload that does not fit its job's fields, or an envelope that is not a job."""
+
+
+class JobTimeout(JobError):
+    """The handler ran past its timeout and was stopped."""
+
+    def __init__(self, name: str, timeout: timedelta) -> None:
+        super().__init__(f"job `{name}` exceeded its {timeout.total_seconds():g}s timeout")
+        self.timeout = timeout
+
+
+class JobControl(Exception):  # noqa: N818 - control flow, deliberately not an "Error"
+    """Raised by a handler to steer the worker. Not an error."""
+
+
+class Retry(JobControl):
+    """Try the job again after `delay`, spending an attempt, without logging an error."""
+
+    def __init__(self, delay: timedelta | float | None = None, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        if isinstance(delay, int | float):
+            delay = timedelta(seconds=delay)
+        self.delay = delay
+        self.reason = reason
+
+
+__all__ = [
+    "BrokerError",
+    "BrokerRejected",
+    "BrokerUnavailable",
+    "ConfigurationError",
+    "JobControl",
+    "JobError",
+    "JobTimeout",
+    "LeaseLost",
+    "MissingDependency",
+    "PayloadError",
+    "QueueError",
+    "Retry",
+    "UnknownConnection",
+    "UnknownJob",
+    "UnknownOption",
+    "UnsupportedOperation",
+]

@@ -1,0 +1,307 @@
+# SPDX-License-Identifier: MIT
+"""`Job`: a unit of background work, as data plus a stable name.
+
+A job is dispatched by one process and run by another, perhaps after a
+deploy, so it must be data (its typed fields are the wire payload) and it
+must be found again by a name that does not change when the class is moved
+or renamed. A `Job` subclass is a keyword-only dataclass; its fields are
+checked against their type hints when the job is built, so a bad argument
+fails at the call that dispatches it.
+
+```python
+class SendWelcome(Job):
+    name = "send-welcome"
+    queue = "emails"
+    tries = 5
+
+    user_id: int
+    locale: str = "en"
+
+    async def handle(self, ctx: JobContext) -> None:
+        ...
+```
+
+The `@job` decorator turns a function into the same thing, for the common
+case of a job with no options beyond these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, overload
+
+from typing_extensions import dataclass_transform
+
+from .context import JobContext
+from .payload import (
+    JSONValue,
+    _Mismatch,
+    check_supported,
+    dataclass_from_json,
+    dataclass_to_json,
+    mismatch_error,
+)
+
+P = ParamSpec("P")
+
+DEFAULT_UNIQUE_FOR = timedelta(hours=1)
+MAX_BACKOFF = timedelta(seconds=64)
+
+
+@dataclass_transform(kw_only_default=True, field_specifiers=(dataclasses.field,))
+class Job:
+    """Subclass this, give it a `name`, typed fields and a `handle` method."""
+
+    name: ClassVar[str]
+    """Stable wire name, unique in the registry. Never derived from the class path,
+    because renaming a class must not strand the jobs already queued."""
+    queue: ClassVar[str] = "default"
+    """The queue a dispatch goes to. Define a `queue(self) -> str` method instead to
+    choose it per job at dispatch (for example from a field)."""
+    tries: ClassVar[int] = 3
+    """How many deliveries the job may use before it goes to the failed store."""
+    timeout: ClassVar[timedelta | float | None] = None
+    """Per-job run limit; beats the worker's. None means the worker's applies."""
+    unique_for: ClassVar[timedelta] = DEFAULT_UNIQUE_FOR
+    """How long a uniqueness lock stands if no worker releases it (a safety net)."""
+
+    _hints_checked: ClassVar[bool] = False
+
+    def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__dataclass_fields__" not in cls.__dict__:
+            dataclasses.dataclass(kw_only=True)(cls)
+        if abstract:
+            return
+        name = cls.__dict__.get("name", getattr(cls, "name", None))
+        if not isinstance(name, str) or not name.strip():
+            raise TypeError(
+                f"{cls.__qualname__} needs a `name`: a stable, non-empty wire name such as "
+                f"name = \"{_kebab(cls.__name__)}\" (pass abstract=True for a base class)"
+            )
+        tries = cls.__dict__.get("tries", cls.tries)
+        if not isinstance(tries, int) or isinstance(tries, bool) or tries < 1:
+            raise TypeError(f"{cls.__qualname__}.tries must be a whole number of at least 1")
+        cls._hints_checked = False
+        try:
+            cls._check_field_types()
+        except NameError:
+            pass  # a forward reference not yet defined; checked again at first use
+
+    @classmethod
+    def _check_field_types(cls) -> None:
+        if cls._hints_checked:
+            return
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            check_supported(hints[f.name], f"{cls.__qualname__}.{f.name}")
+        cls._hints_checked = True
+
+    def __post_init__(self) -> None:
+        self.to_payload()
+
+    # -- what the worker calls -------------------------------------------------
+
+    def handle(self, ctx: JobContext) -> Awaitable[None] | None:
+        """Do the work. Raising means: try again, until the attempts run out.
+
+        May be `async def` or a plain `def`; a plain one runs in the worker's
+        thread pool so it cannot block other jobs.
+        """
+        raise NotImplementedError(f"{type(self).__qualname__} must define handle(self, ctx)")
+
+    def failed(self, ctx: JobContext, error: BaseException) -> Awaitable[None] | None:
+        """Called once when the job goes to the failed store (last attempt raised,
+        timed out, or its worker died on it). Does nothing by default."""
+        return None
+
+    def backoff(self, attempt: int) -> timedelta:
+        """How long to wait before the next try, after attempt number `attempt` failed.
+
+        Exponential: 1 s after the first failure, then 2 s, 4 s, ... capped at 64 s.
+        """
+        return min(timedelta(seconds=2 ** min(max(attempt, 1) - 1, 6)), MAX_BACKOFF)
+
+    def unique_id(self) -> str | None:
+        """Return an id to make dispatch unique by (job name, id); None for no uniqueness.
+
+        While a job with the same name and id is waiting or running, another
+        dispatch of it is dropped. An empty string means one at a time for
+        the whole job type.
+        """
+        return None
+
+    # -- wire form -------------------------------------------------------------
+
+    def to_payload(self) -> JSONValue:
+        """The job's fields as JSON, checked against their types."""
+        cls = type(self)
+        cls._check_field_types()
+        try:
+            return dataclass_to_json(self)
+        except _Mismatch as exc:
+            raise mismatch_error(f"{cls.__qualname__} (job `{cls.name}`)", exc) from None
+
+    @classmethod
+    def from_payload(cls, payload: JSONValue) -> Job:
+        """Rebuild the job from its stored payload, or say how they diverged."""
+        cls._check_field_types()
+        try:
+            built: Job = dataclass_from_json(cls, {} if payload is None else payload)
+        except _Mismatch as exc:
+            raise mismatch_error(
+                f"the stored payload of job `{cls.name}` has diverged from {cls.__qualname__}", exc
+            ) from None
+        return built
+
+    def queue_name(self) -> str:
+        """The queue this job goes to: the `queue` constant, or the `queue()` method's answer."""
+        chosen: object = type(self).queue
+        if callable(chosen):
+            chosen = chosen(self)
+        if not isinstance(chosen, str) or not chosen:
+            raise TypeError(f"{type(self).__qualname__}.queue must give a non-empty string")
+        return chosen
+
+    @classmethod
+    def timeout_delta(cls) -> timedelta | None:
+        """The job's own timeout as a `timedelta`, or None."""
+        if cls.timeout is None:
+            return None
+        if isinstance(cls.timeout, timedelta):
+            return cls.timeout
+        return timedelta(seconds=cls.timeout)
+
+
+class JobFunction(Generic[P]):
+    """What `@job` returns: call it with the job's arguments to get a dispatchable job."""
+
+    def __init__(self, job_class: type[Job], signature: inspect.Signature) -> None:
+        self.job_class = job_class
+        self.name = job_class.name
+        self._signature = signature
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"job `{self.name}`: {exc}") from None
+        return self.job_class(**bound.arguments)
+
+    def __repr__(self) -> str:
+        return f"<job function {self.name!r}>"
+
+
+JobFn = Callable[..., Awaitable[None] | None]
+
+
+@overload
+def job(
+    *,
+    name: str,
+    queue: str = ...,
+    tries: int = ...,
+    timeout: timedelta | float | None = ...,
+    unique_for: timedelta = ...,
+    backoff: Callable[[int], timedelta] | None = ...,
+) -> _Decorator: ...
+@overload
+def job(fn: None = None, **options: Any) -> _Decorator: ...
+def job(fn: None = None, **options: Any) -> _Decorator:
+    """Turn a function into a job: its parameters become the job's typed fields.
+
+    ```python
+    @job(name="resize-image", queue="media", tries=5)
+    async def resize_image(ctx: JobContext, path: str, width: int) -> None: ...
+
+    await manager.dispatch(resize_image(path="a.png", width=200))
+    ```
+
+    The first parameter receives the `JobContext` when it is annotated so or
+    named `ctx`; the function may also take no context at all.
+    """
+    if "name" not in options:
+        raise TypeError("@job needs a stable wire name: @job(name=\"...\")")
+    unknown = set(options) - {"name", "queue", "tries", "timeout", "unique_for", "backoff"}
+    if unknown:
+        raise TypeError(f"@job does not take {', '.join(sorted(unknown))}")
+    return _Decorator(options)
+
+
+class _Decorator:
+    def __init__(self, options: dict[str, Any]) -> None:
+        self._options = options
+
+    @overload
+    def __call__(self, fn: Callable[Concatenate[JobContext, P], Awaitable[None] | None]) -> JobFunction[P]: ...
+    @overload
+    def __call__(self, fn: Callable[P, Awaitable[None] | None]) -> JobFunction[P]: ...
+    def __call__(self, fn: Callable[..., Awaitable[None] | None]) -> JobFunction[Any]:
+        return _build_job_function(fn, dict(self._options))
+
+
+def _build_job_function(fn: JobFn, options: dict[str, Any]) -> JobFunction[Any]:
+    signature = inspect.signature(fn)
+    hints = typing.get_type_hints(fn)
+    params = list(signature.parameters.values())
+    takes_ctx = bool(params) and (
+        hints.get(params[0].name) is JobContext or params[0].name in ("ctx", "context")
+    )
+    field_params = params[1:] if takes_ctx else params
+    annotations: dict[str, Any] = {}
+    namespace: dict[str, Any] = {}
+    for p in field_params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"@job function {fn.__qualname__} cannot take *args or **kwargs")
+        if p.name not in hints:
+            raise TypeError(
+                f"@job function {fn.__qualname__}: parameter `{p.name}` needs a type hint, "
+                "so dispatch can check it"
+            )
+        annotations[p.name] = hints[p.name]
+        if p.default is not p.empty:
+            namespace[p.name] = p.default
+    backoff_fn = options.pop("backoff", None)
+    is_async = inspect.iscoroutinefunction(fn)
+    names = [p.name for p in field_params]
+
+    def call(self: Job, ctx: JobContext) -> Any:
+        values = {n: getattr(self, n) for n in names}
+        return fn(ctx, **values) if takes_ctx else fn(**values)
+
+    if is_async:
+
+        async def handle(self: Job, ctx: JobContext) -> None:
+            await call(self, ctx)
+
+        namespace["handle"] = handle
+    else:
+
+        def handle_sync(self: Job, ctx: JobContext) -> None:
+            call(self, ctx)
+
+        namespace["handle"] = handle_sync
+    if backoff_fn is not None:
+        namespace["backoff"] = lambda self, attempt: backoff_fn(attempt)
+    namespace.update(options)
+    namespace["__annotations__"] = annotations
+    namespace["__module__"] = fn.__module__
+    namespace["__qualname__"] = fn.__qualname__
+    namespace["__doc__"] = fn.__doc__
+    job_class = type(fn.__name__, (Job,), namespace)
+    public_sig = signature.replace(parameters=field_params)
+    return JobFunction(job_class, public_sig)
+
+
+def is_async_handler(job_class: type[Job]) -> bool:
+    """Whether the job's `handle` is a coroutine function (else it runs in a thread)."""
+    return inspect.iscoroutinefunction(job_class.handle)
+
+
+def _kebab(name: str) -> str:
+    out = "".join("-" + c.lower() if c.isupper() else c for c in name)
+    return out.lstrip("-")

@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: MIT
+"""The `Queue` port: the one interface every backend implements.
+
+Reserve, then settle; never pop. A worker that takes a job and dies must
+not take the job with it, so taking a job only hides it for a while (a
+*lease*), and the job is gone for good only when the worker says it
+finished. Everything else follows:
+
+- `reserve` hands out `Reservation`s: one delivery of a job to one worker,
+  with the driver's handle, a lease deadline and a random token.
+- `acknowledge`, `release`, `fail` and `renew` are conditional on that
+  token. A worker whose lease lapsed (and whose job another worker took)
+  gets `LeaseLost`; its late settle is never applied.
+- A lapsed lease is reclaimed by whichever worker reserves next, so no
+  separate reaper has to run.
+- `attempts` is counted at reserve time, so a delivery to a worker that was
+  killed still counts, and a job that kills its worker every time reaches
+  its last attempt and the failed store instead of looping forever.
+
+What differs between backends is declared, not hidden: each driver carries
+`Capabilities`, and the contract suite holds it to every flag, both ways.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import ClassVar, Protocol, Self, runtime_checkable
+
+from .envelope import QueuedJob
+from .errors import UnsupportedOperation
+
+DEFAULT_LEASE = timedelta(seconds=90)
+"""How long a reservation hides a job before another worker may take it.
+
+The worker renews leases while a job runs, so this is not a cap on a job's
+run time; it is how long the work of a worker that really died waits before
+someone else picks it up. Ninety seconds, as upstream, so the default
+60-second job timeout fits inside it.
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a driver promises. The contract suite holds it to each flag."""
+
+    deferred: bool = True
+    """False only for `InlineQueue`, which runs the job inside `push`."""
+    survives_restart: bool
+    """Accepted jobs are still there after the backend restarts."""
+    shared_between_processes: bool
+    """Workers in other processes (or on other machines) see the same jobs."""
+    may_lose_accepted_job: bool = False
+    """An acknowledged push can still vanish (Redis acknowledges before fsync)."""
+    delayed_job_steps_aside: bool = True
+    """A job that is not due lets the ones behind it run. False for a log (Kafka)."""
+    renews_leases: bool = True
+    """`renew` really extends a reservation's lease."""
+    reclaims_lapsed_leases: bool = True
+    """A reservation whose lease lapsed is handed out again to the next reserve."""
+    failed_store: bool = True
+    """Failed jobs are kept and can be listed, retried and forgotten (`FailedJobStore`)."""
+    raw_push: bool = False
+    """`push_raw` stores a bare body for a consumer that is not this library."""
+    transactional_enqueue: bool = False
+    """A push can join the application's own database transaction."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reservation:
+    """One delivery of a job to one worker.
+
+    Not the job itself: a job redelivered after its worker died is the same
+    job with a new reservation. `handle` belongs to the driver (a row id, a
+    stream entry id, a receipt handle, a partition offset) and is never
+    written into the job's payload.
+    """
+
+    job: QueuedJob
+    """The job, with `attempts` already counting this delivery."""
+    token: str
+    """Random and unique to this delivery; every settle is conditional on it."""
+    lease_until: datetime | None
+    """When another worker may take the job. None: the driver never reclaims."""
+    lease: timedelta | None
+    """The lease's length, so the worker knows how often to renew."""
+    handle: object = None
+    """The driver's own reference to this delivery."""
+
+
+def new_token() -> str:
+    """A fresh reservation token."""
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailedJob:
+    """A job that used up its attempts (or could not run at all), and why."""
+
+    job: QueuedJob
+    error: str
+    failed_at: datetime
+
+
+class Queue(abc.ABC):
+    """A queue backend. Reserve, then acknowledge; never pop.
+
+    Drivers subclass this, so one that forgets a method fails when it is
+    built, not when the method is first called.
+    """
+
+    name: ClassVar[str]
+    """Diagnostic label: `memory`, `sync`, `sqlite`, `postgres`, ..."""
+    capabilities: ClassVar[Capabilities]
+
+    @abc.abstractmethod
+    async def push(self, job: QueuedJob) -> str:
+        """Enqueue `job` and return its id (the job's, never a broker's message id)."""
+
+    async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        """Enqueue several jobs, in order, as cheaply as the backend allows.
+
+        The default pushes one at a time; drivers with a bulk path override it.
+        """
+        return [await self.push(job) for job in jobs]
+
+    async def push_raw(self, queue: str, body: str) -> None:
+        """Store a bare body with no envelope, for a consumer that is not this library.
+
+        Most drivers have nothing sensible to do with a body that is not a
+        job, so the default refuses and stores nothing.
+        """
+        raise UnsupportedOperation(
+            f"the {self.name} driver does not take a raw payload; push a job envelope instead"
+        )
+
+    @abc.abstractmethod
+    async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
+        """Hide up to `limit` due jobs from other workers and hand them over.
+
+        Jobs whose lease lapsed are handed out again, each delivery counting
+        an attempt. Returns an empty list when nothing is due; it does not
+        wait (see `wait_for_work`).
+        """
+
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        """Return when a job may be due on one of `queues`, or after `timeout`.
+
+        An idle worker calls this instead of sleeping, so a driver that can
+        hear about new work (LISTEN/NOTIFY, a blocking read, an in-process
+        signal) wakes it within milliseconds. The default just sleeps.
+        Returning early without work is allowed; the worker reserves again.
+        """
+        await asyncio.sleep(timeout.total_seconds())
+
+    @abc.abstractmethod
+    async def acknowledge(self, reservation: Reservation) -> None:
+        """The job finished: remove it for good. `LeaseLost` if the reservation is stale."""
+
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        """Acknowledge several reservations; one result per reservation, in order.
+
+        An item's failure (its `LeaseLost`, say) is returned, not raised, so one
+        stale reservation does not hide the others. The default settles one
+        at a time; drivers with a batch path override it.
+        """
+        results: list[Exception | None] = []
+        for reservation in reservations:
+            try:
+                await self.acknowledge(reservation)
+            except Exception as exc:
+                results.append(exc)
+            else:
+                results.append(None)
+        return results
+
+    @abc.abstractmethod
+    async def release(
+        self,
+        reservation: Reservation,
+        *,
+        delay: timedelta = timedelta(0),
+        count_attempt: bool = True,
+    ) -> None:
+        """Put the job back, due after `delay`.
+
+        `count_attempt=False` gives the delivery's attempt back: for a job a
+        worker handed back unrun (or interrupted) at shutdown, which should not
+        cost the job one of its tries.
+        """
+
+    async def renew(self, reservation: Reservation) -> None:
+        """Say the job is still being worked, so its lease does not lapse.
+
+        Extends the lease by its full length from now. `LeaseLost` if the
+        reservation is no longer current. Drivers that never reclaim a lease
+        (memory without a lease, inline) have nothing to extend and keep the
+        default, which does nothing.
+        """
+
+    @abc.abstractmethod
+    async def fail(self, reservation: Reservation, error: str) -> None:
+        """Move the job to the failed store with `error`. `LeaseLost` if stale.
+
+        The failed record is written before the job is removed, so a crash
+        between the two leaves the job twice (once waiting, once failed),
+        never nowhere.
+        """
+
+    @abc.abstractmethod
+    async def size(self, queue: str) -> int:
+        """How many jobs wait on `queue`, delayed ones included, reserved ones not."""
+
+    @abc.abstractmethod
+    async def clear(self, queue: str) -> int:
+        """Discard every waiting job on `queue` and return how many."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, nothing to free by default
+        """Free connections and threads. The queue is unusable afterwards."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def lease(self) -> timedelta | None:
+        """The lease length this driver gives a reservation, or None if it never reclaims."""
+        return None
+
+    def describe(self) -> str:
+        """A one-line, credential-free description for logs and the CLI."""
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.describe()}>"
+
+
+@runtime_checkable
+class FailedJobStore(Protocol):
+    """Listing, retrying and forgetting failed jobs. Drivers with a failed store have it."""
+
+    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
+        """Failed jobs, newest first."""
+        ...
+
+    async def retry_failed(self, job_id: str) -> bool:
+        """Put a failed job back on its queue with its full attempts; False if no such job."""
+        ...
+
+    async def forget_failed(self, job_id: str) -> bool:
+        """Delete one failed job; False if no such job."""
+        ...
+
+    async def flush_failed(self, *, queue: str | None = None) -> int:
+        """Delete every failed job (of one queue, or all) and return how many."""
+        ...
+
+
+@runtime_checkable
+class Migratable(Protocol):
+    """A backend with a schema to create or upgrade (`rainier-queue migrate`)."""
+
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations; return the names of those applied."""
+        ...
+
+    async def schema_status(self) -> tuple[int, int]:
+        """(applied version, version this code expects)."""
+        ...
+
+
+__all__ = [
+    "DEFAULT_LEASE",
+    "Capabilities",
+    "FailedJob",
+    "FailedJobStore",
+    "Migratable",
+    "Queue",
+    "Reservation",
+    "new_token",
+]

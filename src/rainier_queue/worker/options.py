@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: MIT
+"""`WorkerOptions` and `WorkerStats`: how a worker runs, and what it did.
+
+Only knobs that mean the same on every driver belong here. A setting that
+matters to one backend (a poll interval, a prefetch count) lives in that
+driver's options, so the worker never grows a parameter that serves one
+driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerOptions:
+    """How a worker runs. Every field has a default that is safe in production."""
+
+    queues: tuple[str, ...] = ("default",)
+    """Queues to serve, in priority order: an earlier queue is drained first."""
+    concurrency: int = 1
+    """Jobs run at once in this process. Plain `def` handlers run in a thread pool
+    of this size; `async def` ones as tasks."""
+    sleep: timedelta = timedelta(seconds=1)
+    """Longest wait for new work when idle (drivers that can hear about new work
+    wake sooner), and the base of the broker-error backoff."""
+    timeout: timedelta | None = timedelta(seconds=60)
+    """Fallback per-job run limit; a job's own `timeout` wins. None: no limit."""
+    tries: int | None = None
+    """Attempts floor: a job gets max(its own tries, this). Never lowers a job's tries."""
+    max_jobs: int | None = None
+    """Stop after this many jobs finished (processed or failed; retries do not count)."""
+    max_time: timedelta | None = None
+    """Stop taking new work once the run has lasted this long."""
+    stop_when_empty: bool = False
+    """Stop the first time every queue is empty (and nothing is running)."""
+    grace: timedelta = timedelta(seconds=30)
+    """On a stop signal, how long running jobs may take to finish before they are
+    interrupted and handed back."""
+    max_consecutive_errors: int = 20
+    """Back-to-back broker failures to ride out before the run ends with an error.
+
+    Consecutive, so one success resets it. With the default `sleep` and a
+    30-second backoff ceiling this is about eight minutes: long enough to sit
+    through a failover, short enough that a worker pointed at a broker that is
+    never coming back exits and says so."""
+    max_error_backoff: timedelta = timedelta(seconds=30)
+    """Ceiling of the wait between retries of a failing broker."""
+    prefetch: int | None = None
+    """Jobs reserved per round trip; defaults to the free concurrency slots."""
+
+    def __post_init__(self) -> None:
+        if not self.queues or any(not q or not q.strip() for q in self.queues):
+            raise ValueError("a worker needs at least one non-empty queue name")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if self.max_consecutive_errors < 1:
+            raise ValueError("max_consecutive_errors must be at least 1")
+        if self.tries is not None and self.tries < 1:
+            raise ValueError("tries must be at least 1")
+
+    def attempts_for(self, max_attempts: int) -> int:
+        """The attempts a job really gets: its own, raised to the `tries` floor."""
+        return max(max_attempts, self.tries or 0, 1)
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """What a worker run did. `total` is what `max_jobs` counts."""
+
+    processed: int = 0
+    released: int = 0
+    failed: int = 0
+    idles: int = 0
+    broker_errors: int = 0
+    lost_leases: int = 0
+    """Settles refused because another worker had taken the job (its lease lapsed)."""
+    interrupted: int = 0
+    """Jobs handed back unfinished at shutdown."""
+    by_name: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """Jobs that reached an end: processed or failed."""
+        return self.processed + self.failed
