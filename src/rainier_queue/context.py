@@ -36,7 +36,7 @@ class Dependencies:
             return cast(T, self._by_key[key])
         except KeyError:
             for value in self._by_key.values():
-                if isinstance(key, type) and isinstance(value, key):
+                if isinstance(value, key):
                     return value
             known = ", ".join(sorted(_label(k) for k in self._by_key)) or "nothing"
             raise LookupError(
@@ -79,4 +79,5 @@ class JobContext:
         return self.dependencies.resolve(key)
 
     def __repr__(self) -> str:
-        return f"JobContext({self.name} {self.job_id} on {self.queue}, attempt {self.attempt}/{self.max_attempts})"
+        where = f"{self.name} {self.job_id} on {self.queue}"
+        return f"JobContext({where}, attempt {self.attempt}/{self.max_attempts})"

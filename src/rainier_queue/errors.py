@@ -76,8 +76,7 @@ class MissingDependency(ConfigurationError):
 
     def __init__(self, driver: str, extra: str) -> None:
         super().__init__(
-            f"the {driver} driver needs the '{extra}' extra: "
-            f"pip install 'rainier-queue[{extra}]'"
+            f"the {driver} driver needs the '{extra}' extra: pip install 'rainier-queue[{extra}]'"
         )
         self.driver = driver
         self.extra = extra
@@ -137,14 +136,16 @@ class JobTimeout(JobError):
         self.timeout = timeout
 
 
-class JobControl(Exception):  # noqa: N818 - control flow, deliberately not an "Error"
+class JobControl(Exception):
     """Raised by a handler to steer the worker. Not an error."""
 
 
 class Retry(JobControl):
     """Try the job again after `delay`, spending an attempt, without logging an error."""
 
-    def __init__(self, delay: timedelta | float | None = None, reason: str = "retry requested") -> None:
+    def __init__(
+        self, delay: timedelta | float | None = None, reason: str = "retry requested"
+    ) -> None:
         super().__init__(reason)
         if isinstance(delay, int | float):
             delay = timedelta(seconds=delay)

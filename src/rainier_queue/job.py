@@ -27,6 +27,7 @@ case of a job with no options beyond these.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import typing
@@ -81,16 +82,15 @@ class Job:
         if not isinstance(name, str) or not name.strip():
             raise TypeError(
                 f"{cls.__qualname__} needs a `name`: a stable, non-empty wire name such as "
-                f"name = \"{_kebab(cls.__name__)}\" (pass abstract=True for a base class)"
+                f'name = "{_kebab(cls.__name__)}" (pass abstract=True for a base class)'
             )
         tries = cls.__dict__.get("tries", cls.tries)
         if not isinstance(tries, int) or isinstance(tries, bool) or tries < 1:
             raise TypeError(f"{cls.__qualname__}.tries must be a whole number of at least 1")
         cls._hints_checked = False
-        try:
+        # A forward reference not yet defined is checked again at first use.
+        with contextlib.suppress(NameError):
             cls._check_field_types()
-        except NameError:
-            pass  # a forward reference not yet defined; checked again at first use
 
     @classmethod
     def _check_field_types(cls) -> None:
@@ -225,7 +225,7 @@ def job(fn: None = None, **options: Any) -> _Decorator:
     named `ctx`; the function may also take no context at all.
     """
     if "name" not in options:
-        raise TypeError("@job needs a stable wire name: @job(name=\"...\")")
+        raise TypeError('@job needs a stable wire name: @job(name="...")')
     unknown = set(options) - {"name", "queue", "tries", "timeout", "unique_for", "backoff"}
     if unknown:
         raise TypeError(f"@job does not take {', '.join(sorted(unknown))}")
@@ -237,7 +237,9 @@ class _Decorator:
         self._options = options
 
     @overload
-    def __call__(self, fn: Callable[Concatenate[JobContext, P], Awaitable[None] | None]) -> JobFunction[P]: ...
+    def __call__(
+        self, fn: Callable[Concatenate[JobContext, P], Awaitable[None] | None]
+    ) -> JobFunction[P]: ...
     @overload
     def __call__(self, fn: Callable[P, Awaitable[None] | None]) -> JobFunction[P]: ...
     def __call__(self, fn: Callable[..., Awaitable[None] | None]) -> JobFunction[Any]:

@@ -108,7 +108,10 @@ def to_json(value: Any, tp: Any, path: str = "") -> JSONValue:
         if not isinstance(value, list | tuple | set | frozenset):
             raise _Mismatch(path, f"expected a list, got {type(value).__name__}")
         item_types = _item_types(tp, len(value), path)
-        return [to_json(v, t, f"{path}[{i}]") for i, (v, t) in enumerate(zip(value, item_types, strict=True))]
+        return [
+            to_json(v, t, f"{path}[{i}]")
+            for i, (v, t) in enumerate(zip(value, item_types, strict=True))
+        ]
     if origin is dict:
         if not isinstance(value, dict):
             raise _Mismatch(path, f"expected a dict, got {type(value).__name__}")
@@ -192,7 +195,10 @@ def from_json(data: JSONValue, tp: Any, path: str = "") -> Any:
         if not isinstance(data, list):
             raise _Mismatch(path, f"expected an array, got {_json_kind(data)}")
         item_types = _item_types(tp, len(data), path)
-        items = [from_json(v, t, f"{path}[{i}]") for i, (v, t) in enumerate(zip(data, item_types, strict=True))]
+        items = [
+            from_json(v, t, f"{path}[{i}]")
+            for i, (v, t) in enumerate(zip(data, item_types, strict=True))
+        ]
         maker: Callable[[list[Any]], Any] = origin
         return maker(items)
     if origin is dict:

@@ -194,7 +194,7 @@ class Queue(abc.ABC):
         cost the job one of its tries.
         """
 
-    async def renew(self, reservation: Reservation) -> None:
+    async def renew(self, reservation: Reservation) -> None:  # noqa: B027 - a no-op default
         """Say the job is still being worked, so its lease does not lapse.
 
         Extends the lease by its full length from now. `LeaseLost` if the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
+from typing import cast
 
 from .envelope import QueuedJob
 from .errors import UnknownJob
@@ -28,7 +29,8 @@ class JobRegistry:
     def register(self, job: type[Job] | JobFunction[...]) -> type[Job]:
         """Add a job class (or `@job` function). A second class under a taken name is refused."""
         job_class = job.job_class if isinstance(job, JobFunction) else job
-        if not (isinstance(job_class, type) and issubclass(job_class, Job)):
+        candidate = cast(object, job_class)
+        if not (isinstance(candidate, type) and issubclass(candidate, Job)):
             raise TypeError(f"register() takes a Job subclass or an @job function, not {job!r}")
         existing = self._jobs.get(job_class.name)
         if existing is not None and existing is not job_class:

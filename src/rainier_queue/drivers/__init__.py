@@ -65,8 +65,12 @@ _SCHEMES: dict[str, _Entry] = {
     "sync": _Entry("rainier_queue.drivers.inline", "InlineQueue", None, None),
     "inline": _Entry("rainier_queue.drivers.inline", "InlineQueue", None, None),
     "sqlite": _Entry("rainier_queue.drivers.database.sqlite", "SQLiteQueue", None, None),
-    "postgresql": _Entry("rainier_queue.drivers.database.postgres", "PostgresQueue", "postgres", "psycopg"),
-    "postgres": _Entry("rainier_queue.drivers.database.postgres", "PostgresQueue", "postgres", "psycopg"),
+    "postgresql": _Entry(
+        "rainier_queue.drivers.database.postgres", "PostgresQueue", "postgres", "psycopg"
+    ),
+    "postgres": _Entry(
+        "rainier_queue.drivers.database.postgres", "PostgresQueue", "postgres", "psycopg"
+    ),
     "mysql": _Entry("rainier_queue.drivers.database.mysql", "MySQLQueue", "mysql", "aiomysql"),
     "mariadb": _Entry("rainier_queue.drivers.database.mysql", "MySQLQueue", "mysql", "aiomysql"),
     "redis": _Entry("rainier_queue.drivers.redis", "RedisQueue", "redis", "redis"),
@@ -90,7 +94,8 @@ def scheme_of(url: str) -> str:
     scheme = urlsplit(url).scheme.lower()
     if not scheme:
         raise ConfigurationError(
-            f"a queue URL needs a scheme such as `sqlite:///jobs.db` or `memory://`; got {_safe(url)!r}"
+            "a queue URL needs a scheme such as `sqlite:///jobs.db` or `memory://`; "
+            f"got {_safe(url)!r}"
         )
     return scheme
 
@@ -137,4 +142,11 @@ def _safe(url: str) -> str:
     return redact_url(url)
 
 
-__all__ = ["COMMON_OPTIONS", "DriverContext", "driver_class", "known_schemes", "open_queue", "scheme_of"]
+__all__ = [
+    "COMMON_OPTIONS",
+    "DriverContext",
+    "driver_class",
+    "known_schemes",
+    "open_queue",
+    "scheme_of",
+]

@@ -65,7 +65,9 @@ class MemoryQueue(Queue):
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`memory://`, with an optional `lease` such as `30s`."""
         lease = options.get("lease")
-        return cls(lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE)
+        return cls(
+            lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE
+        )
 
     def __init__(self, *, lease: timedelta = DEFAULT_LEASE) -> None:
         self._lease = lease
@@ -257,4 +259,3 @@ class MemoryQueue(Queue):
         """How many jobs are reserved right now."""
         with self._lock:
             return len(self._held)
-
