@@ -69,6 +69,8 @@ class Capabilities:
     """`push_raw` stores a bare body for a consumer that is not this library."""
     transactional_enqueue: bool = False
     """A push can join the application's own database transaction."""
+    fifo_within_queue: bool = True
+    """Due jobs of one queue come out in the order they were pushed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

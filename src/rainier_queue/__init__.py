@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+"""rainier-queue: background jobs for Python that do not get lost.
+
+A web request dispatches a job; a worker, perhaps on another machine, runs
+it later, retries it with the job's own backoff when a dependency blinks,
+and records it in the failed store when it finally gives up. Reserve, then
+settle, never pop: a worker that dies takes no job with it.
+
+The public surface is what this module exports.
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .cache import Cache, Lock, LockManager
+from .connections import ConnectionConfig, QueueConfig
+from .context import Dependencies, JobContext
+from .dispatch import PendingDispatch
+from .envelope import QueuedJob
+from .errors import (
+    BrokerError,
+    BrokerRejected,
+    BrokerUnavailable,
+    ConfigurationError,
+    JobError,
+    JobTimeout,
+    LeaseLost,
+    MissingDependency,
+    PayloadError,
+    QueueError,
+    Retry,
+    UnknownConnection,
+    UnknownJob,
+    UnknownOption,
+    UnsupportedOperation,
+)
+from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
+from .job import Job, JobFunction, job
+from .manager import QueueManager
+from .queue import Capabilities, FailedJob, FailedJobStore, Queue, Reservation
+from .registry import JobRegistry
+
+__all__ = [
+    "BrokerError",
+    "BrokerRejected",
+    "BrokerUnavailable",
+    "Cache",
+    "Capabilities",
+    "ConfigurationError",
+    "ConnectionConfig",
+    "Dependencies",
+    "EventDispatcher",
+    "FailedJob",
+    "FailedJobStore",
+    "Job",
+    "JobContext",
+    "JobError",
+    "JobFailed",
+    "JobFunction",
+    "JobProcessed",
+    "JobProcessing",
+    "JobRegistry",
+    "JobReleased",
+    "JobTimeout",
+    "LeaseLost",
+    "Lock",
+    "LockManager",
+    "MissingDependency",
+    "PayloadError",
+    "PendingDispatch",
+    "Queue",
+    "QueueConfig",
+    "QueueError",
+    "QueueManager",
+    "QueuedJob",
+    "Reservation",
+    "Retry",
+    "UnknownConnection",
+    "UnknownJob",
+    "UnknownOption",
+    "UnsupportedOperation",
+    "__version__",
+    "job",
+]

@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: MIT
+"""Connections: a default plus named backends, declared as data.
+
+One application often talks to more than one backend (SQLite in
+development, PostgreSQL for most jobs and Redis for a hot queue in
+production), so connections are named, and dispatch picks one by name.
+The declaration is plain data, from code, from `rainier-queue.toml`, or
+from `[tool.rainier-queue]` in `pyproject.toml`:
+
+```toml
+[tool.rainier-queue]
+default = "main"                    # which connection `dispatch` uses
+app = "myapp.jobs:registry"         # where the CLI finds the jobs
+queues = ["high", "default"]        # what a worker serves when told nothing
+locks = "sqlite:///jobs.db"         # the store behind unique jobs
+
+[tool.rainier-queue.connections.main]
+url = "sqlite:///jobs.db"
+lease = "90s"
+
+[tool.rainier-queue.connections]
+bulk = "memory://"                  # a bare URL is fine too
+```
+
+Mistakes are refused when the file is read, before anything connects: an
+unknown key gets a "did you mean", a default that names no declared
+connection is an error (never a silent fallback), and every message and
+repr has its credentials redacted. This module never reads the
+environment; only the CLI does.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .cache import LockManager
+from .cache.stores import open_cache
+from .context import Dependencies
+from .drivers import DriverContext, open_queue
+from .errors import ConfigurationError, UnknownConnection, UnknownOption
+from .manager import QueueManager
+from .queue import Queue
+from .redact import redact_url
+from .registry import JobRegistry
+
+TOP_LEVEL_KEYS = frozenset({"default", "connections", "locks", "queues", "app"})
+CONFIG_FILE = "rainier-queue.toml"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionConfig:
+    """One named backend: a URL and the driver's options."""
+
+    name: str
+    url: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"ConnectionConfig({self.name!r}, {redact_url(self.url)!r}, options={sorted(self.options)})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueConfig:
+    """The whole queue declaration of an application."""
+
+    default: str
+    connections: Mapping[str, ConnectionConfig]
+    locks: str | None = None
+    """URL of the cache store behind unique jobs (`memory://`, `sqlite:///jobs.db`, ...)."""
+    queues: tuple[str, ...] = ()
+    """Queues a worker serves when told none, in priority order."""
+    app: str | None = None
+    """`module:attribute` naming the registry or manager, for the CLI."""
+    source: str = "code"
+    """Where this came from, for error messages."""
+
+    def __post_init__(self) -> None:
+        if self.default not in self.connections:
+            raise UnknownConnection(self.default, self.connections)
+
+    @classmethod
+    def from_url(cls, url: str, *, locks: str | None = None, **options: Any) -> QueueConfig:
+        """A single connection named `default`."""
+        conn = ConnectionConfig(name="default", url=url, options=options)
+        return cls(default="default", connections={"default": conn}, locks=locks)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> QueueConfig:
+        """Read a declaration (the shape of the TOML table above), refusing anything unknown."""
+        for key in data:
+            if key not in TOP_LEVEL_KEYS:
+                raise UnknownOption(f"the queue config ({source})", key, TOP_LEVEL_KEYS)
+        raw = data.get("connections")
+        if not isinstance(raw, Mapping) or not raw:
+            raise ConfigurationError(
+                f"the queue config ({source}) declares no connections; add one, for example "
+                '[connections.main] url = "sqlite:///jobs.db"'
+            )
+        connections = {name: _connection(name, value, source) for name, value in raw.items()}
+        default = data.get("default")
+        if default is None:
+            if len(connections) != 1:
+                raise ConfigurationError(
+                    f"the queue config ({source}) declares several connections; "
+                    "say which one is the `default`"
+                )
+            default = next(iter(connections))
+        queues = data.get("queues", ())
+        if isinstance(queues, str):
+            queues = [q.strip() for q in queues.split(",")]
+        if not isinstance(queues, list | tuple) or not all(isinstance(q, str) for q in queues):
+            raise ConfigurationError(f"`queues` ({source}) must be a list of queue names")
+        return cls(
+            default=str(default),
+            connections=connections,
+            locks=_optional_str(data, "locks", source),
+            queues=tuple(q for q in queues if q),
+            app=_optional_str(data, "app", source),
+            source=source,
+        )
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, *, start: Path | None = None
+    ) -> QueueConfig | None:
+        """Read `path`, or find `rainier-queue.toml` / `pyproject.toml` from `start` upwards.
+
+        Returns None when no file declares a queue config.
+        """
+        if path is not None:
+            file = Path(path)
+            if not file.is_file():
+                raise ConfigurationError(f"no queue config file at {file}")
+            return cls._read(file, required=True)
+        here = (start or Path.cwd()).resolve()
+        for folder in (here, *here.parents):
+            for candidate in (folder / CONFIG_FILE, folder / "pyproject.toml"):
+                if candidate.is_file():
+                    found = cls._read(candidate, required=False)
+                    if found is not None:
+                        return found
+        return None
+
+    @classmethod
+    def _read(cls, file: Path, *, required: bool) -> QueueConfig | None:
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigurationError(f"cannot read {file}: {exc}") from exc
+        if file.name == "pyproject.toml":
+            data = data.get("tool", {}).get("rainier-queue")
+            if data is None:
+                if required:
+                    raise ConfigurationError(f"{file} has no [tool.rainier-queue] table")
+                return None
+        return cls.from_mapping(data, source=str(file))
+
+    def open(self, name: str, context: DriverContext | None = None) -> Queue:
+        """Build the queue for connection `name`."""
+        conn = self.connections.get(name)
+        if conn is None:
+            raise UnknownConnection(name, self.connections)
+        try:
+            return open_queue(conn.url, conn.options, context)
+        except ConfigurationError as exc:
+            raise type(exc)(f"queue connection `{name}`: {exc}") from exc
+
+    def build(
+        self,
+        registry: JobRegistry | None = None,
+        dependencies: Dependencies | None = None,
+    ) -> QueueManager:
+        """Open every connection and return a manager over them."""
+        registry = registry if registry is not None else JobRegistry()
+        context = DriverContext(registry=registry, dependencies=dependencies or Dependencies())
+        queues = {name: self.open(name, context) for name in sorted(self.connections)}
+        locks = LockManager(open_cache(self.locks)) if self.locks else None
+        return QueueManager(
+            queues[self.default],
+            registry=registry,
+            connections=queues,
+            default_connection=self.default,
+            locks=locks,
+            default_queues=self.queues,
+        )
+
+    def __repr__(self) -> str:
+        locks = redact_url(self.locks) if self.locks else None
+        return f"QueueConfig(default={self.default!r}, connections={list(self.connections.values())}, locks={locks!r})"
+
+
+def _connection(name: str, value: Any, source: str) -> ConnectionConfig:
+    if isinstance(value, str):
+        return ConnectionConfig(name=name, url=value)
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"connection `{name}` ({source}) must be a URL or a table with `url`"
+        )
+    if "url" not in value or not isinstance(value["url"], str):
+        raise ConfigurationError(
+            f'connection `{name}` ({source}) needs a `url`, such as "sqlite:///jobs.db"'
+        )
+    if "queue" in value:
+        raise ConfigurationError(
+            f"connection `{name}` ({source}): a connection does not name a `queue`; "
+            "jobs choose their queue (or dispatch with .on_queue())"
+        )
+    options = {k: v for k, v in value.items() if k != "url"}
+    return ConnectionConfig(name=name, url=value["url"], options=options)
+
+
+def _optional_str(data: Mapping[str, Any], key: str, source: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigurationError(f"`{key}` ({source}) must be a string")
+    return value

@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: MIT
+"""Each declared capability, tested both ways, so a flag cannot lie."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rainier_queue.errors import UnsupportedOperation
+from rainier_queue.queue import Queue
+
+from .backends import Backend
+from .conftest import OpenQueue
+from .jobs import a_job
+
+PUSH_FROM_ANOTHER_PROCESS = """
+import asyncio, sys
+from rainier_queue.drivers import open_queue
+from rainier_queue.envelope import QueuedJob
+
+async def main():
+    queue = open_queue(sys.argv[1])
+    await queue.push(QueuedJob.create("from-elsewhere", {"pid": 1}))
+    await queue.aclose()
+
+asyncio.run(main())
+"""
+
+
+async def test_jobs_survive_a_restart_exactly_when_the_driver_says_so(
+    open_queue: OpenQueue,
+) -> None:
+    first = open_queue()
+    await first.push(a_job(payload="persisted"))
+    await first.aclose()
+
+    reopened = open_queue()
+    got = await reopened.reserve("default")
+
+    if first.capabilities.survives_restart:
+        assert [r.job.payload for r in got] == ["persisted"]
+    else:
+        assert got == [], f"{first.name} says it keeps nothing across a restart"
+
+
+async def test_another_process_sees_the_jobs_exactly_when_the_driver_says_so(
+    backend: Backend, tmp_path: Path, namespace: str, queue: Queue
+) -> None:
+    url = backend.url(tmp_path, namespace)
+    await queue.size("default")  # let the driver create what it needs first
+    await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", PUSH_FROM_ANOTHER_PROCESS, url], check=True
+    )
+
+    got = await queue.reserve("default")
+
+    if queue.capabilities.shared_between_processes:
+        assert [r.job.name for r in got] == ["from-elsewhere"]
+    else:
+        assert got == [], f"{queue.name} says other processes cannot see its jobs"
+
+
+async def test_a_raw_push_is_stored_only_where_the_driver_takes_raw_bodies(queue: Queue) -> None:
+    if queue.capabilities.raw_push:
+        await queue.push_raw("default", '{"foreign": true}')
+        assert await queue.size("default") == 1
+    else:
+        with pytest.raises(UnsupportedOperation, match=queue.name):
+            await queue.push_raw("default", '{"foreign": true}')
+        assert await queue.size("default") == 0
+
+
+async def test_a_deferred_driver_does_not_run_the_job_when_it_is_pushed(queue: Queue) -> None:
+    # Nothing is registered, so a driver that ran the job inside push would fail here.
+    assert queue.capabilities.deferred
+    await queue.push(a_job(name="not-registered-anywhere"))
+    assert await queue.size("default") == 1

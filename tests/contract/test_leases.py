@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: MIT
+"""Leases: they lapse and are reclaimed, renew extends them, stale settles are refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rainier_queue.errors import LeaseLost
+from rainier_queue.queue import Queue
+
+from .conftest import SHORT_LEASE
+from .jobs import a_job, reserve_eventually, reserve_one
+
+LAPSE = SHORT_LEASE.total_seconds() * 1.5
+
+
+async def test_a_lapsed_lease_is_reclaimed_by_the_next_reserve_and_counts_an_attempt(
+    short_lease_queue: Queue,
+) -> None:
+    queue = short_lease_queue
+    await queue.push(a_job())
+    first = await reserve_one(queue)
+    await asyncio.sleep(LAPSE)
+
+    got = await queue.reserve("default")
+
+    if queue.capabilities.reclaims_lapsed_leases:
+        assert [r.job.id for r in got] == [first.job.id]
+        assert got[0].job.attempts == 2, "a delivery to a worker that went quiet still counts"
+    else:
+        assert got == [], f"{queue.name} says it never reclaims a reservation"
+
+
+async def test_a_settle_with_a_stale_reservation_is_refused_and_changes_nothing(
+    short_lease_queue: Queue,
+) -> None:
+    queue = short_lease_queue
+    if not queue.capabilities.reclaims_lapsed_leases:
+        pytest.skip(f"{queue.name} never reclaims, so no reservation goes stale")
+    await queue.push(a_job())
+    stale = await reserve_one(queue)
+    await asyncio.sleep(LAPSE)
+    current = await reserve_eventually(queue)
+
+    with pytest.raises(LeaseLost):
+        await queue.acknowledge(stale)
+    with pytest.raises(LeaseLost):
+        await queue.release(stale)
+    with pytest.raises(LeaseLost):
+        await queue.fail(stale, "late")
+    with pytest.raises(LeaseLost):
+        await queue.renew(stale)
+
+    # The current holder is untouched: its own acknowledge works, and the job is gone.
+    await queue.acknowledge(current)
+    await asyncio.sleep(LAPSE)
+    assert await queue.reserve("default") == []
+
+
+async def test_renewing_a_lease_keeps_the_job_from_a_second_worker(
+    short_lease_queue: Queue,
+) -> None:
+    queue = short_lease_queue
+    await queue.push(a_job())
+    held = await reserve_one(queue)
+
+    for _ in range(4):  # four renewals span well over two lease lengths
+        await asyncio.sleep(SHORT_LEASE.total_seconds() / 2)
+        await queue.renew(held)
+    other = await queue.reserve("default")
+
+    if queue.capabilities.renews_leases:
+        assert other == [], "a renewed lease must not lapse"
+        await queue.acknowledge(held)
+    elif queue.capabilities.reclaims_lapsed_leases:
+        assert len(other) == 1, f"{queue.name} says renew does nothing, so the lease lapsed"
+
+
+async def test_an_acknowledged_job_never_comes_back(short_lease_queue: Queue) -> None:
+    queue = short_lease_queue
+    await queue.push(a_job())
+    reservation = await reserve_one(queue)
+
+    await queue.acknowledge(reservation)
+    await asyncio.sleep(LAPSE)
+
+    assert await queue.reserve("default") == []
+    assert await queue.size("default") == 0
+
+
+async def test_acknowledging_twice_is_refused(queue: Queue) -> None:
+    await queue.push(a_job())
+    reservation = await reserve_one(queue)
+    await queue.acknowledge(reservation)
+
+    with pytest.raises(LeaseLost):
+        await queue.acknowledge(reservation)
+
+
+async def test_acknowledge_many_settles_each_and_reports_the_stale_one(queue: Queue) -> None:
+    await queue.push_many([a_job(payload=i) for i in range(3)])
+    batch = await queue.reserve("default", limit=3)
+    await queue.acknowledge(batch[1])
+
+    results = await queue.acknowledge_many(batch)
+
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], LeaseLost)
+    assert await queue.size("default") == 0
