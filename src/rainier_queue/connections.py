@@ -60,7 +60,8 @@ class ConnectionConfig:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        return f"ConnectionConfig({self.name!r}, {redact_url(self.url)!r}, options={sorted(self.options)})"
+        url = redact_url(self.url)
+        return f"ConnectionConfig({self.name!r}, {url!r}, options={sorted(self.options)})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,7 +191,8 @@ class QueueConfig:
 
     def __repr__(self) -> str:
         locks = redact_url(self.locks) if self.locks else None
-        return f"QueueConfig(default={self.default!r}, connections={list(self.connections.values())}, locks={locks!r})"
+        conns = list(self.connections.values())
+        return f"QueueConfig(default={self.default!r}, connections={conns}, locks={locks!r})"
 
 
 def _connection(name: str, value: Any, source: str) -> ConnectionConfig:

@@ -106,6 +106,7 @@ async def test_acknowledge_many_settles_each_and_reports_the_stale_one(queue: Qu
 
     results = await queue.acknowledge_many(batch)
 
-    assert results[0] is None and results[2] is None
+    assert results[0] is None
+    assert results[2] is None
     assert isinstance(results[1], LeaseLost)
     assert await queue.size("default") == 0
