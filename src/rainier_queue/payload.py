@@ -93,13 +93,13 @@ def to_json(value: Any, tp: Any, path: str = "") -> JSONValue:
     origin = get_origin(tp)
     args = get_args(tp)
     if origin in (Union, types.UnionType):
-        errors: list[str] = []
+        errors: list[_Mismatch] = []
         for arg in args:
             try:
                 return to_json(value, arg, path)
             except _Mismatch as exc:
-                errors.append(exc.message)
-        raise _Mismatch(path, " and ".join(dict.fromkeys(errors)))
+                errors.append(exc)
+        raise _closest(errors, path)
     if origin is Literal:
         if value not in args:
             raise _Mismatch(path, f"expected one of {list(args)!r}, got {value!r}")
@@ -178,13 +178,13 @@ def from_json(data: JSONValue, tp: Any, path: str = "") -> Any:
     origin = get_origin(tp)
     args = get_args(tp)
     if origin in (Union, types.UnionType):
-        errors: list[str] = []
+        errors: list[_Mismatch] = []
         for arg in args:
             try:
                 return from_json(data, arg, path)
             except _Mismatch as exc:
-                errors.append(exc.message)
-        raise _Mismatch(path, " and ".join(dict.fromkeys(errors)))
+                errors.append(exc)
+        raise _closest(errors, path)
     if origin is Literal:
         for arg in args:
             raw = arg.value if isinstance(arg, enum.Enum) else arg
@@ -271,6 +271,18 @@ def _item_types(tp: Any, length: int, path: str) -> list[Any]:
             raise _Mismatch(path, f"expected {len(args)} items, got {length}")
         return list(args)
     return [args[0] if args else Any] * length
+
+
+def _closest(errors: list[_Mismatch], path: str) -> _Mismatch:
+    """Of a union's failed branches, the one that got furthest into the value.
+
+    `list[str] | None` given `["a", 2]` should point at item 1, not say
+    "expected None" about the whole list.
+    """
+    deepest = max(errors, key=lambda e: len(e.path))
+    if len(deepest.path) > len(path):
+        return deepest
+    return _Mismatch(path, " or ".join(dict.fromkeys(e.message for e in errors)))
 
 
 def _require_json(value: Any, path: str) -> None:

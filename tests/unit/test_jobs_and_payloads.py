@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: MIT
+"""Jobs are data with a stable name, checked when they are built."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+from uuid import UUID
+
+import pytest
+
+from rainier_queue import Job, JobContext, JobRegistry, PayloadError, UnknownJob, job
+from rainier_queue.envelope import QueuedJob
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass
+class Address:
+    street: str
+    number: int
+
+
+class Everything(Job):
+    name = "everything"
+
+    text: str
+    count: int
+    ratio: float = 0.5
+    flag: bool = False
+    tags: list[str] | None = None
+    scores: dict[str, int] | None = None
+    colour: Colour = Colour.RED
+    mode: Literal["fast", "slow"] = "fast"
+    when: datetime | None = None
+    ident: UUID | None = None
+    address: Address | None = None
+
+    async def handle(self, ctx: JobContext) -> None:
+        pass
+
+
+def test_a_job_round_trips_through_its_json_payload() -> None:
+    original = Everything(
+        text="hé ✉",
+        count=3,
+        ratio=2,
+        tags=["a"],
+        scores={"x": 1},
+        colour=Colour.BLUE,
+        mode="slow",
+        when=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        ident=UUID(int=5),
+        address=Address("Main", 9),
+    )
+
+    payload = original.to_payload()
+    rebuilt = Everything.from_payload(payload)
+
+    assert rebuilt == original
+    assert payload["colour"] == "blue"
+    assert payload["address"] == {"street": "Main", "number": 9}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "where"),
+    [
+        ({"text": 1, "count": 1}, "text"),
+        ({"text": "a", "count": "1"}, "count"),
+        ({"text": "a", "count": True}, "count"),
+        ({"text": "a", "count": 1, "tags": ["a", 2]}, "tags[1]"),
+        ({"text": "a", "count": 1, "mode": "medium"}, "mode"),
+        ({"text": "a", "count": 1, "ratio": float("nan")}, "ratio"),
+    ],
+)
+def test_a_bad_argument_fails_when_the_job_is_built_and_names_the_field(
+    kwargs: dict[str, object], where: str
+) -> None:
+    with pytest.raises(PayloadError, match=re.escape(f"`{where}`")):
+        Everything(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_missing_argument_fails_at_the_call() -> None:
+    with pytest.raises(TypeError, match="count"):
+        Everything(text="a")  # type: ignore[call-arg]
+
+
+def test_a_stored_payload_that_no_longer_fits_says_it_diverged() -> None:
+    with pytest.raises(PayloadError, match="diverged.*unknown field"):
+        Everything.from_payload({"text": "a", "count": 1, "removed_field": 2})
+    with pytest.raises(PayloadError, match="diverged.*count.*missing"):
+        Everything.from_payload({"text": "a"})
+    with pytest.raises(PayloadError, match="diverged"):
+        Everything.from_payload([1, 2])
+
+
+def test_a_job_without_a_name_is_refused_when_its_class_is_defined() -> None:
+    with pytest.raises(TypeError, match="needs a `name`"):
+
+        class Nameless(Job):
+            async def handle(self, ctx: JobContext) -> None:
+                pass
+
+
+def test_a_field_type_that_cannot_travel_as_json_is_refused_at_definition() -> None:
+    with pytest.raises(TypeError, match="cannot travel as JSON"):
+
+        class Bad(Job):
+            name = "bad"
+            conn: object.__class__  # type: ignore[valid-type]
+
+
+def test_a_job_with_no_fields_has_an_empty_payload_and_rebuilds_from_null() -> None:
+    class Ping(Job):
+        name = "ping"
+
+    assert Ping().to_payload() == {}
+    assert Ping.from_payload(None) == Ping()
+
+
+def test_the_default_backoff_doubles_from_one_second_and_stops_at_64() -> None:
+    delays = [Everything(text="a", count=1).backoff(n).total_seconds() for n in range(1, 10)]
+
+    assert delays == [1, 2, 4, 8, 16, 32, 64, 64, 64]
+
+
+def test_the_queue_may_be_chosen_per_job_by_a_method() -> None:
+    class Tenant(Job):
+        name = "tenant"
+        tenant: str
+
+        def queue(self) -> str:  # type: ignore[override]
+            return f"tenant-{self.tenant}"
+
+    assert Tenant(tenant="acme").queue_name() == "tenant-acme"
+
+
+def test_a_function_becomes_a_job_with_its_parameters_as_fields() -> None:
+    seen: list[tuple[int, str]] = []
+
+    @job(name="resize", queue="media", tries=5, timeout=timedelta(seconds=3))
+    def resize(ctx: JobContext, width: int, path: str = "a.png") -> None:
+        seen.append((width, path))
+
+    built = resize(200)
+
+    assert built.to_payload() == {"width": 200, "path": "a.png"}
+    assert built.queue_name() == "media"
+    assert resize.job_class.tries == 5
+    assert resize.job_class.timeout_delta() == timedelta(seconds=3)
+    with pytest.raises(PayloadError):
+        resize("wide")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="resize"):
+        resize(1, "a", "extra")  # type: ignore[call-arg]
+
+
+def test_the_registry_refuses_two_jobs_under_one_name() -> None:
+    class One(Job):
+        name = "same"
+
+    class Two(Job):
+        name = "same"
+
+    registry = JobRegistry([One])
+    with pytest.raises(ValueError, match="two jobs claim the name `same`"):
+        registry.register(Two)
+
+
+def test_an_unknown_name_names_what_is_registered() -> None:
+    registry = JobRegistry([Everything])
+
+    with pytest.raises(UnknownJob, match=r"`missing`.*`everything`"):
+        registry.build(QueuedJob.create("missing", {}))
+
+
+def test_an_envelope_round_trips_through_its_documented_json_form() -> None:
+    envelope = QueuedJob.create(
+        "everything", {"text": "é", "count": 1}, queue="q", delay=timedelta(seconds=5),
+        headers={"traceparent": "x"},
+    ).with_changes(unique_key="unique:everything:1")
+
+    text = envelope.to_json()
+    back = QueuedJob.from_json(text)
+
+    assert back == envelope
+    assert '"v":1' in text
+    assert QueuedJob.from_json('{"id":"1","name":"n","payload":null,"extra":"ignored"}').name == "n"
+
+
+@pytest.mark.parametrize("body", ["not json", "[]", '{"name":"x"}', '{"id":"1","payload":1}', b"\xff"])
+def test_a_body_that_is_not_an_envelope_is_a_clear_payload_error(body: str | bytes) -> None:
+    with pytest.raises(PayloadError, match="not a job envelope"):
+        QueuedJob.from_json(body)
