@@ -181,7 +181,10 @@ def test_an_unknown_name_names_what_is_registered() -> None:
 
 def test_an_envelope_round_trips_through_its_documented_json_form() -> None:
     envelope = QueuedJob.create(
-        "everything", {"text": "é", "count": 1}, queue="q", delay=timedelta(seconds=5),
+        "everything",
+        {"text": "é", "count": 1},
+        queue="q",
+        delay=timedelta(seconds=5),
         headers={"traceparent": "x"},
     ).with_changes(unique_key="unique:everything:1")
 
@@ -193,7 +196,9 @@ def test_an_envelope_round_trips_through_its_documented_json_form() -> None:
     assert QueuedJob.from_json('{"id":"1","name":"n","payload":null,"extra":"ignored"}').name == "n"
 
 
-@pytest.mark.parametrize("body", ["not json", "[]", '{"name":"x"}', '{"id":"1","payload":1}', b"\xff"])
+@pytest.mark.parametrize(
+    "body", ["not json", "[]", '{"name":"x"}', '{"id":"1","payload":1}', b"\xff"]
+)
 def test_a_body_that_is_not_an_envelope_is_a_clear_payload_error(body: str | bytes) -> None:
     with pytest.raises(PayloadError, match="not a job envelope"):
         QueuedJob.from_json(body)

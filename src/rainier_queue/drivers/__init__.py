@@ -21,6 +21,7 @@ with a "did you mean" before anything connects.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
@@ -110,11 +111,11 @@ def driver_class(scheme: str) -> QueueFactory:
     entry = _SCHEMES.get(scheme)
     if entry is None:
         raise UnknownOption("the queue URL", scheme, _SCHEMES) from None
+    if entry.client and entry.extra and importlib.util.find_spec(entry.client) is None:
+        raise MissingDependency(scheme, entry.extra)
     try:
         module = importlib.import_module(entry.module)
     except ModuleNotFoundError as exc:
-        if entry.extra and exc.name and entry.client and exc.name.split(".")[0] == entry.client:
-            raise MissingDependency(scheme, entry.extra) from exc
         if exc.name == entry.module:
             raise ConfigurationError(
                 f"the `{scheme}` driver is not part of this version of rainier-queue yet"

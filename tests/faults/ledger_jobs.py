@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: MIT
+"""Jobs for the process-level tests: each run is written to a ledger file.
+
+The ledger is a separate SQLite file (its path in RAINIER_QUEUE_TEST_LEDGER)
+with one row per start and one per finish of every run, written by the
+handler itself. Counting rows there shows, from outside the queue, how many
+times each job really ran and whether two runs of one job ever overlapped.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+
+from rainier_queue import Job, JobContext, JobRegistry
+
+
+def ledger() -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        os.environ["RAINIER_QUEUE_TEST_LEDGER"], timeout=30, isolation_level=None
+    )
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS runs (job_id TEXT, n INTEGER, attempt INTEGER, pid INTEGER,"
+        " event TEXT, at REAL)"
+    )
+    return conn
+
+
+def record(ctx: JobContext, n: int, event: str) -> None:
+    conn = ledger()
+    try:
+        conn.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)",
+            (ctx.job_id, n, ctx.attempt, os.getpid(), event, time.time()),
+        )
+    finally:
+        conn.close()
+
+
+class Count(Job):
+    """Records its run; fails for every n divisible by 97 so the failed table is used too."""
+
+    name = "count"
+    tries = 1
+    n: int
+
+    def handle(self, ctx: JobContext) -> None:
+        record(ctx, self.n, "start")
+        if self.n % 97 == 0:
+            record(ctx, self.n, "fail")
+            raise RuntimeError(f"job {self.n} fails on purpose")
+        record(ctx, self.n, "finish")
+
+
+class Slow(Job):
+    """Takes a while, so a worker can be killed while it runs."""
+
+    name = "slow"
+    tries = 5
+    n: int
+    seconds: float = 0.4
+
+    def handle(self, ctx: JobContext) -> None:
+        record(ctx, self.n, "start")
+        time.sleep(self.seconds)
+        record(ctx, self.n, "finish")
+
+
+registry = JobRegistry([Count, Slow])

@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: MIT
+"""Connections from config: strict, helpful, and never leaking a password."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from rainier_queue import ConfigurationError, QueueConfig, UnknownConnection, UnknownOption
+from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.memory import MemoryQueue
+from rainier_queue.durations import parse_duration
+from rainier_queue.errors import MissingDependency
+from rainier_queue.redact import redact_url
+
+
+def test_a_config_file_declares_named_connections_and_the_default(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        """
+[tool.rainier-queue]
+default = "main"
+queues = ["high", "default"]
+locks = "memory://"
+
+[tool.rainier-queue.connections.main]
+url = "memory://"
+lease = "45s"
+
+[tool.rainier-queue.connections]
+spare = "memory://"
+""",
+        encoding="utf-8",
+    )
+
+    config = QueueConfig.load(start=tmp_path)
+    assert config is not None
+    manager = config.build()
+
+    assert manager.connection_names() == ["main", "spare"]
+    assert isinstance(manager.queue, MemoryQueue)
+    assert manager.queue.lease.total_seconds() == 45
+    assert manager.default_queues() == ["high", "default"]
+    assert manager.locks is not None
+
+
+def test_a_default_that_names_no_connection_is_refused() -> None:
+    with pytest.raises(UnknownConnection, match=r"`prod`.*`dev`"):
+        QueueConfig.from_mapping({"default": "prod", "connections": {"dev": "memory://"}})
+
+
+def test_an_unknown_key_gets_a_did_you_mean() -> None:
+    with pytest.raises(UnknownOption, match="Did you mean `connections`"):
+        QueueConfig.from_mapping({"conections": {"a": "memory://"}})
+    with pytest.raises(UnknownOption, match="Did you mean `lease`"):
+        open_queue("memory://", {"leese": "5s"})
+
+
+def test_a_connection_may_not_name_a_queue() -> None:
+    with pytest.raises(ConfigurationError, match="does not name a `queue`"):
+        QueueConfig.from_mapping({"connections": {"a": {"url": "memory://", "queue": "x"}}})
+
+
+def test_a_driver_whose_extra_is_missing_says_which_pip_install_fixes_it() -> None:
+    if importlib.util.find_spec("psycopg") is not None:
+        pytest.skip("psycopg is installed here")
+    with pytest.raises(
+        MissingDependency, match=r"pip install 'rainier-queue\[postgres\]'"
+    ) as caught:
+        open_queue("postgresql://app:secret@localhost/app")
+    assert "secret" not in str(caught.value)
+
+
+def test_credentials_never_appear_in_errors_or_reprs() -> None:
+    url = "kafkax://app:hunter2@broker:9092/?token=abc"
+    with pytest.raises(ConfigurationError) as caught:
+        open_queue(url)
+    config = QueueConfig.from_url("memory://user:hunter2@x/?token=abc")
+
+    assert "hunter2" not in str(caught.value)
+    assert "hunter2" not in repr(config)
+    assert "abc" not in repr(config)
+    assert redact_url("postgresql://app:secret@db:5432/app?sslkey=k") == (
+        "postgresql://app:***@db:5432/app?***"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("250ms", 0.25), ("1h30m", 5400), ("2", 2), ("1.5m", 90)]
+)
+def test_durations_are_written_with_units(text: str, seconds: float) -> None:
+    assert parse_duration(text).total_seconds() == seconds
+
+
+def test_a_duration_without_a_known_unit_says_how_to_write_one() -> None:
+    with pytest.raises(ConfigurationError, match="30s"):
+        parse_duration("ten seconds", setting="lease")
