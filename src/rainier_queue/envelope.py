@@ -165,7 +165,9 @@ class QueuedJob:
         Raises `PayloadError` when the data is not a job envelope at all.
         """
         if not isinstance(data, Mapping):
-            raise PayloadError(f"not a job envelope: expected a JSON object, got {type(data).__name__}")
+            raise PayloadError(
+                f"not a job envelope: expected a JSON object, got {type(data).__name__}"
+            )
         missing = [k for k in ("id", "name") if not isinstance(data.get(k), str) or not data[k]]
         if missing or "payload" not in data:
             missing += [] if "payload" in data else ["payload"]
