@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: MIT
+"""Real worker processes on one SQLite file: counted, killed, and counted again.
+
+These run the CLI's `work` command in subprocesses, so they test what a
+user deploys: the driver, the worker and the process boundary together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from rainier_queue.drivers import open_queue
+from rainier_queue.envelope import QueuedJob
+from rainier_queue.queue import FailedJobStore
+
+from .harness import config, count, events, worker
+
+pytestmark = pytest.mark.slow
+
+
+async def push(url: str, jobs: list[QueuedJob]) -> None:
+    queue = open_queue(url)
+    try:
+        for start in range(0, len(jobs), 1000):
+            await queue.push_many(jobs[start : start + 1000])
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.timeout(600)
+async def test_ten_thousand_jobs_through_two_worker_processes_each_run_once_or_fail(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    ledger = tmp_path / "ledger.db"
+    total = 10_000
+    await push(url, [QueuedJob.create("count", {"n": n}, max_attempts=1) for n in range(total)])
+
+    conf = config(tmp_path, url)
+    procs = [worker(conf, ledger, "--stop-when-empty", "--concurrency", "4") for _ in range(2)]
+    codes = [await asyncio.to_thread(p.wait, 540) for p in procs]
+
+    assert all(code in (0, 1) for code in codes), [p.stdout.read() for p in procs if p.stdout]
+    starts = count(ledger, "start")
+    failing = {n for n in range(total) if n % 97 == 0}
+    assert set(starts) == set(range(total)), "every job ran"
+    assert max(starts.values()) == 1, "no job was reserved twice"
+    assert set(count(ledger, "finish")) == set(range(total)) - failing
+    assert len({pid for *_, pid, _ in events(ledger)}) == 2, "both processes took work"
+    queue = open_queue(url)
+    try:
+        assert await queue.size("default") == 0
+        assert isinstance(queue, FailedJobStore)
+        failed = await queue.failed_jobs(limit=total)
+        assert sorted(f.job.payload["n"] for f in failed) == sorted(failing)
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.timeout(180)
+async def test_a_worker_killed_mid_job_loses_nothing_and_another_finishes_every_job(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    conf = config(tmp_path, url, lease="2s")
+    ledger = tmp_path / "ledger.db"
+    total = 24
+    await push(url, [QueuedJob.create("slow", {"n": n}, max_attempts=5) for n in range(total)])
+    settings = ("--concurrency", "4", "--timeout", "1.5s", "--sleep", "0.2s")
+
+    doomed = worker(conf, ledger, *settings)
+    deadline = time.monotonic() + 60
+    while len(count(ledger, "start")) < 6:
+        assert time.monotonic() < deadline, "the first worker never started work"
+        await asyncio.sleep(0.05)
+    os.kill(doomed.pid, signal.SIGKILL)
+    await asyncio.to_thread(doomed.wait)
+    started_by_doomed = {
+        n for _, n, _, pid, e in events(ledger) if pid == doomed.pid and e == "start"
+    }
+    finished_by_doomed = {
+        n for _, n, _, pid, e in events(ledger) if pid == doomed.pid and e == "finish"
+    }
+    interrupted = started_by_doomed - finished_by_doomed
+    assert interrupted, "the kill should land while jobs are running"
+
+    rescuer = worker(conf, ledger, *settings)
+    try:
+        deadline = time.monotonic() + 120
+        while set(count(ledger, "finish")) != set(range(total)):
+            assert time.monotonic() < deadline, "the second worker did not finish every job"
+            assert rescuer.poll() is None, rescuer.stdout.read() if rescuer.stdout else ""
+            await asyncio.sleep(0.1)
+    finally:
+        rescuer.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(rescuer.wait, 60)
+
+    rerun = {
+        (n, attempt)
+        for _, n, attempt, pid, e in events(ledger)
+        if pid == rescuer.pid and e == "start"
+    }
+    for n in interrupted:
+        assert any(r_n == n and attempt >= 2 for r_n, attempt in rerun), (
+            f"job {n} was running when its worker died; it must run again as a later attempt"
+        )
+    queue = open_queue(url)
+    try:
+        assert await queue.size("default") == 0
+        assert isinstance(queue, FailedJobStore)
+        assert await queue.failed_jobs() == []
+    finally:
+        await queue.aclose()
