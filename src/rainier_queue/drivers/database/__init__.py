@@ -1,0 +1,374 @@
+# SPDX-License-Identifier: MIT
+"""`DatabaseQueue`: the `Queue` port over tables in a SQL database.
+
+A job queue in the database the application already runs needs no new
+infrastructure to operate, back up or secure, and a job row is as durable
+as any other row. What it costs: every reserve and settle is a write
+transaction, so throughput is the database's write rate, not a broker's;
+and idle workers poll (each dialect may add a faster wake-up, such as
+PostgreSQL's `LISTEN`).
+
+The semantics are `MemoryQueue`'s, in SQL:
+
+- a reservation is a random `reservation_token` written into the row with
+  the lease's end (`due_at`); every settle matches on id *and* token, and
+  matching no row is `LeaseLost`;
+- a row whose lease ended is due again, so the next `reserve` reclaims it
+  (counting another attempt, as every delivery does) and no reaper runs;
+- `fail` copies the row into the failed table and then deletes it, in one
+  transaction, and `retry_failed` restores it with its attempts at zero and
+  its own `max_attempts` (upstream gave a retried job a single attempt);
+- `renew` moves the lease's end (upstream could not).
+
+The SQL lives in `statements` and `schema`; what differs between databases
+lives in a `Dialect` (`sqlite`; `postgres` and `mysql` plug in the same way).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import ClassVar
+
+from typing_extensions import override
+
+from ..._clock import from_micros, to_micros
+from ...durations import format_duration
+from ...envelope import QueuedJob, decode_payload, encode_payload
+from ...errors import BrokerRejected, ConfigurationError, LeaseLost
+from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
+from .dialect import Dialect, Row, Session, T, Work
+from .schema import DEFAULT_PREFIX, EXPECTED_VERSION, Tables, applied_version, apply_pending
+from .statements import Statements
+
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class DatabaseQueue(Queue):
+    """Jobs as rows, claimed under the dialect's lock and settled by reservation token."""
+
+    name: ClassVar[str] = "database"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        survives_restart=True,
+        shared_between_processes=True,
+    )
+
+    def __init__(
+        self,
+        dialect: Dialect,
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        prefix: str = DEFAULT_PREFIX,
+        migrate: bool = True,
+    ) -> None:
+        if lease <= timedelta(0):
+            raise ConfigurationError(f"`lease` must be longer than zero (got {lease})")
+        self._dialect = dialect
+        self._tables = Tables.for_prefix(prefix)
+        self._sql = Statements.build(self._tables, dialect)
+        self._lease = lease
+        self._lease_us = lease // _MICROSECOND
+        self._auto_migrate = migrate
+        self._schema_ready = False
+
+    @property
+    @override
+    def lease(self) -> timedelta:
+        return self._lease
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of this queue's table names."""
+        return self._tables.prefix
+
+    @override
+    def describe(self) -> str:
+        lease = format_duration(self._lease)
+        return f"{self._dialect.describe()} (tables {self.prefix}*, lease {lease})"
+
+    # -- schema ----------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the tables; the names of the migrations applied (none if current)."""
+        applied = await self._dialect.run(
+            lambda s: apply_pending(s, self._dialect, self._tables), write=True
+        )
+        self._schema_ready = True
+        return applied
+
+    async def schema_status(self) -> tuple[int, int]:
+        """(the version the database has, the version this code expects)."""
+        applied = await self._dialect.run(
+            lambda s: applied_version(s, self._dialect, self._tables), write=False
+        )
+        return applied, EXPECTED_VERSION
+
+    async def _ensure_schema(self) -> None:
+        if self._schema_ready:
+            return
+        applied, expected = await self.schema_status()
+        if applied < expected:
+            if not self._auto_migrate:
+                raise BrokerRejected(
+                    f"the {self.name} queue at {self._dialect.describe()} has schema version "
+                    f"{applied} and this code needs {expected} (tables {self.prefix}*): run "
+                    "`rainier-queue migrate`, or open the queue with migrate = true"
+                )
+            await self.migrate()
+        # A database newer than this code is fine: migrations only add.
+        self._schema_ready = True
+
+    async def _run(self, work: Work[T], *, write: bool = True) -> T:
+        await self._ensure_schema()
+        return await self._dialect.run(work, write=write)
+
+    # -- pushing ---------------------------------------------------------------
+
+    @override
+    async def push(self, job: QueuedJob) -> str:
+        await self.push_many([job])
+        return job.id
+
+    @override
+    async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        if not jobs:
+            return []
+        rows = [_row_for(job) for job in jobs]
+        queues = {job.queue for job in jobs}
+
+        async def work(s: Session) -> None:
+            await s.executemany(self._sql.push, rows)
+            await self._dialect.announce(s, queues)
+
+        await self._run(work)
+        self._dialect.pushed()
+        return [job.id for job in jobs]
+
+    # -- reserving -------------------------------------------------------------
+
+    @override
+    async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
+        if limit < 1:
+            return []
+
+        async def work(s: Session) -> list[Reservation]:
+            now = await self._dialect.now(s)
+            rows = await s.fetchall(self._sql.select_due, (queue, now, limit))
+            until = now + self._lease_us
+            claims: list[tuple[object, ...]] = []
+            out: list[Reservation] = []
+            for row in rows:
+                token = new_token()
+                claims.append((token, now, until, row[0]))
+                job = job_from_row(row[1:])
+                out.append(
+                    Reservation(
+                        job=job.with_changes(attempts=job.attempts + 1),
+                        token=token,
+                        lease_until=from_micros(until),
+                        lease=self._lease,
+                        handle=row[0],
+                    )
+                )
+            if claims:
+                await s.executemany(self._sql.claim, claims)
+            return out
+
+        return await self._run(work)
+
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        if queues:
+
+            async def soonest(s: Session) -> tuple[int, int | None]:
+                sql = self._sql.soonest_due_for(self._dialect, len(queues))
+                rows = await s.fetchall(sql, tuple(queues))
+                due = rows[0][0] if rows else None
+                return await self._dialect.now(s), None if due is None else int(due)
+
+            now, due = await self._run(soonest, write=False)
+            if due is not None:
+                if due <= now:
+                    return
+                # Wake when the next delayed job comes due or the next lease ends.
+                timeout = min(timeout, (due - now) * _MICROSECOND)
+        await self._dialect.wait(queues, timeout)
+
+    # -- settling --------------------------------------------------------------
+
+    async def _settle(self, sql: str, params: Sequence[object], reservation: Reservation) -> None:
+        async def work(s: Session) -> None:
+            if await s.execute(sql, params) == 0:
+                raise _lost(reservation)
+
+        await self._run(work)
+
+    @override
+    async def acknowledge(self, reservation: Reservation) -> None:
+        job = reservation.job
+        await self._settle(self._sql.acknowledge, (job.id, reservation.token), reservation)
+
+    @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        async def work(s: Session) -> list[Exception | None]:
+            results: list[Exception | None] = []
+            for r in reservations:
+                changed = await s.execute(self._sql.acknowledge, (r.job.id, r.token))
+                results.append(None if changed else _lost(r))
+            return results
+
+        return await self._run(work) if reservations else []
+
+    @override
+    async def release(
+        self,
+        reservation: Reservation,
+        *,
+        delay: timedelta = timedelta(0),
+        count_attempt: bool = True,
+    ) -> None:
+        give_back = 0 if count_attempt else 1
+        delay_us = max(timedelta(0), delay) // _MICROSECOND
+        job, dialect = reservation.job, self._dialect
+
+        async def work(s: Session) -> None:
+            due = await dialect.now(s) + delay_us
+            params = (due, due, give_back, give_back, job.id, reservation.token)
+            if await s.execute(self._sql.release, params) == 0:
+                raise _lost(reservation)
+
+        await self._run(work)
+        dialect.pushed()
+
+    @override
+    async def renew(self, reservation: Reservation) -> None:
+        job = reservation.job
+
+        async def work(s: Session) -> None:
+            until = await self._dialect.now(s) + self._lease_us
+            if await s.execute(self._sql.renew, (until, job.id, reservation.token)) == 0:
+                raise _lost(reservation)
+
+        await self._run(work)
+
+    @override
+    async def fail(self, reservation: Reservation, error: str) -> None:
+        job = reservation.job
+
+        async def work(s: Session) -> None:
+            # Recorded first, deleted second, in one transaction: a crash in
+            # between rolls both back, and the job is still reserved (and is
+            # reclaimed when its lease ends), never nowhere.
+            now = await self._dialect.now(s)
+            params = (error, now, job.id, reservation.token)
+            if await s.execute(self._sql.record_failure, params) == 0:
+                raise _lost(reservation)
+            if await s.execute(self._sql.acknowledge, (job.id, reservation.token)) == 0:
+                raise _lost(reservation)  # rolls the record back with it
+
+        await self._run(work)
+
+    # -- counting --------------------------------------------------------------
+
+    @override
+    async def size(self, queue: str) -> int:
+        rows = await self._run(lambda s: s.fetchall(self._sql.size, (queue,)), write=False)
+        return int(rows[0][0])
+
+    @override
+    async def clear(self, queue: str) -> int:
+        return await self._run(lambda s: s.execute(self._sql.clear, (queue,)))
+
+    @override
+    async def aclose(self) -> None:
+        await self._dialect.aclose()
+
+    # -- FailedJobStore --------------------------------------------------------
+
+    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
+        """Failed jobs, newest first, each with its full envelope and error."""
+        sql, params = (
+            (self._sql.failed_all, (limit,))
+            if queue is None
+            else (self._sql.failed_on_queue, (queue, limit))
+        )
+        rows = await self._run(lambda s: s.fetchall(sql, params), write=False)
+        return [
+            FailedJob(
+                job=job_from_row(row[:10]), error=str(row[10]), failed_at=from_micros(row[11])
+            )
+            for row in rows
+        ]
+
+    async def retry_failed(self, job_id: str) -> bool:
+        """Queue a failed job again, due now, with attempts at zero; False if no such job."""
+
+        async def work(s: Session) -> bool:
+            found = await s.fetchall(self._sql.newest_failed, (job_id,))
+            if not found:
+                return False
+            now = await self._dialect.now(s)
+            await s.execute(self._sql.restore_failed, (now, now, found[0][0], job_id))
+            await s.execute(self._sql.forget_failed, (job_id,))
+            await self._dialect.announce(s, (str(found[0][1]),))
+            return True
+
+        restored = await self._run(work)
+        if restored:
+            self._dialect.pushed()
+        return restored
+
+    async def forget_failed(self, job_id: str) -> bool:
+        """Delete a failed job for good; False if no such job."""
+        return await self._run(lambda s: s.execute(self._sql.forget_failed, (job_id,))) > 0
+
+    async def flush_failed(self, *, queue: str | None = None) -> int:
+        """Delete every failed job (of `queue`, or all); how many."""
+        if queue is None:
+            return await self._run(lambda s: s.execute(self._sql.flush_all))
+        return await self._run(lambda s: s.execute(self._sql.flush_queue, (queue,)))
+
+
+def _row_for(job: QueuedJob) -> tuple[object, ...]:
+    available = to_micros(job.available_at)
+    return (
+        job.id,
+        job.queue,
+        job.name,
+        encode_payload(job.payload),
+        json.dumps(dict(job.headers), separators=(",", ":"), ensure_ascii=False),
+        job.attempts,
+        job.max_attempts,
+        available,
+        to_micros(job.created_at),
+        job.unique_key,
+        available,
+    )
+
+
+def job_from_row(row: Row) -> QueuedJob:
+    """The envelope from its columns, in `statements.ENVELOPE` order."""
+    job_id, queue, name, payload, headers, attempts, max_attempts, available, created, key = row
+    return QueuedJob(
+        id=str(job_id),
+        name=str(name),
+        payload=decode_payload(payload),
+        queue=str(queue),
+        attempts=max(0, int(attempts)),
+        max_attempts=max(1, int(max_attempts)),
+        available_at=from_micros(int(available)),
+        created_at=from_micros(int(created)),
+        unique_key=None if key is None else str(key),
+        headers={str(k): str(v) for k, v in json.loads(headers or "{}").items()},
+    )
+
+
+def _lost(reservation: Reservation) -> LeaseLost:
+    return LeaseLost(
+        f"job {reservation.job.id} is no longer reserved by this worker "
+        "(its lease lapsed and another worker took it, or it was settled already)"
+    )
+
+
+__all__ = ["DatabaseQueue", "Dialect", "job_from_row"]

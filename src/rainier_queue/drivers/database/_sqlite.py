@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: MIT
+"""What the SQLite queue and the SQLite cache share: one thread, one connection, one translation.
+
+A `sqlite3.Connection` must not be used from two threads at once, and an
+asyncio program must not block its loop on a disk write or on another
+process's lock. So each store owns one connection on one thread of its own
+(an executor with a single worker), and every call hops there. Nothing
+else ever touches the connection, so `check_same_thread` stays on as a
+guard.
+
+sqlite3 raises `OperationalError` for a busy file, a missing table and a
+full disk alike; the worker has to tell an outage (wait) from a refusal
+(tell a human). That translation happens here, at the one place both
+stores call through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+
+T = TypeVar("T")
+
+_UNAVAILABLE = ("locked", "busy", "unable to open", "disk i/o error")
+"""`OperationalError` texts that mean "try again later", not "this cannot work"."""
+
+
+def path_from_url(url: str, *, what: str = "SQLite") -> tuple[str, dict[str, str]]:
+    """The file path and query options of `sqlite:///relative.db` or `sqlite:////abs/path.db`.
+
+    An in-memory database is refused: it lives inside one connection, so
+    nothing in it survives, and no other worker or process can see it.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "sqlite":
+        raise ConfigurationError(f"{what} takes a `sqlite:` URL, not {parts.scheme!r}")
+    if parts.netloc == ":memory:" or unquote(parts.path).lstrip("/") == ":memory:":
+        raise ConfigurationError(
+            f"{what} refuses an in-memory database: it would live in one connection, so it "
+            "survives nothing and no other worker sees it. Use `memory://` for that, or a "
+            "file such as `sqlite:///jobs.db`"
+        )
+    if parts.netloc:
+        raise ConfigurationError(
+            f"a SQLite URL names a file, not a host (got host {parts.netloc!r}); write "
+            "`sqlite:///relative.db` or `sqlite:////absolute/path.db`"
+        )
+    path = unquote(parts.path)[1:]  # the third slash separates the empty host from the path
+    if not path:
+        raise ConfigurationError(
+            "a SQLite URL needs a file: `sqlite:///relative.db` or `sqlite:////absolute/path.db`"
+        )
+    return path, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+def resolve_file(path: str | os.PathLike[str]) -> str:
+    """An absolute path, checked for a directory that exists.
+
+    Resolved once, at construction, so a later `chdir` cannot move the queue,
+    and a typo in the directory is a configuration error at startup rather
+    than an outage the worker would wait out forever.
+    """
+    full = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    folder = os.path.dirname(full)
+    if not os.path.isdir(folder):
+        raise ConfigurationError(f"the SQLite file's directory {folder!r} does not exist")
+    return full
+
+
+@contextlib.contextmanager
+def translated(path: str) -> Iterator[None]:
+    """Turn sqlite3's exceptions into ours, keeping the original as the cause."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc).lower()
+        if any(marker in text for marker in _UNAVAILABLE):
+            raise BrokerUnavailable(f"SQLite file {path} is unavailable: {exc}") from exc
+        if "no such table" in text:
+            raise BrokerRejected(
+                f"SQLite file {path} lacks the queue's tables ({exc}); "
+                "run `rainier-queue migrate` or open it with migrate = true"
+            ) from exc
+        raise BrokerRejected(f"SQLite refused the operation on {path}: {exc}") from exc
+    except (sqlite3.IntegrityError, sqlite3.DataError) as exc:
+        raise BrokerRejected(f"SQLite refused the write on {path}: {exc}") from exc
+    except sqlite3.DatabaseError as exc:  # "file is not a database", corruption
+        raise BrokerRejected(f"SQLite cannot use {path}: {exc}") from exc
+
+
+class SQLiteThread:
+    """One SQLite connection, opened on and used only by one dedicated thread."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        busy_timeout: timedelta,
+        pragmas: Mapping[str, str] | None = None,
+    ) -> None:
+        self.path = path
+        self._busy_ms = max(0, int(busy_timeout.total_seconds() * 1000))
+        self._pragmas = dict(pragmas or {})
+        self._executor = _one_thread()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        self._closed = False
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(connection)` on the connection's thread and return its result.
+
+        If the awaiting task is cancelled, `fn` still runs to its end on the
+        thread (a transaction is never cut in half); only its result is lost.
+        """
+        if self._closed:
+            raise BrokerUnavailable(f"the SQLite connection to {self.path} is closed")
+        if os.getpid() != self._pid:
+            self._after_fork()
+        loop = asyncio.get_running_loop()
+        with translated(self.path):
+            return await loop.run_in_executor(self._executor, self._on_thread, fn)
+
+    async def transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` inside `BEGIN IMMEDIATE`: committed if it returns, rolled back if it raises.
+
+        IMMEDIATE takes the file's write lock up front, so two processes can
+        never both read the same row as free and then both claim it; the
+        second waits (up to `busy_timeout`) and then sees the first's claim.
+        """
+        return await self.call(lambda conn: _in_transaction(conn, fn))
+
+    def _after_fork(self) -> None:
+        # A forked child inherits neither the thread (so the executor would
+        # never run anything) nor a usable connection (SQLite forbids using
+        # one across a fork). Start over with both, leaving the parent's alone.
+        self._executor = _one_thread()
+        self._conn = None
+        self._pid = os.getpid()
+
+    def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None:
+            self._conn = self._open()
+        return fn(self._conn)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            for name, value in self._pragmas.items():
+                conn.execute(f"PRAGMA {name} = {value}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def aclose(self) -> None:
+        """Close the connection on its own thread, then let the thread go."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._close_on_thread)
+        finally:
+            self._executor.shutdown(wait=False)
+
+    def _close_on_thread(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _one_thread() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="rainier-sqlite")
+
+
+def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result

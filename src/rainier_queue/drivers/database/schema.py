@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: MIT
+"""The database queue's tables, and the numbered migrations that create them.
+
+A job pushed by last month's code is worked by this month's, so the tables
+change only by numbered, append-only migrations, and the database records
+which ones it has (`{prefix}schema_version`). `rainier-queue migrate` applies
+the missing ones; a queue opened with `migrate = true` (the default) does
+the same on first use, so a fresh checkout just works.
+
+Table names are built from a configurable prefix, and the prefix goes
+straight into SQL text (a table name cannot be a bound parameter). So it is
+checked against a plain identifier pattern before anything is built from
+it: nothing a config file says can ever become SQL.
+
+Migrations are written once for every dialect: column types are named
+(`{key}`, `{bigint}`, ...) and each dialect says what they are. Never edit
+a migration that has shipped; add the next one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Self
+
+from ...errors import ConfigurationError
+from .dialect import Dialect, Session
+
+DEFAULT_PREFIX = "rainier_"
+"""Tables `rainier_jobs`, `rainier_failed_jobs` and `rainier_schema_version`, as upstream has."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+
+
+def check_prefix(prefix: object) -> str:
+    """`prefix` if it is a safe start for a table name; a `ConfigurationError` if not."""
+    if not isinstance(prefix, str) or not _IDENTIFIER.fullmatch(prefix):
+        raise ConfigurationError(
+            f"the table prefix {prefix!r} is not an identifier: use letters, digits and "
+            "underscores, starting with a letter or underscore, at most 40 characters "
+            "(such as `rainier_` or `app_jobs_`)"
+        )
+    return prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """The queue's table names under one prefix."""
+
+    prefix: str
+
+    @classmethod
+    def for_prefix(cls, prefix: object) -> Self:
+        """Names under `prefix`, once it is checked."""
+        return cls(check_prefix(prefix))
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.prefix}jobs"
+
+    @property
+    def failed(self) -> str:
+        return f"{self.prefix}failed_jobs"
+
+    @property
+    def version(self) -> str:
+        return f"{self.prefix}schema_version"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Migration:
+    """One numbered step. Its statements are templates over table names and column types."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+    def render(self, tables: Tables, dialect: Dialect) -> list[str]:
+        """The statements for `dialect`, with `tables`' names filled in."""
+        names = {
+            "prefix": tables.prefix,
+            "jobs": tables.jobs,
+            "failed": tables.failed,
+            "version": tables.version,
+        }
+        return [s.format(**names, **dialect.types) for s in self.statements]
+
+
+# `due_at` is when the row may next be claimed: its `available_at` while it
+# waits, the end of its lease while it is reserved. One indexed column then
+# answers both "which jobs are due" and "which leases lapsed", so a claim is
+# a single index range scan and reclaiming needs no reaper.
+_ENVELOPE_COLUMNS = """
+    id {key} NOT NULL,
+    queue {key} NOT NULL,
+    name {key} NOT NULL,
+    payload {text} NOT NULL,
+    headers {text} NOT NULL,
+    attempts {int} NOT NULL,
+    max_attempts {int} NOT NULL,
+    available_at {bigint} NOT NULL,
+    created_at {bigint} NOT NULL,
+    unique_key {text}"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        version=1,
+        name="0001_jobs",
+        statements=(
+            "CREATE TABLE {jobs} (\n    seq {seq_pk},"
+            + _ENVELOPE_COLUMNS
+            + ",\n    reservation_token {key},\n    reserved_at {bigint},"
+            "\n    due_at {bigint} NOT NULL\n)",
+            "CREATE UNIQUE INDEX {prefix}jobs_id ON {jobs} (id)",
+            "CREATE INDEX {prefix}jobs_due ON {jobs} (queue, due_at, seq)",
+        ),
+    ),
+    Migration(
+        version=2,
+        name="0002_failed_jobs",
+        statements=(
+            # The whole envelope is kept, so a retry restores the job as it was
+            # (its max_attempts, headers and unique key), not a shadow of it.
+            "CREATE TABLE {failed} (\n    seq {seq_pk},"
+            + _ENVELOPE_COLUMNS
+            + ",\n    error {text} NOT NULL,\n    failed_at {bigint} NOT NULL\n)",
+            "CREATE INDEX {prefix}failed_id ON {failed} (id)",
+            "CREATE INDEX {prefix}failed_queue ON {failed} (queue, failed_at)",
+        ),
+    ),
+)
+
+EXPECTED_VERSION = MIGRATIONS[-1].version
+
+
+async def applied_version(session: Session, dialect: Dialect, tables: Tables) -> int:
+    """The highest migration the database has; 0 when it has none (not even the table)."""
+    if not await session.fetchall(dialect.sql(dialect.table_exists_sql), (tables.version,)):
+        return 0
+    rows = await session.fetchall(f"SELECT MAX(version) FROM {tables.version}")
+    return int(rows[0][0] or 0) if rows else 0
+
+
+async def apply_pending(session: Session, dialect: Dialect, tables: Tables) -> list[str]:
+    """Apply every migration the database lacks, in order; the names of those applied.
+
+    Run inside one transaction, so a failure applies nothing and two
+    processes migrating at once apply each step once.
+    """
+    await dialect.lock_for_migration(session)
+    await session.execute(
+        f"CREATE TABLE IF NOT EXISTS {tables.version} (version {dialect.types['int']} "
+        f"PRIMARY KEY, name {dialect.types['key']} NOT NULL, "
+        f"applied_at {dialect.types['bigint']} NOT NULL)"
+    )
+    current = await applied_version(session, dialect, tables)
+    record = dialect.sql(
+        f"INSERT INTO {tables.version} (version, name, applied_at) VALUES (?, ?, ?)"
+    )
+    applied: list[str] = []
+    for migration in MIGRATIONS:
+        if migration.version <= current:
+            continue
+        for statement in migration.render(tables, dialect):
+            await session.execute(statement)
+        await session.execute(
+            record, (migration.version, migration.name, await dialect.now(session))
+        )
+        applied.append(migration.name)
+    return applied
+
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "EXPECTED_VERSION",
+    "MIGRATIONS",
+    "Migration",
+    "Tables",
+    "apply_pending",
+    "applied_version",
+    "check_prefix",
+]

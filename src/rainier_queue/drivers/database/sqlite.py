@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: MIT
+"""`SQLiteQueue`: the database queue in one local file, and the embedded default.
+
+## Read this before choosing it
+
+A fresh checkout dispatches and works jobs with no server to install: the
+tables are created on first use, jobs survive a restart, and several worker
+processes on one machine share the file safely. What it costs:
+
+- **One writer at a time.** Every reserve and settle takes the file's write
+  lock (`BEGIN IMMEDIATE`), which is what makes double reservation
+  impossible across processes, and also what caps throughput: thousands
+  (not tens of thousands) of settles a second on a local disk, shared by
+  every worker on the file, since each commit waits for the disk.
+- **One machine.** SQLite's locking is not safe on a network filesystem, so
+  workers on other machines cannot share the file. Use PostgreSQL then.
+- **Polling across processes.** A push in this process wakes its idle
+  workers at once; a push from another process is seen at the workers'
+  next poll (or when a delayed job or a lease comes due, whichever is first).
+- **No transactional enqueue.** The queue has its own connection, so a push
+  does not join the application's transaction even on the same file.
+
+Each queue owns one connection on one thread of its own; `busy_timeout`
+says how long a claim waits for another process's write lock before the
+queue reports `BrokerUnavailable`, which the worker rides out.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Coroutine, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, cast
+
+from typing_extensions import override
+
+from ..._wakeup import Wakeup
+from ...durations import parse_duration
+from ...errors import ConfigurationError, UnknownOption
+from ...queue import DEFAULT_LEASE, Capabilities
+from . import DatabaseQueue
+from ._sqlite import SQLiteThread, path_from_url, resolve_file
+from .dialect import Dialect, Row, Work
+from .schema import DEFAULT_PREFIX, check_prefix
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Sequence
+
+    from .. import DriverContext
+
+T = TypeVar("T")
+
+DEFAULT_BUSY_TIMEOUT = timedelta(seconds=5)
+"""How long a transaction waits for another process's write lock.
+
+Claims and settles are short, so a wait this long means something holds
+the file far longer than this library does (a backup, a stuck process),
+and the worker should back off and say so rather than queue up behind it.
+"""
+
+_WAKEUPS: weakref.WeakValueDictionary[str, Wakeup] = weakref.WeakValueDictionary()
+"""One wake-up signal per file, so a push through one queue object wakes
+workers waiting on another object over the same file in this process."""
+
+
+def _wakeup_for(path: str) -> Wakeup:
+    wakeup = _WAKEUPS.get(path)
+    if wakeup is None:
+        wakeup = Wakeup()
+        _WAKEUPS[path] = wakeup
+    return wakeup
+
+
+class _Session:
+    """The `Session` over a sqlite3 connection: plain calls dressed as coroutines."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Sequence[object] = ()) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        self._conn.executemany(sql, rows)
+
+    async def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+
+def _drive(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a unit of work that never really suspends, to its end, right here.
+
+    Every await in a unit of work is on the session, whose methods here do
+    their work and return without suspending, so one `send` finishes the
+    coroutine. That keeps the whole transaction on the connection's thread
+    in one go: nothing else can interleave with it, and the file's write
+    lock is held for as short a time as the SQL takes.
+    """
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coro.close()
+    raise RuntimeError("a SQLite unit of work awaited something other than its session")
+
+
+class SQLiteDialect(Dialect):
+    """SQLite through stdlib `sqlite3`, on a dedicated thread, claims under `BEGIN IMMEDIATE`."""
+
+    name: ClassVar[str] = "sqlite"
+    types: ClassVar[Mapping[str, str]] = {
+        "seq_pk": "INTEGER PRIMARY KEY",
+        "key": "TEXT",
+        "text": "TEXT",
+        "bigint": "INTEGER",
+        "int": "INTEGER",
+    }
+    table_exists_sql: ClassVar[str] = (
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    )
+
+    def __init__(self, path: str, *, busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT) -> None:
+        super().__init__(wakeup=_wakeup_for(path))
+        self.path = path
+        # synchronous=FULL: a push that returned is on disk, even across a
+        # power cut (NORMAL, WAL's usual partner, can lose the last commits).
+        self._thread = SQLiteThread(
+            path, busy_timeout=busy_timeout, pragmas={"synchronous": "FULL"}
+        )
+
+    @override
+    async def run(self, work: Work[T], *, write: bool = True) -> T:
+        def on_thread(conn: sqlite3.Connection) -> T:
+            return _drive(work(_Session(conn)))
+
+        if write:
+            return await self._thread.transaction(on_thread)
+        return await self._thread.call(on_thread)
+
+    @override
+    async def aclose(self) -> None:
+        await self._thread.aclose()
+
+    @override
+    def describe(self) -> str:
+        return f"sqlite {self.path}"
+
+
+class SQLiteQueue(DatabaseQueue):
+    """The database queue on a local SQLite file. See the module docs for what it costs."""
+
+    name: ClassVar[str] = "sqlite"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        survives_restart=True,
+        shared_between_processes=True,
+        transactional_enqueue=False,
+    )
+
+    OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease", "prefix", "busy_timeout", "migrate"})
+
+    @classmethod
+    def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
+        """`sqlite:///relative.db` or `sqlite:////absolute/path.db`, options in the URL's
+        query or in `options` (which win): `lease`, `prefix`, `busy_timeout`, `migrate`."""
+        path, query = path_from_url(url, what="the sqlite driver")
+        merged: dict[str, Any] = {**query, **options}
+        for key in merged:
+            if key not in cls.OPTIONS:
+                raise UnknownOption("the `sqlite` driver", key, cls.OPTIONS)
+        lease = merged.get("lease")
+        busy = merged.get("busy_timeout")
+        return cls(
+            path,
+            lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
+            prefix=merged.get("prefix", DEFAULT_PREFIX),
+            busy_timeout=(
+                DEFAULT_BUSY_TIMEOUT
+                if busy is None
+                else parse_duration(busy, setting="busy_timeout")
+            ),
+            migrate=_flag(merged.get("migrate", True), setting="migrate"),
+        )
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        prefix: str = DEFAULT_PREFIX,
+        busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT,
+        migrate: bool = True,
+    ) -> None:
+        check_prefix(prefix)
+        self.path = resolve_file(path)
+        super().__init__(
+            SQLiteDialect(self.path, busy_timeout=busy_timeout),
+            lease=lease,
+            prefix=prefix,
+            migrate=migrate,
+        )
+
+
+def _flag(value: object, *, setting: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "yes", "on", "1"):
+            return True
+        if text in ("false", "no", "off", "0"):
+            return False
+    raise ConfigurationError(f"`{setting}` must be true or false, not {value!r}")
+
+
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "SQLiteDialect", "SQLiteQueue"]

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: MIT
+"""The database queue's SQL, written once in portable SQL and built per prefix and dialect.
+
+Every settle names the row by job id *and* reservation token, so a worker
+whose lease lapsed (and whose job another worker took) changes nothing: its
+statement matches no row, and the queue says `LeaseLost`. No statement
+reads a row and writes it back from Python, so no lost update is possible
+between two workers either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Self
+
+from .dialect import Dialect
+from .schema import Tables
+
+ENVELOPE = (
+    "id, queue, name, payload, headers, attempts, max_attempts, available_at, created_at, "
+    "unique_key"
+)
+"""The envelope's columns, in the order `job_from_row` reads them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Statements:
+    """Each statement the queue runs, ready for its dialect."""
+
+    push: str
+    select_due: str
+    claim: str
+    acknowledge: str
+    release: str
+    renew: str
+    record_failure: str
+    size: str
+    clear: str
+    failed_all: str
+    failed_on_queue: str
+    newest_failed: str
+    restore_failed: str
+    forget_failed: str
+    flush_all: str
+    flush_queue: str
+    soonest_due: str
+    """Template with `{marks}` for the `?, ?, ...` of the queue names."""
+
+    @classmethod
+    def build(cls, tables: Tables, dialect: Dialect) -> Self:
+        jobs, failed = tables.jobs, tables.failed
+        fenced = "WHERE id = ? AND reservation_token = ?"
+        failed_list = f"SELECT {ENVELOPE}, error, failed_at FROM {failed}"
+        raw = {
+            "push": f"INSERT INTO {jobs} ({ENVELOPE}, due_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            # The first *due* rows, not simply the first: a delayed job at the
+            # head must not block the ones behind it. Lapsed leases are due too.
+            "select_due": f"SELECT seq, {ENVELOPE} FROM {jobs} WHERE queue = ? AND due_at <= ? "
+            f"ORDER BY due_at, seq LIMIT ? {dialect.claim_suffix}".rstrip(),
+            "claim": f"UPDATE {jobs} SET attempts = attempts + 1, reservation_token = ?, "
+            "reserved_at = ?, due_at = ? WHERE seq = ?",
+            "acknowledge": f"DELETE FROM {jobs} {fenced}",
+            "release": f"UPDATE {jobs} SET reservation_token = NULL, reserved_at = NULL, "
+            "available_at = ?, due_at = ?, "
+            "attempts = CASE WHEN attempts >= ? THEN attempts - ? ELSE 0 END "
+            f"{fenced}",
+            "renew": f"UPDATE {jobs} SET due_at = ? {fenced}",
+            # Copied row to row inside the database: the failed record is the
+            # job exactly as stored, and it is written only if the token matches.
+            "record_failure": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
+            f"SELECT {ENVELOPE}, ?, ? FROM {jobs} {fenced}",
+            "size": f"SELECT COUNT(*) FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
+            "clear": f"DELETE FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
+            "failed_all": f"{failed_list} ORDER BY failed_at DESC, seq DESC LIMIT ?",
+            "failed_on_queue": f"{failed_list} WHERE queue = ? "
+            "ORDER BY failed_at DESC, seq DESC LIMIT ?",
+            "newest_failed": f"SELECT seq, queue FROM {failed} WHERE id = ? "
+            "ORDER BY failed_at DESC, seq DESC LIMIT 1",
+            # A retried job starts over (attempts 0, due now) and keeps the rest
+            # of its envelope, max_attempts included. If the job is somehow
+            # queued already, it is not queued twice.
+            "restore_failed": f"INSERT INTO {jobs} ({ENVELOPE}, due_at) "
+            "SELECT id, queue, name, payload, headers, 0, max_attempts, ?, created_at, "
+            f"unique_key, ? FROM {failed} WHERE seq = ? "
+            f"AND NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = ?)",
+            "forget_failed": f"DELETE FROM {failed} WHERE id = ?",
+            "flush_all": f"DELETE FROM {failed}",
+            "flush_queue": f"DELETE FROM {failed} WHERE queue = ?",
+        }
+        converted = {key: dialect.sql(text) for key, text in raw.items()}
+        soonest = f"SELECT MIN(due_at) FROM {jobs} WHERE queue IN ({{marks}})"
+        return cls(**converted, soonest_due=soonest)
+
+    def soonest_due_for(self, dialect: Dialect, count: int) -> str:
+        """`soonest_due` for `count` queue names."""
+        return dialect.sql(self.soonest_due.format(marks=", ".join(["?"] * count)))
