@@ -1,0 +1,366 @@
+# SPDX-License-Identifier: MIT
+"""`Worker`: the loop that reserves jobs, runs them side by side, and stops cleanly.
+
+The loop's job is to keep `concurrency` slots busy without breaking three
+promises: an earlier queue is always served before a later one; a broker
+outage is sat through rather than turned into a crash; and a stop never
+strands a job. Each turn it fills the free slots from the queues in
+priority order, one task per job; when nothing fills them it waits on the
+driver's `wait_for_work` (which a push, or a running job finishing, cuts
+short) instead of polling.
+
+Stopping: `stop()` ends reserving at once, lets running jobs finish within
+`options.grace`, then interrupts what is left and hands it back with its
+attempt refunded, so the next worker starts it straight away instead of
+waiting for a lease to lapse. `stop(now=True)` skips the grace period.
+
+The worker imports no driver: everything it knows about the backend comes
+through the `Queue` port and the error tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from ..cache import LockManager
+from ..context import Dependencies
+from ..errors import BrokerError
+from ..events import EventDispatcher, JobProcessing
+from ..queue import Queue, Reservation
+from ..registry import JobRegistry
+from . import signals
+from .leases import Lease, LeaseKeeper
+from .options import WorkerOptions, WorkerStats
+from .outage import Outage
+from .runner import Interruptible, Runner
+from .settle import Settler
+
+log = logging.getLogger("rainier_queue.worker")
+
+DEFAULT_OPTIONS = WorkerOptions()
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One running job: its reservation, its lease, and the means to interrupt it."""
+
+    reservation: Reservation
+    lease: Lease
+    control: Interruptible = field(default_factory=Interruptible)
+    task: asyncio.Task[None] | None = None
+
+
+class Worker:
+    """Runs jobs from `queue` until stopped, a limit is reached, or the broker is gone."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        registry: JobRegistry,
+        options: WorkerOptions = DEFAULT_OPTIONS,
+        *,
+        events: EventDispatcher | None = None,
+        locks: LockManager | None = None,
+        dependencies: Dependencies | None = None,
+    ) -> None:
+        self.queue = queue
+        self.registry = registry
+        self.options = options
+        self._events = events
+        self._locks = locks
+        self._dependencies = dependencies if dependencies is not None else Dependencies()
+        self._stats = WorkerStats()
+        self._stopping = False
+        self._hard = False
+        self._active = False
+        self._fatal: BrokerError | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._running: dict[str, _Slot] = {}
+        self._signals: list[signal.Signals] = []
+        # Created per run, on the running loop.
+        self._changed = asyncio.Event()
+        self._stop_event = asyncio.Event()
+        self._hard_event = asyncio.Event()
+
+    # -- public surface --------------------------------------------------------------
+
+    @property
+    def stats(self) -> WorkerStats:
+        """What this worker has done so far (live while it runs)."""
+        return self._stats
+
+    @property
+    def is_stopping(self) -> bool:
+        """Whether a stop was asked for (the worker may still be finishing jobs)."""
+        return self._stopping
+
+    def stop(self, *, now: bool = False) -> None:
+        """Stop taking jobs; finish running ones within the grace period, or at once if `now`.
+
+        Safe to call from another thread, and before `run`: a worker stopped
+        before it started runs nothing.
+        """
+        loop = self._loop
+        if loop is not None and self._active and not _on_loop(loop):
+            loop.call_soon_threadsafe(self._request_stop, now)
+        else:
+            self._request_stop(now)
+
+    def install_signal_handlers(self) -> None:
+        """First SIGTERM/SIGINT: `stop()`; second: `stop(now=True)`. Call on the running loop.
+
+        The handlers are removed again when `run` returns.
+        """
+        self._signals.extend(signals.install(self))
+
+    async def run(self) -> WorkerStats:
+        """Work until stopped or a limit is reached; the stats.
+
+        Raises the last `BrokerError` once `max_consecutive_errors` broker
+        failures came in a row, after handing running jobs back.
+        """
+        if self._active:
+            raise RuntimeError("this worker is already running")
+        if self._stopping:
+            return self._stats
+        self._active = True
+        self._loop = asyncio.get_running_loop()
+        self._changed, self._stop_event, self._hard_event = (
+            asyncio.Event(),
+            asyncio.Event(),
+            asyncio.Event(),
+        )
+        self._outage = Outage(self.options, self._stats)
+        self._runner = Runner(self.registry, self.options, self._dependencies)
+        self._keeper = LeaseKeeper(self.queue, self._stats)
+        self._settler = Settler(
+            self.queue,
+            self._runner,
+            self._stats,
+            self._outage,
+            events=self._events,
+            locks=self._locks,
+            hard_stop=self._hard_event,
+            give_up=self._give_up,
+        )
+        keeper = asyncio.create_task(self._keeper.run(), name="rainier-queue lease keeper")
+        log.info(
+            "worker started on %s, queues %s, concurrency %d",
+            self.queue.describe(),
+            ", ".join(self.options.queues),
+            self.options.concurrency,
+        )
+        try:
+            await self._serve()
+        except BaseException:
+            self._request_stop(now=True)
+            raise
+        finally:
+            try:
+                await self._drain()
+            finally:
+                keeper.cancel()
+                await asyncio.gather(keeper, return_exceptions=True)
+                self._runner.close()
+                if self._signals:
+                    signals.uninstall(self._signals)
+                    self._signals.clear()
+                self._active = False
+        if self._fatal is not None:
+            log.error("giving up after %d broker errors in a row", self._outage.consecutive)
+            raise self._fatal
+        log.info(
+            "worker stopped: %d processed, %d retried, %d failed",
+            self._stats.processed,
+            self._stats.released,
+            self._stats.failed,
+        )
+        return self._stats
+
+    # -- the loop --------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        options = self.options
+        deadline = (
+            None
+            if options.max_time is None
+            else time.monotonic() + options.max_time.total_seconds()
+        )
+        while not self._stopping:
+            if options.max_jobs is not None and self._stats.total >= options.max_jobs:
+                log.info("reached max_jobs (%d); stopping", options.max_jobs)
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                log.info("reached max_time; stopping")
+                break
+            self._changed.clear()
+            free = self._free_slots()
+            if free <= 0:
+                await self._changed.wait()
+                continue
+            try:
+                taken, short = await self._fill(free)
+                self._outage.succeeded()
+                if taken and not short:
+                    continue
+                if not taken:
+                    self._stats.idles += 1
+                    if options.stop_when_empty and not self._running:
+                        log.info("every queue is empty; stopping")
+                        break
+                await self._idle(deadline)
+            except BrokerError as exc:
+                delay = self._outage.failed(exc)
+                if delay is None:
+                    self._give_up(exc)
+                    break
+                log.warning(
+                    "the broker failed (%s); error %d of %d in a row, trying again in %.2fs",
+                    exc,
+                    self._outage.consecutive,
+                    options.max_consecutive_errors,
+                    delay.total_seconds(),
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop_event.wait(), delay.total_seconds())
+
+    def _free_slots(self) -> int:
+        free = self.options.concurrency - len(self._running)
+        if self.options.max_jobs is not None:
+            free = min(free, self.options.max_jobs - self._stats.total - len(self._running))
+        return free
+
+    async def _fill(self, free: int) -> tuple[int, bool]:
+        """Reserve into `free` slots, queues in priority order; (jobs taken, queues ran short)."""
+        taken = 0
+        for name in self.options.queues:
+            while free > 0 and not self._stopping:
+                limit = min(self.options.prefetch or free, free)
+                batch = await self.queue.reserve(name, limit=limit)
+                for reservation in batch:
+                    self._start(reservation)
+                taken += len(batch)
+                free -= len(batch)
+                if len(batch) < limit:
+                    break
+            if free <= 0 or self._stopping:
+                return taken, False
+        return taken, True
+
+    async def _idle(self, deadline: float | None) -> None:
+        """Wait for work, a job finishing, or a stop, whichever comes first."""
+        timeout = self.options.sleep
+        if deadline is not None:
+            remaining = max(0.0, deadline - time.monotonic())
+            timeout = min(timeout, timedelta(seconds=remaining))
+        waiting = asyncio.create_task(self.queue.wait_for_work(self.options.queues, timeout))
+        changed = asyncio.create_task(self._changed.wait())
+        try:
+            await asyncio.wait({waiting, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            changed.cancel()
+            await asyncio.gather(waiting, changed, return_exceptions=True)
+        if not waiting.cancelled() and (error := waiting.exception()) is not None:
+            raise error
+
+    def _start(self, reservation: Reservation) -> None:
+        slot = _Slot(reservation=reservation, lease=self._keeper.track(reservation))
+        self._running[reservation.token] = slot
+        if self._hard:
+            slot.control.interrupt()
+        job = reservation.job
+        slot.task = asyncio.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
+
+    async def _work(self, slot: _Slot) -> None:
+        job = slot.reservation.job
+        try:
+            if self._events is not None:
+                try:
+                    await self._events.emit(JobProcessing(job=job))
+                except Exception:
+                    log.exception("the event dispatcher failed on JobProcessing; ignored")
+            attempt = await self._runner.run(slot.reservation, slot.control)
+            if slot.lease.lost:
+                log.info(
+                    "job `%s` %s ended after its lease was lost; not recorded", job.name, job.id
+                )
+                return
+            await self._settler.settle(attempt, slot.lease)
+        except Exception:
+            log.exception(
+                "the worker failed while handling job `%s` %s; it runs again once its lease lapses",
+                job.name,
+                job.id,
+            )
+        finally:
+            self._keeper.forget(slot.lease)
+            self._running.pop(slot.reservation.token, None)
+            self._changed.set()
+
+    # -- stopping ----------------------------------------------------------------------
+
+    def _request_stop(self, now: bool) -> None:
+        self._stopping = True
+        self._stop_event.set()
+        self._changed.set()
+        if now and not self._hard:
+            self._hard = True
+            self._hard_event.set()
+
+    def _give_up(self, error: BrokerError) -> None:
+        if self._fatal is None:
+            self._fatal = error
+        self._request_stop(now=True)
+
+    async def _drain(self) -> None:
+        """Let running jobs finish within the grace period; interrupt and hand back the rest."""
+        if not self._running:
+            return
+        if not self._hard:
+            log.info(
+                "waiting up to %gs for %d running job(s) to finish",
+                self.options.grace.total_seconds(),
+                len(self._running),
+            )
+            tasks = [slot.task for slot in self._running.values() if slot.task is not None]
+            grace = self.options.grace.total_seconds()
+            finished = asyncio.create_task(asyncio.wait(tasks, timeout=grace))
+            hard = asyncio.create_task(self._hard_event.wait())
+            try:
+                await asyncio.wait({finished, hard}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                finished.cancel()
+                hard.cancel()
+                await asyncio.gather(finished, hard, return_exceptions=True)
+        remaining = list(self._running.values())
+        if remaining:
+            log.warning("interrupting %d running job(s) and handing them back", len(remaining))
+        for slot in remaining:
+            slot.control.interrupt()
+        leftover = [slot.task for slot in remaining if slot.task is not None]
+        if leftover:
+            await asyncio.wait(leftover)
+
+    def __repr__(self) -> str:
+        state = "stopping" if self._stopping else "running" if self._active else "idle"
+        return (
+            f"<Worker {self.queue.describe()} queues={','.join(self.options.queues)} "
+            f"concurrency={self.options.concurrency} {state}>"
+        )
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+__all__ = ["Worker"]

@@ -1,0 +1,348 @@
+# SPDX-License-Identifier: MIT
+"""Running one reservation: from an envelope to a verdict, touching no broker.
+
+Everything between "a job was reserved" and "here is what became of it" is
+here, and nothing that talks to the queue is, so the rules for what counts
+as a success, a retry or a failure sit in one place and the settling code
+(`settle.py`) only carries them out.
+
+Before the handler runs, two things can rule it out: a name no handler is
+registered under (or a payload that no longer fits the job's fields), and
+a job delivered more often than it may be. Deliveries are counted when a
+job is reserved, so attempts beyond the limit mean earlier deliveries went
+to workers that died without settling them; running it again would likely
+kill this worker too.
+
+Timeouts: the job's own `timeout` wins, else the worker's. An `async def`
+handler that overruns is cancelled. A plain `def` handler runs in a thread
+of a pool sized to the worker's concurrency, and Python cannot stop a
+thread: the timeout is reported and the job settled, but the thread runs on
+until the handler returns (and the process cannot exit before it does). The
+pool that thread belongs to is retired, so later jobs get fresh threads
+instead of queueing behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import enum
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from ..context import Dependencies, JobContext
+from ..errors import JobError, JobTimeout, PayloadError, Retry, UnknownJob
+from ..job import Job, is_async_handler
+from ..queue import Reservation
+from ..registry import JobRegistry
+from .options import WorkerOptions
+
+log = logging.getLogger("rainier_queue.worker")
+
+T = TypeVar("T")
+
+CANCEL_GRACE = timedelta(seconds=2)
+"""How long a cancelled handler may take to unwind before the worker stops waiting."""
+
+
+class DeliveryExhausted(JobError):
+    """A job was delivered more often than it may be, without ever being settled."""
+
+    def __init__(self, name: str, job_id: str, deliveries: int, allowed: int) -> None:
+        super().__init__(
+            f"job `{name}` ({job_id}) was delivered {deliveries} times without being settled, "
+            f"more than its {allowed} attempts: a worker crashed or was killed while running it "
+            "(look for an out-of-memory kill, or a handler that takes its process down)"
+        )
+        self.deliveries = deliveries
+        self.allowed = allowed
+
+
+class Verdict(enum.Enum):
+    """What became of one attempt."""
+
+    SUCCEEDED = "succeeded"
+    RAISED = "raised"
+    """The handler raised: retry, or fail on the last attempt."""
+    TIMED_OUT = "timed out"
+    """Settled like RAISED, with a `JobTimeout`."""
+    RETRY = "retry"
+    """The handler raised `Retry`: try again after its delay."""
+    UNRUNNABLE = "unrunnable"
+    """Unknown name or unfit payload: fail at once."""
+    EXHAUSTED = "exhausted"
+    """Delivered more often than allowed: fail at once."""
+    INTERRUPTED = "interrupted"
+    """Stopped by a worker shutdown: hand it back with the attempt refunded."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One reservation's run, ready to be settled."""
+
+    reservation: Reservation
+    verdict: Verdict
+    context: JobContext
+    job: Job | None = None
+    """None when the job could not be built (UNRUNNABLE)."""
+    error: BaseException | None = None
+    retry_delay: timedelta | None = None
+    """Only for RETRY: the delay the handler asked for, if any."""
+    timeout: timedelta | None = None
+    """The limit the handler ran under (the failed hook gets the same)."""
+    started: float = 0.0
+    """Monotonic time just before the run."""
+
+    @property
+    def number(self) -> int:
+        """Which delivery this was (1 on the first)."""
+        return self.context.attempt
+
+    @property
+    def is_last(self) -> bool:
+        """Whether a failure now is final."""
+        return self.context.is_last_attempt
+
+
+class Interruptible:
+    """Lets the worker stop one running handler at shutdown."""
+
+    def __init__(self) -> None:
+        self._interrupted = False
+        self._handler: asyncio.Task[None] | None = None
+
+    def is_interrupted(self) -> bool:
+        """Whether the worker asked this job to stop."""
+        return self._interrupted
+
+    def interrupt(self) -> None:
+        """Cancel the handler (or keep it from starting)."""
+        self._interrupted = True
+        if self._handler is not None:
+            self._handler.cancel()
+
+    def attach(self, handler: asyncio.Task[None]) -> None:
+        self._handler = handler
+        if self._interrupted:
+            handler.cancel()
+
+
+class Runner:
+    """Builds, runs and times one job; owns the thread pool for plain `def` handlers."""
+
+    def __init__(
+        self, registry: JobRegistry, options: WorkerOptions, dependencies: Dependencies
+    ) -> None:
+        self._registry = registry
+        self._options = options
+        self._dependencies = dependencies
+        self._executor: ThreadPoolExecutor | None = None
+
+    # -- threads -----------------------------------------------------------------
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self._options.concurrency, thread_name_prefix="rainier-queue-job"
+            )
+        return self._executor
+
+    def _retire_pool(self) -> None:
+        """Give up on the current pool (one of its threads is stuck) without waiting for it."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call `fn(*args)` in the pool, with the caller's context variables."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        return await loop.run_in_executor(self._pool(), call)
+
+    def close(self) -> None:
+        """Let the pool's threads end when their handlers return; do not wait for them."""
+        self._retire_pool()
+
+    # -- one attempt ---------------------------------------------------------------
+
+    def context_for(self, reservation: Reservation) -> JobContext:
+        queued = reservation.job
+        return JobContext(
+            job_id=queued.id,
+            name=queued.name,
+            queue=queued.queue,
+            attempt=queued.attempts,
+            max_attempts=self._options.attempts_for(queued.max_attempts),
+            headers=queued.headers,
+            dependencies=self._dependencies,
+        )
+
+    def timeout_for(self, job_class: type[Job]) -> timedelta | None:
+        """The job's own timeout, else the worker's."""
+        own = job_class.timeout_delta()
+        return own if own is not None else self._options.timeout
+
+    async def run(self, reservation: Reservation, control: Interruptible) -> Attempt:
+        """Run `reservation`'s job once and say what became of it. Never raises for the job."""
+        queued = reservation.job
+        ctx = self.context_for(reservation)
+        started = time.monotonic()
+        try:
+            job = self._registry.build(queued)
+        except (UnknownJob, PayloadError) as exc:
+            return Attempt(
+                reservation=reservation,
+                verdict=Verdict.UNRUNNABLE,
+                context=ctx,
+                error=exc,
+                started=started,
+            )
+        except Exception as exc:
+            # The job's own validation (its __post_init__) refused the stored payload.
+            error = PayloadError(
+                f"job `{queued.name}` could not be rebuilt from its payload: {exc}"
+            )
+            error.__cause__ = exc
+            return Attempt(
+                reservation=reservation,
+                verdict=Verdict.UNRUNNABLE,
+                context=ctx,
+                error=error,
+                started=started,
+            )
+        timeout = self.timeout_for(type(job))
+
+        def outcome(
+            verdict: Verdict,
+            error: BaseException | None = None,
+            retry_delay: timedelta | None = None,
+        ) -> Attempt:
+            return Attempt(
+                reservation=reservation,
+                verdict=verdict,
+                context=ctx,
+                job=job,
+                error=error,
+                retry_delay=retry_delay,
+                timeout=timeout,
+                started=started,
+            )
+
+        if queued.attempts > ctx.max_attempts:
+            return outcome(
+                Verdict.EXHAUSTED,
+                DeliveryExhausted(queued.name, queued.id, queued.attempts, ctx.max_attempts),
+            )
+        if control.is_interrupted():
+            return outcome(Verdict.INTERRUPTED)
+
+        handler = asyncio.create_task(self._invoke(job, ctx), name=f"rainier-queue {queued.id}")
+        control.attach(handler)
+        try:
+            done, _ = await asyncio.wait(
+                {handler}, timeout=None if timeout is None else timeout.total_seconds()
+            )
+        except asyncio.CancelledError:
+            handler.cancel()
+            raise
+        if not done:
+            assert timeout is not None  # only a limited wait can leave the handler running
+            handler.cancel()
+            await _unwind(handler, queued.name, queued.id)
+            if not is_async_handler(type(job)):
+                self._retire_pool()
+                log.warning(
+                    "job `%s` %s ran past its timeout in a thread; Python cannot stop a thread, "
+                    "so it runs on until the handler returns",
+                    queued.name,
+                    queued.id,
+                )
+            return outcome(Verdict.TIMED_OUT, JobTimeout(queued.name, timeout))
+        if handler.cancelled():
+            if control.is_interrupted():
+                return outcome(Verdict.INTERRUPTED)
+            return outcome(Verdict.RAISED, RuntimeError("the handler cancelled itself"))
+        raised = handler.exception()
+        if raised is None:
+            return outcome(Verdict.SUCCEEDED)
+        if isinstance(raised, Retry):
+            return outcome(Verdict.RETRY, raised, raised.delay)
+        return outcome(Verdict.RAISED, raised)
+
+    async def _invoke(self, job: Job, ctx: JobContext) -> None:
+        try:
+            if is_async_handler(type(job)):
+                result = job.handle(ctx)
+            else:
+                result = await self.in_thread(job.handle, ctx)
+            if inspect.isawaitable(result):
+                await result
+        except SystemExit as exc:
+            # A handler must not be able to end the worker and every job beside it.
+            raise RuntimeError(f"the handler called sys.exit({exc.code!r})") from exc
+
+    async def call_failed_hook(self, attempt: Attempt) -> None:
+        """Run the job's `failed(ctx, error)` hook; its errors are logged, never raised."""
+        job, error = attempt.job, attempt.error
+        if job is None or error is None or type(job).failed is Job.failed:
+            return
+        name, job_id = attempt.context.name, attempt.context.job_id
+
+        hook_fn: Callable[[JobContext, BaseException], object] = job.failed
+        hook_is_async = inspect.iscoroutinefunction(hook_fn)
+
+        async def hook() -> None:
+            if hook_is_async:
+                result = hook_fn(attempt.context, error)
+            else:
+                result = await self.in_thread(hook_fn, attempt.context, error)
+            if inspect.isawaitable(result):
+                await result
+
+        task = asyncio.create_task(hook(), name=f"rainier-queue failed hook {job_id}")
+        limit = attempt.timeout
+        done, _ = await asyncio.wait(
+            {task}, timeout=None if limit is None else limit.total_seconds()
+        )
+        if not done:
+            task.cancel()
+            await _unwind(task, name, job_id)
+            log.error("the failed() hook of job `%s` %s ran past its timeout", name, job_id)
+        elif not task.cancelled() and (hook_error := task.exception()) is not None:
+            log.error(
+                "the failed() hook of job `%s` %s raised; ignored",
+                name,
+                job_id,
+                exc_info=hook_error,
+            )
+
+
+async def _unwind(task: asyncio.Task[None], name: str, job_id: str) -> None:
+    """Wait a little for a cancelled task to finish its cleanup."""
+    done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE.total_seconds())
+    if done:
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not report it as lost
+        return
+    task.add_done_callback(_retrieve)
+    log.warning(
+        "job `%s` %s did not stop within %gs of being cancelled; it runs on unsupervised",
+        name,
+        job_id,
+        CANCEL_GRACE.total_seconds(),
+    )
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+__all__ = ["Attempt", "DeliveryExhausted", "Interruptible", "Runner", "Verdict"]

@@ -1,0 +1,319 @@
+# SPDX-License-Identifier: MIT
+"""Carrying out a verdict: acknowledge, release or fail, and everything around it.
+
+What happens to a job after it ran is where a queue keeps or breaks its
+promises, so the order here is deliberate:
+
+- success: acknowledge, then give back the job's uniqueness lock (so the
+  next dispatch of it is accepted), then report;
+- a failure with attempts left: release with the job's own `backoff`, and
+  keep the uniqueness lock, because the job is still pending;
+- a final failure: move the job to the failed store, give back the lock (so
+  a permanent failure does not block the dispatch that fixes it), run the
+  job's `failed` hook, then report;
+- an interrupted job: hand it back at once with its attempt refunded, so a
+  deploy does not cost a job one of its tries or leave it waiting for a lease.
+
+A settle the broker refuses for being stale (`LeaseLost`) is counted and
+dropped: another worker holds the job now. A broker error is ridden out
+like any other (see `outage.py`); the lease keeps being renewed meanwhile,
+so the job is not handed to someone else while its result waits to be
+recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from ..cache import LockManager
+from ..envelope import QueuedJob
+from ..errors import BrokerError, JobError, LeaseLost
+from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
+from ..job import Job
+from ..queue import Queue, Reservation
+from .leases import Lease
+from .options import WorkerStats
+from .outage import Outage
+from .runner import Attempt, Runner, Verdict
+
+log = logging.getLogger("rainier_queue.worker")
+
+
+def describe(error: BaseException) -> str:
+    """A one-line account of `error`: our own errors by message, others with their type."""
+    if isinstance(error, JobError):
+        text = str(error)
+    else:
+        message = str(error)
+        text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    cause = error.__cause__
+    if cause is not None and not isinstance(error, JobError):
+        text += f" (caused by {describe(cause)})"
+    return text
+
+
+def failure_record(attempt: Attempt, error: BaseException) -> str:
+    """What the failed store keeps: the account, plus the traceback of a handler's error."""
+    text = describe(error)
+    if attempt.verdict is Verdict.RAISED and error.__traceback__ is not None:
+        text += "\n\n" + "".join(traceback.format_exception(error)).rstrip()
+    return text
+
+
+class Settler:
+    """Applies attempts to the queue, the lock store, the stats and the listeners."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        runner: Runner,
+        stats: WorkerStats,
+        outage: Outage,
+        *,
+        events: EventDispatcher | None,
+        locks: LockManager | None,
+        hard_stop: asyncio.Event,
+        give_up: Callable[[BrokerError], None],
+    ) -> None:
+        self._queue = queue
+        self._runner = runner
+        self._stats = stats
+        self._outage = outage
+        self._events = events
+        self._locks = locks
+        self._hard_stop = hard_stop
+        self._give_up = give_up
+        self._warned_no_locks = False
+
+    async def settle(self, attempt: Attempt, lease: Lease) -> None:
+        """Record what became of `attempt` wherever it has to be recorded."""
+        verdict = attempt.verdict
+        if verdict is Verdict.SUCCEEDED:
+            await self._succeeded(attempt, lease)
+        elif verdict is Verdict.INTERRUPTED:
+            await self._hand_back(attempt, lease)
+        elif verdict in (Verdict.UNRUNNABLE, Verdict.EXHAUSTED):
+            await self._failed(attempt, lease, _error_of(attempt))
+        elif attempt.is_last:
+            error = _error_of(attempt)
+            if verdict is Verdict.RETRY:
+                error = JobError(
+                    f"job `{attempt.context.name}` asked to be retried ({error}) on its last "
+                    f"attempt ({attempt.number} of {attempt.context.max_attempts})"
+                )
+            await self._failed(attempt, lease, error)
+        else:
+            await self._retry(attempt, lease)
+
+    # -- outcomes ------------------------------------------------------------------
+
+    async def _succeeded(self, attempt: Attempt, lease: Lease) -> None:
+        queued = attempt.reservation.job
+        if not await self._apply(lease, "acknowledge", self._queue.acknowledge):
+            return
+        await self._release_unique(queued)
+        duration = timedelta(seconds=time.monotonic() - attempt.started)
+        self._count(queued, processed=True)
+        log.info(
+            "job `%s` %s done in %.3fs (attempt %d of %d)",
+            queued.name,
+            queued.id,
+            duration.total_seconds(),
+            attempt.number,
+            attempt.context.max_attempts,
+        )
+        await self._emit(JobProcessed(job=queued, duration=duration))
+
+    async def _retry(self, attempt: Attempt, lease: Lease) -> None:
+        queued = attempt.reservation.job
+        error = _error_of(attempt)
+        job = attempt.job
+        assert job is not None  # only a job that ran can be retried
+        delay = attempt.retry_delay if attempt.verdict is Verdict.RETRY else None
+        if delay is None:
+            delay = _backoff(job, attempt.number)
+
+        async def release(reservation: Reservation) -> None:
+            await self._queue.release(reservation, delay=delay)
+
+        if not await self._apply(lease, "release", release):
+            return
+        self._stats.released += 1
+        summary = describe(error)
+        if attempt.verdict is Verdict.RETRY:
+            log.info(
+                "job `%s` %s asked to be retried in %gs: %s",
+                queued.name,
+                queued.id,
+                delay.total_seconds(),
+                summary,
+            )
+        else:
+            log.warning(
+                "job `%s` %s failed on attempt %d of %d, retrying in %gs: %s",
+                queued.name,
+                queued.id,
+                attempt.number,
+                attempt.context.max_attempts,
+                delay.total_seconds(),
+                summary,
+            )
+        await self._emit(JobReleased(job=queued, delay=delay, error=summary))
+
+    async def _failed(self, attempt: Attempt, lease: Lease, error: BaseException) -> None:
+        queued = attempt.reservation.job
+        record = failure_record(attempt, error)
+
+        async def fail(reservation: Reservation) -> None:
+            await self._queue.fail(reservation, record)
+
+        if not await self._apply(lease, "fail", fail):
+            return
+        await self._release_unique(queued)
+        self._count(queued, processed=False)
+        summary = describe(error)
+        log.error(
+            "job `%s` %s failed for good on attempt %d of %d: %s",
+            queued.name,
+            queued.id,
+            attempt.number,
+            attempt.context.max_attempts,
+            summary,
+            exc_info=error if attempt.verdict is Verdict.RAISED else None,
+        )
+        await self._runner.call_failed_hook(dataclasses.replace(attempt, error=error))
+        await self._emit(JobFailed(job=queued, error=summary))
+
+    async def _hand_back(self, attempt: Attempt, lease: Lease) -> None:
+        queued = attempt.reservation.job
+
+        async def release(reservation: Reservation) -> None:
+            await self._queue.release(reservation, count_attempt=False)
+
+        if not await self._apply(lease, "hand back", release):
+            return
+        self._stats.interrupted += 1
+        log.info(
+            "handed job `%s` %s back unfinished at shutdown; its attempt is refunded",
+            queued.name,
+            queued.id,
+        )
+
+    # -- plumbing ----------------------------------------------------------------
+
+    async def _apply(
+        self, lease: Lease, what: str, operation: Callable[[Reservation], Awaitable[None]]
+    ) -> bool:
+        """Run one settle, riding out broker errors. True if it was applied."""
+        queued = lease.reservation.job
+        while True:
+            try:
+                async with lease.lock:
+                    if lease.lost:
+                        return False
+                    await operation(lease.reservation)
+                    lease.closed = True
+            except LeaseLost as exc:
+                lease.closed = True
+                self._stats.lost_leases += 1
+                log.warning(
+                    "could not %s job `%s` %s: %s; another worker has it now",
+                    what,
+                    queued.name,
+                    queued.id,
+                    exc,
+                )
+                return False
+            except BrokerError as exc:
+                delay = self._outage.failed(exc)
+                if delay is None:
+                    self._give_up(exc)
+                    return False
+                log.warning(
+                    "could not %s job `%s` %s (%s); trying again in %.2fs",
+                    what,
+                    queued.name,
+                    queued.id,
+                    exc,
+                    delay.total_seconds(),
+                )
+                if await _stopped_within(self._hard_stop, delay):
+                    log.warning(
+                        "gave up on recording job `%s` %s at shutdown; it runs again once "
+                        "its lease lapses",
+                        queued.name,
+                        queued.id,
+                    )
+                    return False
+            else:
+                self._outage.succeeded()
+                return True
+
+    async def _release_unique(self, queued: QueuedJob) -> None:
+        key = queued.unique_key
+        if key is None:
+            return
+        if self._locks is None:
+            if not self._warned_no_locks:
+                self._warned_no_locks = True
+                log.warning(
+                    "job `%s` holds uniqueness lock %s but this worker has no lock manager, so "
+                    "the lock stands until it lapses; give the worker the dispatcher's `locks`",
+                    queued.name,
+                    key,
+                )
+            return
+        try:
+            await self._locks.force_release(key)
+        except Exception as exc:
+            log.warning("could not release uniqueness lock %s (%s); it lapses on its own", key, exc)
+
+    def _count(self, queued: QueuedJob, *, processed: bool) -> None:
+        if processed:
+            self._stats.processed += 1
+        else:
+            self._stats.failed += 1
+        self._stats.by_name[queued.name] = self._stats.by_name.get(queued.name, 0) + 1
+
+    async def _emit(self, event: Event) -> None:
+        if self._events is None:
+            return
+        try:
+            await self._events.emit(event)
+        except Exception:
+            log.exception("the event dispatcher failed on %s; ignored", type(event).__name__)
+
+
+def _error_of(attempt: Attempt) -> BaseException:
+    return attempt.error if attempt.error is not None else RuntimeError("the job failed")
+
+
+def _backoff(job: Job, attempt: int) -> timedelta:
+    """The job's own retry delay; the default curve if its `backoff` breaks."""
+    try:
+        delay: object = job.backoff(attempt)
+    except Exception:
+        log.exception("job `%s`'s backoff() raised; using the default delay", type(job).name)
+        return Job.backoff(job, attempt)
+    if not isinstance(delay, timedelta) or delay < timedelta(0):
+        log.warning("job `%s`'s backoff() gave %r; using the default delay", type(job).name, delay)
+        return Job.backoff(job, attempt)
+    return delay
+
+
+async def _stopped_within(event: asyncio.Event, delay: timedelta) -> bool:
+    """Wait `delay`; True if `event` was set first."""
+    try:
+        await asyncio.wait_for(event.wait(), delay.total_seconds())
+    except TimeoutError:
+        return False
+    return True
+
+
+__all__ = ["Settler", "describe", "failure_record"]

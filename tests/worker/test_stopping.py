@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: MIT
+"""Stopping: graceful by default, at once when asked, and never stranding a job."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from datetime import timedelta
+
+import pytest
+
+from rainier_queue.drivers.memory import MemoryQueue
+
+from .jobs import BlocksInThread, Held, Journal, Note, eventually, push, quick, worker_for
+
+
+async def test_a_graceful_stop_lets_the_running_job_finish_and_takes_no_new_one() -> None:
+    queue = MemoryQueue()
+    await push(queue, Held(text="running"))
+    await push(queue, Note(text="waiting"))
+    journal = Journal()
+    worker = worker_for(queue, journal)
+    running = asyncio.create_task(worker.run())
+    await journal.started.wait()
+
+    worker.stop()
+    assert worker.is_stopping
+    await asyncio.sleep(0.01)
+    assert not running.done(), "a graceful stop waits for the running job"
+    journal.gate.set()
+    stats = await running
+
+    assert (stats.processed, stats.interrupted) == (1, 0)
+    assert journal.ran == ["running"]
+    assert await queue.size("default") == 1, "the waiting job stays for the next worker"
+
+
+async def test_a_job_still_running_after_the_grace_period_is_handed_back_with_its_attempt() -> None:
+    queue = MemoryQueue()
+    await push(queue, Held(text="too slow"))
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(grace=timedelta(milliseconds=10)))
+    running = asyncio.create_task(worker.run())
+    await journal.started.wait()
+
+    worker.stop()
+    stats = await running
+
+    assert (stats.processed, stats.failed, stats.interrupted) == (0, 0, 1)
+    assert journal.cancelled == ["too slow"]
+    [again] = await queue.reserve("default")
+    assert again.job.attempts == 1, "the interrupted delivery did not cost an attempt"
+
+
+async def test_stop_now_interrupts_running_jobs_at_once() -> None:
+    queue = MemoryQueue()
+    await push(queue, Held())
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(grace=timedelta(hours=1)))
+    running = asyncio.create_task(worker.run())
+    await journal.started.wait()
+
+    worker.stop(now=True)
+    stats = await asyncio.wait_for(running, 5)
+
+    assert stats.interrupted == 1
+    assert await queue.size("default") == 1
+    assert queue.reserved_count() == 0, "nothing waits for a lease to lapse"
+
+
+async def test_stop_now_cuts_a_graceful_stop_short() -> None:
+    queue = MemoryQueue()
+    await push(queue, Held())
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(grace=timedelta(hours=1)))
+    running = asyncio.create_task(worker.run())
+    await journal.started.wait()
+
+    worker.stop()
+    await asyncio.sleep(0.01)
+    worker.stop(now=True)
+    stats = await asyncio.wait_for(running, 5)
+
+    assert stats.interrupted == 1
+
+
+async def test_a_plain_def_job_interrupted_at_shutdown_is_handed_back_while_its_thread_ends() -> (
+    None
+):
+    queue = MemoryQueue()
+    await push(queue, BlocksInThread())
+    journal = Journal()
+    try:
+        worker = worker_for(queue, journal)
+        running = asyncio.create_task(worker.run())
+        await eventually(lambda: bool(journal.threads), "the handler to start")
+        worker.stop(now=True)
+        stats = await asyncio.wait_for(running, 5)
+    finally:
+        journal.thread_gate.set()
+
+    assert stats.interrupted == 1
+    assert await queue.size("default") == 1
+
+
+async def test_stop_may_be_called_from_another_thread() -> None:
+    queue = MemoryQueue()
+    worker = worker_for(queue, Journal(), quick(sleep=timedelta(seconds=30)))
+    running = asyncio.create_task(worker.run())
+    await eventually(lambda: worker.stats.idles >= 1, "the worker to go idle")
+
+    threading.Thread(target=worker.stop).start()
+    stats = await asyncio.wait_for(running, 5)
+
+    assert stats.total == 0
+
+
+async def test_the_first_signal_stops_gracefully_and_the_second_at_once() -> None:
+    queue = MemoryQueue()
+    await push(queue, Held())
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(grace=timedelta(hours=1)))
+    worker.install_signal_handlers()
+    running = asyncio.create_task(worker.run())
+    await journal.started.wait()
+
+    os.kill(os.getpid(), signal.SIGTERM)
+    await eventually(lambda: worker.is_stopping, "the first signal to be handled")
+    assert not running.done()
+    os.kill(os.getpid(), signal.SIGINT)
+    stats = await asyncio.wait_for(running, 5)
+
+    assert stats.interrupted == 1
+    loop = asyncio.get_running_loop()
+    assert not loop.remove_signal_handler(signal.SIGTERM), "run() removed its handlers"
+
+
+def test_signal_handlers_need_the_running_loop() -> None:
+    worker = worker_for(MemoryQueue(), Journal())
+
+    with pytest.raises(RuntimeError, match="needs the running event loop"):
+        worker.install_signal_handlers()
