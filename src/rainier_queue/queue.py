@@ -258,7 +258,12 @@ class FailedJobStore(Protocol):
         ...
 
     async def retry_failed(self, job_id: str) -> bool:
-        """Put a failed job back on its queue with its full attempts; False if no such job."""
+        """Put a failed job back on its queue with its full attempts; False if no such job.
+
+        The job's `unique_key` is dropped: its lock was given back when it
+        failed, and a worker finishing the retry must not release a lock
+        that a newer dispatch holds.
+        """
         ...
 
     async def forget_failed(self, job_id: str) -> bool:

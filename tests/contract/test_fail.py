@@ -37,8 +37,9 @@ async def test_a_failed_job_leaves_the_queue_and_is_kept_with_its_error(queue: Q
 
 async def test_a_retried_failed_job_runs_again_with_its_full_attempts(queue: Queue) -> None:
     store = failed_store(queue)
-    await queue.push(a_job(max_attempts=4))
+    await queue.push(a_job(max_attempts=4).with_changes(unique_key="unique:contract-job:1"))
     reservation = await reserve_one(queue)
+    assert reservation.job.unique_key == "unique:contract-job:1"
     await queue.fail(reservation, "boom")
 
     assert await store.retry_failed(reservation.job.id) is True
@@ -47,6 +48,7 @@ async def test_a_retried_failed_job_runs_again_with_its_full_attempts(queue: Que
     assert again.job.id == reservation.job.id
     assert again.job.attempts == 1
     assert again.job.max_attempts == 4, "upstream gave a retried job a single attempt; we do not"
+    assert again.job.unique_key is None, "its lock was given back when it failed"
     assert await store.failed_jobs() == []
     assert await store.retry_failed("no-such-job") is False
 

@@ -231,7 +231,12 @@ class MemoryQueue(Queue):
             for i, failed in enumerate(self._failed):
                 if failed.job.id == job_id:
                     del self._failed[i]
-                    self._enqueue(failed.job.with_changes(attempts=0, available_at=now), now)
+                    # Not its uniqueness key: that lock was given back when the job
+                    # failed, and a fresh dispatch may hold it now.
+                    restored = failed.job.with_changes(
+                        attempts=0, available_at=now, unique_key=None
+                    )
+                    self._enqueue(restored, now)
                     break
             else:
                 return False

@@ -78,11 +78,13 @@ class Statements:
             "newest_failed": f"SELECT seq, queue FROM {failed} WHERE id = ? "
             "ORDER BY failed_at DESC, seq DESC LIMIT 1",
             # A retried job starts over (attempts 0, due now) and keeps the rest
-            # of its envelope, max_attempts included. If the job is somehow
-            # queued already, it is not queued twice.
+            # of its envelope, max_attempts included, but not its uniqueness
+            # key: that lock was given back when the job failed, and a fresh
+            # dispatch may hold it now. If the job is somehow queued already,
+            # it is not queued twice.
             "restore_failed": f"INSERT INTO {jobs} ({ENVELOPE}, due_at) "
             "SELECT id, queue, name, payload, headers, 0, max_attempts, ?, created_at, "
-            f"unique_key, ? FROM {failed} WHERE seq = ? "
+            f"NULL, ? FROM {failed} WHERE seq = ? "
             f"AND NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = ?)",
             "forget_failed": f"DELETE FROM {failed} WHERE id = ?",
             "flush_all": f"DELETE FROM {failed}",
