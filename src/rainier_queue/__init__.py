@@ -22,6 +22,7 @@ from .errors import (
     BrokerRejected,
     BrokerUnavailable,
     ConfigurationError,
+    DeliveryExhausted,
     JobError,
     JobTimeout,
     LeaseLost,
@@ -39,6 +40,7 @@ from .job import Job, JobFunction, job
 from .manager import QueueManager
 from .queue import Capabilities, FailedJob, FailedJobStore, Queue, Reservation
 from .registry import JobRegistry
+from .worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
 
 __all__ = [
     "BrokerError",
@@ -48,6 +50,7 @@ __all__ = [
     "Capabilities",
     "ConfigurationError",
     "ConnectionConfig",
+    "DeliveryExhausted",
     "Dependencies",
     "EventDispatcher",
     "FailedJob",
@@ -75,10 +78,15 @@ __all__ = [
     "QueuedJob",
     "Reservation",
     "Retry",
+    "Supervisor",
     "UnknownConnection",
     "UnknownJob",
     "UnknownOption",
     "UnsupportedOperation",
+    "Worker",
+    "WorkerOptions",
+    "WorkerStats",
     "__version__",
+    "check_worker_settings",
     "job",
 ]

@@ -19,7 +19,8 @@ classes at one place, so the tree is the contract between them:
     └── JobError               about one job; the worker records it and moves on
         ├── UnknownJob         no handler is registered under the job's name
         ├── PayloadError       the payload does not fit the job's fields
-        └── JobTimeout         the handler overran its timeout
+        ├── JobTimeout         the handler overran its timeout
+        └── DeliveryExhausted  delivered more often than allowed, never settled (crashes)
 
 A handler may also raise `Retry(delay=...)`. That is control flow, not an
 error, so it derives from `JobControl` and not from `QueueError`: an
@@ -136,6 +137,19 @@ class JobTimeout(JobError):
         self.timeout = timeout
 
 
+class DeliveryExhausted(JobError):
+    """A job was delivered more often than it may be, without ever being settled."""
+
+    def __init__(self, name: str, job_id: str, deliveries: int, allowed: int) -> None:
+        super().__init__(
+            f"job `{name}` ({job_id}) was delivered {deliveries} times without being settled, "
+            f"more than its {allowed} attempts: a worker crashed or was killed while running it "
+            "(look for an out-of-memory kill, or a handler that takes its process down)"
+        )
+        self.deliveries = deliveries
+        self.allowed = allowed
+
+
 class JobControl(Exception):
     """Raised by a handler to steer the worker. Not an error."""
 
@@ -158,6 +172,7 @@ __all__ = [
     "BrokerRejected",
     "BrokerUnavailable",
     "ConfigurationError",
+    "DeliveryExhausted",
     "JobControl",
     "JobError",
     "JobTimeout",

@@ -10,10 +10,10 @@ operating system, and `checks` refuses settings that cannot work.
 
 from __future__ import annotations
 
+from ..errors import DeliveryExhausted
 from .checks import check_worker_settings
 from .loop import Worker
 from .options import WorkerOptions, WorkerStats
-from .runner import DeliveryExhausted
 from .supervisor import Supervisor
 
 __all__ = [

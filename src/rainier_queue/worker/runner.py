@@ -38,7 +38,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from ..context import Dependencies, JobContext
-from ..errors import JobError, JobTimeout, PayloadError, Retry, UnknownJob
+from ..errors import DeliveryExhausted, JobTimeout, PayloadError, Retry, UnknownJob
 from ..job import Job, is_async_handler
 from ..queue import Reservation
 from ..registry import JobRegistry
@@ -50,19 +50,6 @@ T = TypeVar("T")
 
 CANCEL_GRACE = timedelta(seconds=2)
 """How long a cancelled handler may take to unwind before the worker stops waiting."""
-
-
-class DeliveryExhausted(JobError):
-    """A job was delivered more often than it may be, without ever being settled."""
-
-    def __init__(self, name: str, job_id: str, deliveries: int, allowed: int) -> None:
-        super().__init__(
-            f"job `{name}` ({job_id}) was delivered {deliveries} times without being settled, "
-            f"more than its {allowed} attempts: a worker crashed or was killed while running it "
-            "(look for an out-of-memory kill, or a handler that takes its process down)"
-        )
-        self.deliveries = deliveries
-        self.allowed = allowed
 
 
 class Verdict(enum.Enum):
@@ -345,4 +332,4 @@ def _retrieve(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
-__all__ = ["Attempt", "DeliveryExhausted", "Interruptible", "Runner", "Verdict"]
+__all__ = ["Attempt", "Interruptible", "Runner", "Verdict"]
