@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import types
 import typing
 from collections.abc import Callable
@@ -231,12 +232,22 @@ def from_json(data: JSONValue, tp: Any, path: str = "") -> Any:
     return to_json(data, tp, path)  # scalars: the same check both ways
 
 
+@functools.cache
+def _fields_of(cls: type[Any]) -> tuple[tuple[str, Any, dataclasses.Field[Any]], ...]:
+    """(name, resolved hint, field) for each dataclass field, worked out once per class.
+
+    Resolving hints is far slower than checking a value against them, and it
+    would otherwise happen for every job dispatched and every job run.
+    """
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name], f) for f in dataclasses.fields(cls))
+
+
 def dataclass_to_json(value: Any, path: str = "") -> dict[str, JSONValue]:
     """A dataclass instance's fields as a JSON object, each checked against its hint."""
-    hints = typing.get_type_hints(type(value))
     return {
-        f.name: to_json(getattr(value, f.name), hints[f.name], _join(path, f.name))
-        for f in dataclasses.fields(value)
+        name: to_json(getattr(value, name), hint, _join(path, name))
+        for name, hint, _ in _fields_of(type(value))
     }
 
 
@@ -244,15 +255,14 @@ def dataclass_from_json(cls: type[Any], data: JSONValue, path: str = "") -> Any:
     """Build `cls` from a JSON object, refusing unknown and missing fields."""
     if not isinstance(data, dict):
         raise _Mismatch(path, f"expected an object of fields, got {_json_kind(data)}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(fields))
+    fields = [entry for entry in _fields_of(cls) if entry[2].init]
+    unknown = sorted(set(data) - {name for name, _, _ in fields})
     if unknown:
         raise _Mismatch(path, "unknown field(s) " + ", ".join(f"`{k}`" for k in unknown))
     kwargs: dict[str, Any] = {}
-    for name, f in fields.items():
+    for name, hint, f in fields:
         if name in data:
-            kwargs[name] = from_json(data[name], hints[name], _join(path, name))
+            kwargs[name] = from_json(data[name], hint, _join(path, name))
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise _Mismatch(_join(path, name), "missing required field")
     return cls(**kwargs)
