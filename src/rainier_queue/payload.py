@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import types
 import typing
 from collections.abc import Callable
@@ -232,15 +231,21 @@ def from_json(data: JSONValue, tp: Any, path: str = "") -> Any:
     return to_json(data, tp, path)  # scalars: the same check both ways
 
 
-@functools.cache
-def _fields_of(cls: type[Any]) -> tuple[tuple[str, Any, dataclasses.Field[Any]], ...]:
+_FieldInfo = tuple[tuple[str, Any, "dataclasses.Field[Any]"], ...]
+_FIELDS: dict[type[Any], _FieldInfo] = {}
+
+
+def _fields_of(cls: type[Any]) -> _FieldInfo:
     """(name, resolved hint, field) for each dataclass field, worked out once per class.
 
     Resolving hints is far slower than checking a value against them, and it
     would otherwise happen for every job dispatched and every job run.
     """
-    hints = typing.get_type_hints(cls)
-    return tuple((f.name, hints[f.name], f) for f in dataclasses.fields(cls))
+    found = _FIELDS.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls)
+        found = _FIELDS[cls] = tuple((f.name, hints[f.name], f) for f in dataclasses.fields(cls))
+    return found
 
 
 def dataclass_to_json(value: Any, path: str = "") -> dict[str, JSONValue]:
