@@ -4,7 +4,8 @@
 What happens to a job after it ran is where a queue keeps or breaks its
 promises, so the order here is deliberate:
 
-- success: acknowledge, then give back the job's uniqueness lock (so the
+- success: acknowledge (batched with other jobs that finished at the same
+  time, see `acks.py`), then give back the job's uniqueness lock (so the
   next dispatch of it is accepted), then report;
 - a failure with attempts left: release with the job's own `backoff`, and
   keep the uniqueness lock, because the job is still pending;
@@ -37,6 +38,7 @@ from ..errors import BrokerError, JobError, LeaseLost
 from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
 from ..job import Job
 from ..queue import Queue, Reservation
+from .acks import AckBatcher
 from .leases import Lease
 from .options import WorkerStats
 from .outage import Outage
@@ -90,6 +92,7 @@ class Settler:
         self._hard_stop = hard_stop
         self._give_up = give_up
         self._warned_no_locks = False
+        self._acks = AckBatcher(queue)
 
     async def settle(self, attempt: Attempt, lease: Lease) -> None:
         """Record what became of `attempt` wherever it has to be recorded."""
@@ -115,7 +118,7 @@ class Settler:
 
     async def _succeeded(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job
-        if not await self._apply(lease, "acknowledge", self._queue.acknowledge):
+        if not await self._apply(lease, "acknowledge", self._acks.acknowledge):
             return
         await self._release_unique(queued)
         duration = timedelta(seconds=time.monotonic() - attempt.started)
