@@ -19,8 +19,8 @@ demo: install  ## run the quickstart: a burst of jobs through a worker on SQLite
 	$(BIN)/python examples/quickstart/run.py
 
 lint:  ## ruff: formatting and lint
-	$(BIN)/ruff format --check src tests examples
-	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 
 typecheck:  ## mypy --strict over the package and the tests
 	$(BIN)/mypy
