@@ -26,13 +26,23 @@ def worker(config_file: Path, ledger: Path, *args: str) -> subprocess.Popen[byte
     """A `rainier-queue work` process on the config's queue, writing runs to `ledger`."""
     env = {**os.environ, "RAINIER_QUEUE_TEST_LEDGER": str(ledger), "PYTHONPATH": str(ROOT)}
     command = ["--app", APP, "--config", str(config_file), "work", *args]
-    return subprocess.Popen(
-        [sys.executable, "-m", "rainier_queue", *command],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    log = ledger.parent / f"worker-{len(list(ledger.parent.glob('worker-*.log')))}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rainier_queue", *command],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def output(proc: subprocess.Popen[bytes]) -> str:
+    """What a worker started by `worker` printed."""
+    log: Path = proc.log  # type: ignore[attr-defined]
+    return log.read_text(encoding="utf-8", errors="replace")
 
 
 def events(ledger: Path) -> list[tuple[str, int, int, int, str]]:

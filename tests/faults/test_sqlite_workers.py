@@ -19,7 +19,7 @@ from rainier_queue.drivers import open_queue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import FailedJobStore
 
-from .harness import config, count, events, worker
+from .harness import config, count, events, output, worker
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ async def test_ten_thousand_jobs_through_two_worker_processes_each_run_once_or_f
     procs = [worker(conf, ledger, "--stop-when-empty", "--concurrency", "4") for _ in range(2)]
     codes = [await asyncio.to_thread(p.wait, 540) for p in procs]
 
-    assert all(code in (0, 1) for code in codes), [p.stdout.read() for p in procs if p.stdout]
+    assert all(code in (0, 1) for code in codes), [output(p) for p in procs]
     starts = count(ledger, "start")
     failing = {n for n in range(total) if n % 97 == 0}
     assert set(starts) == set(range(total)), "every job ran"
@@ -95,7 +95,7 @@ async def test_a_worker_killed_mid_job_loses_nothing_and_another_finishes_every_
         deadline = time.monotonic() + 120
         while set(count(ledger, "finish")) != set(range(total)):
             assert time.monotonic() < deadline, "the second worker did not finish every job"
-            assert rescuer.poll() is None, rescuer.stdout.read() if rescuer.stdout else ""
+            assert rescuer.poll() is None, output(rescuer)
             await asyncio.sleep(0.1)
     finally:
         rescuer.send_signal(signal.SIGTERM)
