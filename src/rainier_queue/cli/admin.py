@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: MIT
+"""`clear`, `retry`, `forget`, `flush`, `migrate`: the commands that change a queue.
+
+Each one that destroys jobs (`clear`, `flush`) refuses to run without
+`--yes`, and says how many jobs it would take, because there is no undo.
+`retry` and `forget` take ids as `failed` prints them and report each one
+they could not find (exit 1), so a typo is not mistaken for success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import click
+
+from ..queue import FailedJobStore, Migratable, Queue
+from .exit_codes import ExitCode
+from .loading import Loaded
+from .output import Problem, echo, note
+from .runtime import State, failed_store, run_command, warn_if_private
+
+BATCH = 500
+"""Failed jobs read per round when retrying `--all`."""
+
+
+@click.command()
+@click.argument("queue")
+@click.option("--yes", is_flag=True, help="Really delete every waiting job on QUEUE.")
+@click.pass_obj
+def clear(state: State, queue: str, yes: bool) -> None:
+    """Delete every job waiting on QUEUE (running jobs finish; failed jobs stay)."""
+
+    async def body(loaded: Loaded) -> int:
+        target = loaded.queue(state.settings.connection)
+        warn_if_private(target)
+        if not yes:
+            waiting = await target.size(queue)
+            raise Problem(
+                f"`clear` deletes every job waiting on `{queue}` ({waiting} now) and cannot be "
+                "undone; run it again with --yes"
+            )
+        removed = await target.clear(queue)
+        echo(f"cleared {removed} job(s) from queue `{queue}`")
+        return 0
+
+    run_command(state, body)
+
+
+@click.command()
+@click.argument("ids", nargs=-1)
+@click.option("--all", "retry_all", is_flag=True, help="Retry every failed job.")
+@click.option("--queue", help="With --all: only failed jobs from this queue.")
+@click.pass_obj
+def retry(state: State, ids: tuple[str, ...], retry_all: bool, queue: str | None) -> None:
+    """Put failed jobs back on their queues, with all their attempts: ID... or --all."""
+    if retry_all == bool(ids):
+        raise Problem("give the ids of failed jobs to retry (see `failed`), or --all, not both")
+    if queue is not None and not retry_all:
+        raise Problem("--queue goes with --all; ids already say which jobs to retry")
+
+    async def body(loaded: Loaded) -> int:
+        store = _store(loaded, state)
+        if retry_all:
+            count = await _retry_all(store, queue)
+            where = f" from queue `{queue}`" if queue else ""
+            echo(f"retried {count} failed job(s){where}")
+            return 0
+        return await _each(ids, store.retry_failed, "retried")
+
+    run_command(state, body)
+
+
+async def _retry_all(store: FailedJobStore, queue: str | None) -> int:
+    """Retry every failed job, reading in batches; a job that fails again meanwhile is left."""
+    seen: set[str] = set()
+    count = 0
+    while True:
+        batch = [
+            f for f in await store.failed_jobs(queue=queue, limit=BATCH) if f.job.id not in seen
+        ]
+        if not batch:
+            return count
+        for failed_job in batch:
+            seen.add(failed_job.job.id)
+            if await store.retry_failed(failed_job.job.id):
+                count += 1
+
+
+@click.command()
+@click.argument("ids", nargs=-1, required=True)
+@click.pass_obj
+def forget(state: State, ids: tuple[str, ...]) -> None:
+    """Delete failed jobs by ID, for good."""
+
+    async def body(loaded: Loaded) -> int:
+        return await _each(ids, _store(loaded, state).forget_failed, "forgot")
+
+    run_command(state, body)
+
+
+@click.command()
+@click.option("--queue", help="Only failed jobs from this queue.")
+@click.option("--yes", is_flag=True, help="Really delete the failed jobs.")
+@click.pass_obj
+def flush(state: State, queue: str | None, yes: bool) -> None:
+    """Delete every failed job (of one --queue, or all), for good."""
+
+    async def body(loaded: Loaded) -> int:
+        store = _store(loaded, state)
+        if not yes:
+            some = len(await store.failed_jobs(queue=queue, limit=BATCH))
+            count = f"{some}" if some < BATCH else f"at least {BATCH}"
+            where = f" of queue `{queue}`" if queue else ""
+            raise Problem(
+                f"`flush` deletes every failed job{where} ({count} now) and cannot be undone; "
+                "run it again with --yes"
+            )
+        removed = await store.flush_failed(queue=queue)
+        echo(f"flushed {removed} failed job(s)" + (f" of queue `{queue}`" if queue else ""))
+        return 0
+
+    run_command(state, body)
+
+
+@click.command()
+@click.pass_obj
+def migrate(state: State) -> None:
+    """Create or upgrade the schema of every connection that has one (or --connection's)."""
+
+    async def body(loaded: Loaded) -> int:
+        names = (
+            [state.settings.connection]
+            if state.settings.connection is not None
+            else loaded.manager.connection_names()
+        )
+        done: set[int] = set()
+        for name in names:
+            queue = loaded.queue(name)
+            if id(queue) in done:
+                continue
+            done.add(id(queue))
+            await _migrate_one(name, queue)
+        return 0
+
+    run_command(state, body)
+
+
+async def _migrate_one(name: str, queue: Queue) -> None:
+    if not isinstance(queue, Migratable):
+        echo(f"{name}: {queue.describe()} has no schema to migrate")
+        return
+    applied = await queue.migrate()
+    version, expected = await queue.schema_status()
+    if applied:
+        echo(f"{name}: applied {', '.join(applied)} (schema version {version} of {expected})")
+    else:
+        echo(f"{name}: up to date (schema version {version} of {expected})")
+
+
+def _store(loaded: Loaded, state: State) -> FailedJobStore:
+    target = loaded.queue(state.settings.connection)
+    store = failed_store(target)
+    warn_if_private(target)
+    return store
+
+
+async def _each(ids: tuple[str, ...], action: Callable[[str], Awaitable[bool]], verb: str) -> int:
+    missing = 0
+    for job_id in ids:
+        if await action(job_id):
+            echo(f"{verb} {job_id}")
+        else:
+            missing += 1
+            click.echo(f"error: no failed job has id {job_id}", err=True)
+    if missing:
+        note(f"{len(ids) - missing} of {len(ids)} done")
+        return ExitCode.JOB_FAILED
+    return 0
+
+
+__all__ = ["clear", "flush", "forget", "migrate", "retry"]

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: MIT
+"""`rainier-queue`: the command group and its global options.
+
+Upstream had one console command (`queue:work`) and nothing to look at a
+queue, retry a failed job or check a deployment with. Here the worker and
+the tools an operator reaches for at 3 a.m. share one entry point and one
+way of being told where the jobs are (`--app`, `--url`, `--config`,
+`--connection`, or their `RAINIER_QUEUE_*` variables; see `settings` and
+`loading`), and one set of exit codes (`exit_codes`).
+
+The CLI is a leaf: it imports the library's public API, and nothing in the
+library imports it.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .._version import __version__
+from . import admin, dispatch, doctor, inspection, work
+from .output import QUIET_KEY, error_console, setup_logging
+from .runtime import VERBOSE_KEY, Group, State
+from .settings import APP_VAR, CONFIG_VAR, CONNECTION_VAR, URL_VAR, Settings
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(cls=Group, context_settings=CONTEXT)
+@click.option(
+    "--app",
+    metavar="MODULE:ATTR",
+    help=f"The jobs: a JobRegistry, a QueueManager, or a function returning one [{APP_VAR}].",
+)
+@click.option(
+    "--config",
+    metavar="FILE",
+    help=f"A rainier-queue.toml or pyproject.toml declaring the connections [{CONFIG_VAR}].",
+)
+@click.option(
+    "--url",
+    metavar="URL",
+    help=f"One connection from a URL, such as sqlite:///jobs.db [{URL_VAR}].",
+)
+@click.option(
+    "--connection",
+    metavar="NAME",
+    help=f"Which declared connection to work on; the default one otherwise [{CONNECTION_VAR}].",
+)
+@click.option("-v", "--verbose", count=True, help="More logging: -v info, -vv debug.")
+@click.option("-q", "--quiet", is_flag=True, help="No logging; only results and errors.")
+@click.version_option(__version__, "-V", "--version", prog_name="rainier-queue")
+@click.pass_context
+def main(
+    ctx: click.Context,
+    app: str | None,
+    config: str | None,
+    url: str | None,
+    connection: str | None,
+    verbose: int,
+    quiet: bool,
+) -> None:
+    """Run workers and look after queues: dispatch, inspect, retry, migrate, diagnose.
+
+    Tell it where the jobs are with --app, and where the queues are with --url
+    or --config (or a rainier-queue.toml / [tool.rainier-queue] in pyproject.toml
+    found from the current folder up).
+
+    \b
+    Exit codes: 0 ok, 1 a job failed (or an id was not found), 2 configuration
+    or usage error, 3 broker unreachable, 4 doctor found problems, 130 interrupted.
+    """
+    ctx.meta[VERBOSE_KEY] = verbose > 0
+    ctx.meta[QUIET_KEY] = quiet
+    setup_logging(verbose, quiet, error_console())
+    settings = Settings.resolve(
+        app=app, url=url, config=config, connection=connection, verbose=verbose, quiet=quiet
+    )
+    ctx.obj = State(settings=settings)
+
+
+for command in (
+    work.work,
+    dispatch.dispatch,
+    inspection.size,
+    inspection.failed,
+    admin.clear,
+    admin.retry,
+    admin.forget,
+    admin.flush,
+    admin.migrate,
+    doctor.doctor,
+):
+    main.add_command(command)
+
+
+__all__ = ["main"]

@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: MIT
+"""The exit codes of `rainier-queue`, in one place.
+
+A service manager, a deploy script and a CI job each act on a worker's exit
+code without reading its output, so the codes mean one thing each, on every
+command:
+
+- **0**: everything asked for was done; a worker stopped cleanly and none
+  of its jobs failed.
+- **1**: it ran, but something did not go through: a job ended in the
+  failed store, or an id given to `retry` or `forget` was not found.
+- **2**: configuration or usage error, so nothing ran: a bad flag, an
+  unknown connection, no URL, a worker setting that cannot work, a payload
+  that does not fit its job.
+- **3**: the broker stayed unreachable: the worker gave up after
+  `--max-consecutive-errors` failures in a row, or a command could not
+  reach it.
+- **4**: `doctor` found problems (listed on the way).
+- **130**: interrupted: Ctrl-C outside a worker, or a worker that had to
+  interrupt running jobs and hand them back (a second signal, or the
+  grace period ran out).
+
+A worker stopped by one SIGTERM or SIGINT whose running jobs all finished
+exits 0 (or 1 if a job failed during the run): that is how a deploy stops
+it, and it is not an error.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What a `rainier-queue` process tells its caller."""
+
+    OK = 0
+    JOB_FAILED = 1
+    USAGE = 2
+    BROKER = 3
+    PROBLEMS = 4
+    INTERRUPTED = 130
+
+
+__all__ = ["ExitCode"]

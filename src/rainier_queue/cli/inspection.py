@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: MIT
+"""`size` and `failed`: looking at queues without changing them.
+
+The first questions in an incident are "is work piling up?" and "what is
+failing, and why?". Both answers come as a table for a person and as JSON
+(`--json`) for a script or a monitoring check, from the same data.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+
+import click
+
+from ..envelope import format_time
+from ..queue import FailedJob
+from .loading import Loaded
+from .output import echo, first_line, note, stdout_console, table
+from .runtime import State, failed_store, run_command, warn_if_private
+
+
+@click.command()
+@click.argument("queues", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print {queue: size} as JSON.")
+@click.pass_obj
+def size(state: State, queues: tuple[str, ...], as_json: bool) -> None:
+    """How many jobs wait on each QUEUE (delayed ones included, running ones not).
+
+    With no QUEUE: the worker's default queues and every queue a registered job names.
+    """
+
+    async def body(loaded: Loaded) -> int:
+        queue = loaded.queue(state.settings.connection)
+        warn_if_private(queue)
+        names = list(queues) or _known_queues(loaded)
+        sizes = {name: await queue.size(name) for name in names}
+        if as_json:
+            echo(json.dumps(sizes))
+            return 0
+        echo(
+            f"connection `{loaded.connection_name(state.settings.connection)}`: {queue.describe()}"
+        )
+        rows = [(name, count) for name, count in sizes.items()]
+        stdout_console().print(table(["queue", "waiting"], rows))
+        return 0
+
+    run_command(state, body)
+
+
+def _known_queues(loaded: Loaded) -> list[str]:
+    names = dict.fromkeys(loaded.manager.default_queues())
+    names.update(dict.fromkeys(loaded.registry.queues()))
+    return list(names)
+
+
+@click.command()
+@click.option("--queue", help="Only failed jobs from this queue.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many to show."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the failed jobs as JSON.")
+@click.pass_obj
+def failed(state: State, queue: str | None, limit: int, as_json: bool) -> None:
+    """List failed jobs, newest first: id, name, queue, attempts, when, and the error."""
+
+    async def body(loaded: Loaded) -> int:
+        target = loaded.queue(state.settings.connection)
+        store = failed_store(target)
+        warn_if_private(target)
+        jobs = await store.failed_jobs(queue=queue, limit=limit)
+        if as_json:
+            echo(json.dumps([_as_dict(f) for f in jobs], ensure_ascii=False))
+            return 0
+        if not jobs:
+            note("no failed jobs" + (f" on queue `{queue}`" if queue else ""))
+            return 0
+        rows = [
+            (
+                f.job.id,
+                f.job.name,
+                f.job.queue,
+                f"{f.job.attempts}/{f.job.max_attempts}",
+                f.failed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                first_line(f.error),
+            )
+            for f in jobs
+        ]
+        columns = ["id", "name", "queue", "attempts", "failed at (UTC)", "error"]
+        echo(f"failed jobs, newest first ({len(jobs)}):")
+        stdout_console().print(table(columns, rows))
+        if len(jobs) == limit:
+            note(f"showing the newest {limit}; pass --limit for more")
+        return 0
+
+    run_command(state, body)
+
+
+def _as_dict(failed_job: FailedJob) -> dict[str, object]:
+    job = failed_job.job
+    return {
+        "id": job.id,
+        "name": job.name,
+        "queue": job.queue,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "failed_at": format_time(failed_job.failed_at),
+        "error": failed_job.error,
+        "payload": job.payload,
+    }
+
+
+__all__ = ["failed", "size"]

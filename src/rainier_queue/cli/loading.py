@@ -1,0 +1,212 @@
+# SPDX-License-Identifier: MIT
+"""Finding the application's jobs and queues from what the command line was told.
+
+A worker started from a shell knows nothing but strings, so two questions
+have to be answered from them, each with one clear rule and a message that
+says what to do when it cannot be:
+
+*Which jobs?* `--app module:attribute` (or `RAINIER_QUEUE_APP`, or `app` in
+the config file) names a `JobRegistry`, a `QueueManager`, or a function
+taking no arguments that returns either (it may be `async`). The working
+directory is put on `sys.path` first, so `--app examples.quickstart.jobs:registry`
+works from the project folder as it would in `python -c`.
+
+*Which queues?* In this order, first found wins:
+
+1. `--url` or `--config` (or their variables): one URL, or a config file;
+   the app then only brings its registry;
+2. an app that is a `QueueManager`: its own connections, locks and queues;
+3. a `rainier-queue.toml`, or `[tool.rainier-queue]` in `pyproject.toml`,
+   found from the working directory upwards.
+
+Nothing else. There is no implicit `localhost` or default file: a worker
+that silently opened an empty queue of its own would wait for ever for
+jobs dispatched elsewhere, so with none of the above the command stops and
+says how to give one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from ..connections import QueueConfig
+from ..errors import QueueError
+from ..manager import QueueManager
+from ..queue import Queue
+from ..redact import redact_url
+from ..registry import JobRegistry
+from .output import Problem
+from .settings import APP_VAR, CONFIG_VAR, URL_VAR, Settings
+
+NO_QUEUES = (
+    "no queue connection is configured. Say where the jobs are with --url "
+    f"(for example --url sqlite:///jobs.db, or set {URL_VAR}), with --config FILE (or set "
+    f"{CONFIG_VAR}), or declare them in a rainier-queue.toml or a [tool.rainier-queue] "
+    "table in pyproject.toml; an --app that names a QueueManager brings its own"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    """What `--app` named: a registry, and the manager if it was one."""
+
+    spec: str
+    registry: JobRegistry
+    manager: QueueManager | None = None
+
+
+@dataclass(slots=True)
+class Loaded:
+    """An open manager, and how it was found (for messages and `doctor`)."""
+
+    manager: QueueManager
+    registry: JobRegistry
+    app: App | None
+    source: str
+    """Where the connections came from, credential-free: `--url sqlite:///jobs.db`, ..."""
+
+    def queue(self, connection: str | None) -> Queue:
+        """The queue of connection `connection` (the default one when None)."""
+        return self.manager.connection(connection)
+
+    def connection_name(self, connection: str | None) -> str:
+        """The name a command's connection goes by in messages."""
+        return connection if connection is not None else self.manager.default_connection
+
+
+async def open_application(settings: Settings) -> Loaded:
+    """The manager and registry the command works with. Close `manager` when done."""
+    explicit = _explicit_config(settings)
+    config = explicit
+    discovered = False
+    if config is None:
+        config = QueueConfig.load(start=Path.cwd())
+        discovered = config is not None
+    spec, origin = settings.app, settings.app_from
+    if spec is None and config is not None and config.app is not None:
+        spec, origin = config.app, f"`app` in {config.source}"
+    app = await load_app(spec, origin=origin) if spec is not None else None
+    if app is not None and app.manager is not None and explicit is None:
+        source = f"the QueueManager {app.spec} (from {origin})"
+        return Loaded(manager=app.manager, registry=app.registry, app=app, source=source)
+    if config is None:
+        raise Problem(NO_QUEUES)
+    if app is not None and app.manager is not None:
+        await app.manager.aclose()
+    registry = app.registry if app is not None else JobRegistry()
+    manager = _build(config, registry)
+    if settings.url is not None:
+        source = f"{settings.source_from} {redact_url(settings.url)}"
+    elif discovered:
+        source = f"the config {config.source}"
+    else:
+        source = f"{settings.source_from} {config.source}"
+    return Loaded(manager=manager, registry=registry, app=app, source=source)
+
+
+def _build(config: QueueConfig, registry: JobRegistry) -> QueueManager:
+    try:
+        return config.build(registry)
+    except TypeError as exc:
+        # QueueConfig.open re-raises a driver's error as `type(exc)(message)`, which
+        # breaks for errors whose constructor takes other arguments (MissingDependency,
+        # UnknownOption); show the driver's own error rather than that TypeError.
+        if isinstance(exc.__context__, QueueError):
+            raise exc.__context__ from None
+        raise
+
+
+def _explicit_config(settings: Settings) -> QueueConfig | None:
+    if settings.url is not None:
+        return QueueConfig.from_url(settings.url)
+    if settings.config is not None:
+        found = QueueConfig.load(settings.config)
+        if found is None:  # pragma: no cover - load(path) raises instead
+            raise Problem(f"{settings.config} declares no queue config")
+        return found
+    return None
+
+
+async def load_app(spec: str, *, origin: str = "--app") -> App:
+    """Import `module:attribute` and make a registry (and maybe a manager) of it."""
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise Problem(
+            f"{origin} takes `module:attribute`, such as `myapp.jobs:registry`; got `{spec}`"
+        )
+    _put_cwd_on_path()
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            raise Problem(
+                f"cannot import `{module_name}` (from {origin}): there is no module named "
+                f"`{exc.name}` here. Run from the folder that holds it, or add that folder to "
+                "PYTHONPATH",
+                cause=exc,
+            ) from exc
+        raise _import_failed(module_name, origin, exc) from exc
+    except Exception as exc:
+        raise _import_failed(module_name, origin, exc) from exc
+    target: object = module
+    for part in attr_path.split("."):
+        if not hasattr(target, part):
+            raise Problem(
+                f"`{module_name}` has no attribute `{attr_path}` (from {origin})"
+                + _candidates(module)
+            )
+        target = getattr(target, part)
+    if not isinstance(target, JobRegistry | QueueManager) and callable(target):
+        factory = cast(Callable[[], object], target)
+        try:
+            target = factory()
+            if inspect.isawaitable(target):
+                target = await target
+        except Exception as exc:
+            raise Problem(
+                f"calling `{spec}` (from {origin}) failed: {type(exc).__name__}: {exc}", cause=exc
+            ) from exc
+    if isinstance(target, QueueManager):
+        return App(spec=spec, registry=target.registry, manager=target)
+    if isinstance(target, JobRegistry):
+        return App(spec=spec, registry=target)
+    raise Problem(
+        f"`{spec}` (from {origin}) is a {type(target).__name__}; it must be a JobRegistry, a "
+        "QueueManager, or a function taking no arguments that returns one"
+    )
+
+
+def _put_cwd_on_path() -> None:
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _import_failed(module: str, origin: str, exc: BaseException) -> Problem:
+    return Problem(
+        f"importing `{module}` (from {origin}) failed: {type(exc).__name__}: {exc} "
+        "(run with -v for the traceback)",
+        cause=exc,
+    )
+
+
+def _candidates(module: object) -> str:
+    names = sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, JobRegistry | QueueManager)
+    )
+    if not names:
+        return "; it defines no JobRegistry or QueueManager"
+    listed = ", ".join(f"`{n}`" for n in names)
+    return f"; it has {listed}"
+
+
+__all__ = ["APP_VAR", "NO_QUEUES", "App", "Loaded", "load_app", "open_application"]

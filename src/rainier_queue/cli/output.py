@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: MIT
+"""How the command line talks: results on stdout, everything else on stderr.
+
+A script pipes `rainier-queue size --json` into `jq` and a person watches
+`rainier-queue work` in a terminal; both are served if results (ids, tables,
+JSON, the final summary) go to stdout and logs, warnings, errors and the
+progress bar go to stderr. Text from outside (job names, error messages,
+payloads) is printed as plain text, never read as rich markup, so an error
+that mentions `[tool.rainier-queue]` prints as written.
+
+`Problem` is the one way a command stops early: a message and an exit code,
+shown as one line, with the traceback of its cause only under `-v`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from collections.abc import Iterable, Sequence
+from typing import IO
+
+import click
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+from rich.text import Text
+
+from .exit_codes import ExitCode
+
+
+class Problem(Exception):
+    """Stop the command with `message` (one line) and exit `code`."""
+
+    def __init__(
+        self, message: str, code: int = ExitCode.USAGE, *, cause: BaseException | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = int(code)
+        self.cause = cause
+
+    def show(self, *, verbose: bool) -> None:
+        """Print the message on stderr; with `verbose`, the cause's traceback before it."""
+        if verbose and self.cause is not None:
+            traceback.print_exception(self.cause, file=sys.stderr)
+        click.echo(f"error: {self.message}", err=True)
+
+
+def error_console() -> Console:
+    """The console for the progress bar and logs (stderr)."""
+    return Console(stderr=True, highlight=False)
+
+
+def stdout_console() -> Console:
+    """The console for tables on stdout; wide when piped, so cells are not folded at 80."""
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, soft_wrap=False, width=200)
+    return console
+
+
+def setup_logging(verbose: int, quiet: bool, console: Console) -> None:
+    """Warnings by default, `-v` info, `-vv` debug, `--quiet` nothing but the results."""
+    if quiet:
+        level = logging.CRITICAL + 1
+    elif verbose >= 2:
+        level = logging.DEBUG
+    elif verbose == 1:
+        level = logging.INFO
+    else:
+        level = logging.WARNING
+    handler: logging.Handler
+    if console.is_terminal:
+        handler = RichHandler(
+            console=console,
+            show_path=False,
+            markup=False,
+            rich_tracebacks=False,
+            log_time_format="%H:%M:%S",
+        )
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    else:
+        handler = _StderrHandler()
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+        )
+    root = logging.getLogger("rainier_queue")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is now, so a live progress bar can capture it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
+def echo(message: str) -> None:
+    """A result line, on stdout."""
+    click.echo(message)
+
+
+def warn(message: str) -> None:
+    """A warning for a person, on stderr."""
+    click.echo(f"warning: {message}", err=True)
+
+
+QUIET_KEY = "rainier_queue.quiet"
+
+
+def note(message: str) -> None:
+    """Progress chatter for a person, on stderr; silent under `--quiet`."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get(QUIET_KEY):
+        return
+    click.echo(message, err=True)
+
+
+def table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
+    """A rich table whose cells are plain text."""
+    out = Table(show_lines=False)
+    for column in columns:
+        out.add_column(column, overflow="fold")
+    for row in rows:
+        out.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
+    return out
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    """The first line of `text`, cut to `limit` characters."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+__all__ = [
+    "QUIET_KEY",
+    "Problem",
+    "echo",
+    "error_console",
+    "first_line",
+    "note",
+    "setup_logging",
+    "stdout_console",
+    "table",
+    "warn",
+]

@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: MIT
+"""Watching a worker drain a backlog: the progress bar and the summary line.
+
+`work --stop-when-empty` over a backlog is a batch job with an end, and a
+person running one wants to know how far it got and whether it is stuck,
+without turning logging up. The bar counts jobs that reached an end
+(processed or failed, from the worker's events), against the backlog
+measured when the worker started; retries are shown beside it, since a
+retried job is not done. The bar is drawn only on a terminal (or with
+`--progress`), while the summary line is always printed: it is what a
+log file or a CI job keeps.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
+from ..worker import WorkerStats
+
+
+class Tally:
+    """Counts the worker's events and moves the bar, if there is one."""
+
+    def __init__(self, *, total: int, console: Console | None) -> None:
+        self.processed = 0
+        self.retried = 0
+        self.failed = 0
+        self.total = total
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        if console is not None and total > 0:
+            self._progress = Progress(
+                TextColumn("[bold]working[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=console,
+                transient=False,
+            )
+            self._task = self._progress.add_task(self._describe(), total=total)
+
+    def attach(self, events: EventDispatcher) -> None:
+        """Listen to `events`."""
+        events.listen(self.on_event)
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, JobProcessed):
+            self.processed += 1
+        elif isinstance(event, JobFailed):
+            self.failed += 1
+        elif isinstance(event, JobReleased):
+            self.retried += 1
+        else:
+            return
+        if self._progress is not None and self._task is not None:
+            done = self.processed + self.failed
+            self.total = max(self.total, done)
+            self._progress.update(
+                self._task, completed=done, total=self.total, description=self._describe()
+            )
+
+    def _describe(self) -> str:
+        return f"[green]✓ {self.processed}[/] [yellow]↻ {self.retried}[/] [red]✗ {self.failed}[/]"
+
+    def __enter__(self) -> Tally:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+class Clock:
+    """Elapsed wall time since it was made."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+
+def summary(stats: WorkerStats, elapsed: float) -> str:
+    """The one line a run ends with: processed / retried / failed / elapsed / jobs per second."""
+    rate = stats.total / elapsed if elapsed > 0 else 0.0
+    line = (
+        f"processed {stats.processed}, retried {stats.released}, failed {stats.failed} "
+        f"in {elapsed:.1f}s ({rate:.1f} jobs/s)"
+    )
+    extras = [
+        f"{count} {label}"
+        for count, label in (
+            (stats.interrupted, "interrupted and handed back"),
+            (stats.lost_leases, "lost to another worker (lease lapsed)"),
+            (stats.broker_errors, "broker errors ridden out"),
+        )
+        if count
+    ]
+    return line + (f"; {', '.join(extras)}" if extras else "")
+
+
+__all__ = ["Clock", "Tally", "summary"]

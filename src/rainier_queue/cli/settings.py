@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: MIT
+"""What the command line was told, from its flags and the environment.
+
+The library never reads the environment (DESIGN decision 8), and inside
+the CLI only this module does, so there is one place that says which
+variable means what and how it ranks against a flag:
+
+| Variable | Flag | Meaning |
+|---|---|---|
+| `RAINIER_QUEUE_APP` | `--app` | `module:attribute`: a registry, a manager, or a factory |
+| `RAINIER_QUEUE_URL` | `--url` | one connection, named `default`, from a URL |
+| `RAINIER_QUEUE_CONFIG` | `--config` | a `rainier-queue.toml` or `pyproject.toml` to read |
+| `RAINIER_QUEUE_CONNECTION` | `--connection` | which declared connection a command works on |
+
+A flag always beats its variable. `--url` and `--config` are two ways of
+saying where the queues are, so they rank as a pair: if either is given as
+a flag, both variables are ignored, and giving both flags (or both
+variables) is refused rather than silently resolved.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigurationError
+from ..redact import redact_url
+
+APP_VAR = "RAINIER_QUEUE_APP"
+URL_VAR = "RAINIER_QUEUE_URL"
+CONFIG_VAR = "RAINIER_QUEUE_CONFIG"
+CONNECTION_VAR = "RAINIER_QUEUE_CONNECTION"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """The resolved global options; `*_from` say where each came from, for messages."""
+
+    app: str | None = None
+    app_from: str = ""
+    url: str | None = None
+    config: Path | None = None
+    source_from: str = ""
+    """Where `url` or `config` came from (`--url`, `RAINIER_QUEUE_CONFIG`, ...)."""
+    connection: str | None = None
+    verbose: int = 0
+    quiet: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        app: str | None = None,
+        url: str | None = None,
+        config: str | Path | None = None,
+        connection: str | None = None,
+        verbose: int = 0,
+        quiet: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> Settings:
+        """Combine flags (None when not given) with the environment (`os.environ` by default)."""
+        env = os.environ if environ is None else environ
+        app_value, app_from = _pick(app, "--app", env, APP_VAR)
+        connection_value, _ = _pick(connection, "--connection", env, CONNECTION_VAR)
+        if url is not None or config is not None:
+            url_value, config_value = url, config
+            names = ("--url", "--config")
+        else:
+            url_value, config_value = _blank(env.get(URL_VAR)), _blank(env.get(CONFIG_VAR))
+            names = (URL_VAR, CONFIG_VAR)
+        if url_value is not None and config_value is not None:
+            raise ConfigurationError(
+                f"both {names[0]} ({redact_url(url_value)}) and {names[1]} ({config_value}) say "
+                f"where the queues are; give one of them"
+            )
+        if url_value is not None:
+            source_from = names[0]
+        elif config_value is not None:
+            source_from = names[1]
+        else:
+            source_from = ""
+        return cls(
+            app=app_value,
+            app_from=app_from,
+            url=url_value,
+            config=Path(config_value) if config_value is not None else None,
+            source_from=source_from,
+            connection=connection_value,
+            verbose=verbose,
+            quiet=quiet,
+        )
+
+
+def _pick(
+    flag: str | None, flag_name: str, env: Mapping[str, str], var: str
+) -> tuple[str | None, str]:
+    if flag is not None:
+        return flag, flag_name
+    value = _blank(env.get(var))
+    return value, var if value is not None else ""
+
+
+def _blank(value: str | None) -> str | None:
+    """An empty variable counts as unset, as a shell user expects."""
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+__all__ = ["APP_VAR", "CONFIG_VAR", "CONNECTION_VAR", "URL_VAR", "Settings"]

@@ -1,0 +1,291 @@
+# SPDX-License-Identifier: MIT
+"""`rainier-queue work`: run a worker, or several under a supervisor.
+
+Every `WorkerOptions` field is a flag, so nothing a worker can do needs
+code. Before the first job the settings are checked (`check_worker_settings`)
+and a worker that cannot work safely, above all one whose job timeout
+outlives the lease, refuses to start with exit code 2 rather than running
+jobs twice. Fixing upstream's gap, the worker is given the manager's locks,
+so the uniqueness lock of a job it finishes is given back at once instead of
+lapsing an hour later.
+
+`--processes N` (N > 1) checks the same settings once, then runs N copies
+of this very command with `--processes 1` under the `Supervisor`, which
+restarts a child that crashes and passes signals on.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+
+from ..durations import format_duration, parse_duration
+from ..errors import BrokerError, ConfigurationError
+from ..events import EventDispatcher
+from ..queue import Queue
+from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
+from .exit_codes import ExitCode
+from .loading import Loaded
+from .output import Problem, echo, error_console, note, warn
+from .progress import Clock, Tally, summary
+from .runtime import State, message_for, run_command, run_on_application, warn_if_private
+
+DEFAULTS = WorkerOptions()
+
+
+def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> timedelta | None:
+    """A click callback reading `30s`, `5m`, `250ms`, `1h30m` or a number of seconds."""
+    if value is None:
+        return None
+    try:
+        return parse_duration(value, setting=param.name or "value")
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+DURATION: dict[str, Any] = {"callback": duration, "metavar": "DURATION"}
+"""The keyword arguments that make a click option a duration."""
+
+
+def _shown(value: timedelta | None) -> str:
+    return "none" if value is None else format_duration(value)
+
+
+@click.command()
+@click.option(
+    "--queue",
+    "queues",
+    metavar="A,B",
+    help="Queues to serve, comma-separated, first drained first. "
+    "Default: the config's `queues`, else `default`.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help=f"Jobs run at once in this process [{DEFAULTS.concurrency}].",
+)
+@click.option(
+    "--sleep", **DURATION, help=f"Longest idle wait for new work [{_shown(DEFAULTS.sleep)}]."
+)
+@click.option(
+    "--timeout",
+    **DURATION,
+    help=f"Run limit for jobs without their own; 0 for none [{_shown(DEFAULTS.timeout)}].",
+)
+@click.option("--tries", type=click.IntRange(min=1), help="Attempts floor for every job.")
+@click.option("--max-jobs", type=click.IntRange(min=1), help="Stop after this many jobs ended.")
+@click.option("--max-time", **DURATION, help="Stop taking work after this long.")
+@click.option(
+    "--stop-when-empty",
+    "--once",
+    "stop_when_empty",
+    is_flag=True,
+    default=None,
+    help="Stop the first time every queue is empty (delayed jobs are not waited for).",
+)
+@click.option(
+    "--grace",
+    **DURATION,
+    help=f"On a stop, how long running jobs may finish [{_shown(DEFAULTS.grace)}].",
+)
+@click.option(
+    "--max-consecutive-errors",
+    type=click.IntRange(min=1),
+    help=f"Broker failures in a row to ride out before exiting 3 "
+    f"[{DEFAULTS.max_consecutive_errors}].",
+)
+@click.option(
+    "--max-error-backoff",
+    **DURATION,
+    help=f"Longest wait between broker retries [{_shown(DEFAULTS.max_error_backoff)}].",
+)
+@click.option(
+    "--prefetch", type=click.IntRange(min=1), help="Jobs reserved per round trip [free slots]."
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes; more than 1 runs them under a supervisor.",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar with --stop-when-empty [on when stderr is a terminal].",
+)
+@click.pass_context
+def work(ctx: click.Context, /, **params: Any) -> None:
+    """Run a worker until stopped (SIGTERM/SIGINT: graceful; twice: at once)."""
+    state: State = ctx.obj
+    processes: int = params.pop("processes")
+    progress: bool | None = params.pop("progress")
+    queues = _parse_queues(params.pop("queues"))
+    given = {name: value for name, value in params.items() if value is not None}
+    if "timeout" in given and given["timeout"] == timedelta(0):
+        given["timeout"] = None
+    if processes > 1:
+        raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given))
+
+    async def body(loaded: Loaded) -> int:
+        queue, options = _prepare(loaded, state, queues, given)
+        show_bar = progress if progress is not None else sys.stderr.isatty()
+        return await _run_worker(loaded, queue, options, show_bar)
+
+    run_command(state, body)
+
+
+def _prepare(
+    loaded: Loaded, state: State, queues: tuple[str, ...] | None, given: dict[str, Any]
+) -> tuple[Queue, WorkerOptions]:
+    """The queue and options to run with, or a `Problem` listing why the worker cannot start."""
+    queue = loaded.queue(state.settings.connection)
+    chosen = queues if queues is not None else tuple(loaded.manager.default_queues())
+    try:
+        options = WorkerOptions(queues=chosen, **given)
+    except ValueError as exc:
+        raise Problem(f"the worker settings cannot work: {exc}") from exc
+    if problems := check_worker_settings(queue, loaded.registry, options):
+        listed = "".join(f"\n  - {problem}" for problem in problems)
+        raise Problem(f"the worker did not start, because:{listed}")
+    _warn_unserved(loaded, options, explicit=queues is not None)
+    warn_if_private(queue)
+    return queue, options
+
+
+def _parse_queues(raw: str | None) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    names = tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+    if not names:
+        raise Problem(
+            "--queue names no queue; give one or more names, such as --queue high,default"
+        )
+    return names
+
+
+def _warn_unserved(loaded: Loaded, options: WorkerOptions, *, explicit: bool) -> None:
+    if explicit:
+        return
+    served = set(options.queues)
+    for queue_name in loaded.registry.queues():
+        if queue_name not in served:
+            names = [cls.name for cls in loaded.registry if cls.queue == queue_name]
+            listed = ", ".join(f"`{n}`" for n in names)
+            warn(
+                f"{listed} go(es) to queue `{queue_name}`, which this worker does not serve "
+                f"(it serves {', '.join(options.queues)}); pass --queue, or declare `queues` "
+                "in the config"
+            )
+
+
+async def _run_worker(loaded: Loaded, queue: Queue, options: WorkerOptions, show_bar: bool) -> int:
+    total = 0
+    if options.stop_when_empty:
+        total = sum([await queue.size(name) for name in options.queues])
+    console = None
+    if show_bar:
+        console = error_console()
+        if not console.is_terminal:
+            console = Console(stderr=True, highlight=False, force_terminal=True)
+    tally = Tally(total=total, console=console if options.stop_when_empty else None)
+    events = EventDispatcher()
+    tally.attach(events)
+    worker = Worker(queue, loaded.registry, options, events=events, locks=loaded.manager.locks)
+    worker.install_signal_handlers()
+    note(
+        f"working {', '.join(options.queues)} on {queue.describe()} "
+        f"(concurrency {options.concurrency}"
+        + (f", backlog {total}" if options.stop_when_empty else "")
+        + ")"
+    )
+    clock = Clock()
+    gave_up: BrokerError | None = None
+    with tally:
+        try:
+            stats = await worker.run()
+        except BrokerError as exc:
+            gave_up, stats = exc, worker.stats
+    echo(summary(stats, clock.elapsed))
+    if gave_up is not None:
+        click.echo(
+            f"error: gave up after {options.max_consecutive_errors} broker errors in a row: "
+            f"{message_for(gave_up)}",
+            err=True,
+        )
+        return ExitCode.BROKER
+    return _code(stats)
+
+
+def _code(stats: WorkerStats) -> int:
+    if stats.interrupted:
+        return ExitCode.INTERRUPTED
+    if stats.failed:
+        return ExitCode.JOB_FAILED
+    return ExitCode.OK
+
+
+def _supervise(
+    ctx: click.Context,
+    state: State,
+    processes: int,
+    queues: tuple[str, ...] | None,
+    given: dict[str, Any],
+) -> int:
+    """Check once, then run `processes` copies of this command under a Supervisor."""
+
+    async def check(loaded: Loaded) -> int:
+        _prepare(loaded, state, queues, given)
+        return ExitCode.OK
+
+    run_on_application(state, check)
+    command = [sys.executable, "-m", "rainier_queue"]
+    if ctx.parent is not None:
+        command += _given_args(ctx.parent, skip=())
+    command += ["work", *_given_args(ctx, skip=("processes", "progress"))]
+    command += ["--processes", "1", "--no-progress"]
+    note(f"starting {processes} worker processes")
+    try:
+        return Supervisor(command, processes).run()
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+
+
+def _given_args(ctx: click.Context, *, skip: tuple[str, ...]) -> list[str]:
+    """The options given on the command line to `ctx`'s command, as arguments again.
+
+    Values from the environment are left out: the children inherit it.
+    """
+    args: list[str] = []
+    for param in ctx.command.params:
+        name = param.name
+        if not isinstance(param, click.Option) or name in skip:
+            continue
+        if ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params.get(name)
+        flag = max(param.opts, key=len)
+        if param.count:
+            args += [flag] * int(value or 0)
+        elif param.is_flag:
+            if value:
+                args.append(flag)
+            elif param.secondary_opts:
+                args.append(max(param.secondary_opts, key=len))
+        elif value is not None:
+            args += [flag, _as_arg(value)]
+    return args
+
+
+def _as_arg(value: object) -> str:
+    if isinstance(value, timedelta):
+        return repr(value.total_seconds())
+    return str(value)
+
+
+__all__ = ["DURATION", "duration", "work"]

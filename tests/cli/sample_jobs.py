@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""Jobs for the CLI tests, loaded by the CLI process with `--app tests.cli.sample_jobs:registry`.
+
+They talk to the test through files named in their payload, since the test
+and the worker are different processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rainier_queue import Job, JobContext, JobRegistry, QueueConfig, QueueManager
+
+
+class Note(Job):
+    """Succeeds; appends its text to `path` when given one."""
+
+    name = "note"
+    text: str
+    path: str = ""
+
+    def handle(self, ctx: JobContext) -> None:
+        if self.path:
+            with Path(self.path).open("a", encoding="utf-8") as out:
+                out.write(self.text + "\n")
+
+
+class Boom(Job):
+    """Always fails, on its only attempt."""
+
+    name = "boom"
+    tries = 1
+    reason: str = "the card was declined"
+
+    def handle(self, ctx: JobContext) -> None:
+        raise RuntimeError(self.reason)
+
+
+class Slow(Job):
+    """Writes `started` to `path`, takes `seconds`, then writes `finished`."""
+
+    name = "slow"
+    tries = 1
+    path: str
+    seconds: float = 1.0
+
+    def handle(self, ctx: JobContext) -> None:
+        marker = Path(self.path)
+        with marker.open("a", encoding="utf-8") as out:
+            out.write("started\n")
+        time.sleep(self.seconds)
+        with marker.open("a", encoding="utf-8") as out:
+            out.write("finished\n")
+
+
+registry = JobRegistry([Note, Boom, Slow])
+
+
+class OncePerOrder(Job):
+    """A unique job: one waiting per order."""
+
+    name = "once-per-order"
+    order_id: int
+
+    def unique_id(self) -> str:
+        return str(self.order_id)
+
+    def handle(self, ctx: JobContext) -> None:
+        return None
+
+
+unique_registry = JobRegistry([Note, OncePerOrder])
+
+
+def manager() -> QueueManager:
+    """A factory returning a manager with its own connection (`--app ...:manager`)."""
+    return QueueConfig.from_url(os.environ["RAINIER_QUEUE_TEST_URL"]).build(registry)

@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: MIT
+"""Mistakes get one clear line and an exit code, never a traceback or a password; `doctor`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .harness import APP, Cli, clean_env, no_traceback, run
+
+SECRET = "s3cr3t-pa55"
+
+
+def test_an_unknown_option_is_a_usage_error_with_no_traceback(cli: Cli) -> None:
+    result = cli("work", "--concurency", "4")
+
+    assert result.code == 2, result.output
+    assert "No such option" in result.stderr
+    assert "--concurrency" in result.stderr, "click suggests the option meant"
+    assert no_traceback(result)
+
+
+def test_an_unknown_connection_is_a_usage_error_naming_the_declared_ones(db_url: str) -> None:
+    result = run("--app", APP, "--url", db_url, "--connection", "bulk", "size")
+
+    assert result.code == 2, result.output
+    assert "no queue connection is named `bulk`" in result.stderr
+    assert "`default`" in result.stderr
+    assert no_traceback(result)
+
+
+def test_no_url_and_no_config_stops_with_a_message_saying_how_to_give_one(
+    tmp_path: Path,
+) -> None:
+    result = run("size", cwd=tmp_path)
+
+    assert result.code == 2, result.output
+    assert "no queue connection is configured" in result.stderr
+    assert "--url" in result.stderr
+    assert "RAINIER_QUEUE_URL" in result.stderr
+    assert "--config" in result.stderr
+    assert no_traceback(result)
+
+
+def test_an_app_that_cannot_be_imported_is_a_usage_error_with_no_traceback(db_url: str) -> None:
+    missing = run("--app", "no_such_module:registry", "--url", db_url, "size")
+    wrong_attr = run("--app", "tests.cli.sample_jobs:nope", "--url", db_url, "size")
+    not_a_spec = run("--app", "tests.cli.sample_jobs", "--url", db_url, "size")
+
+    assert missing.code == 2, missing.output
+    assert "cannot import `no_such_module`" in missing.stderr
+    assert wrong_attr.code == 2, wrong_attr.output
+    assert "has no attribute `nope`" in wrong_attr.stderr
+    assert "`registry`" in wrong_attr.stderr, "it lists the registries it found"
+    assert not_a_spec.code == 2, not_a_spec.output
+    assert "module:attribute" in not_a_spec.stderr
+    for result in (missing, wrong_attr, not_a_spec):
+        assert no_traceback(result)
+
+
+def test_verbose_shows_the_traceback_behind_an_error(db_url: str) -> None:
+    result = run("-v", "--app", APP, "--url", db_url, "--connection", "bulk", "size")
+
+    assert result.code == 2, result.output
+    assert "Traceback" in result.stderr
+    assert "no queue connection is named `bulk`" in result.stderr
+
+
+def test_giving_both_a_url_and_a_config_is_refused(db_url: str, tmp_path: Path) -> None:
+    result = run("--url", db_url, "--config", str(tmp_path / "x.toml"), "size")
+
+    assert result.code == 2, result.output
+    assert "give one of them" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("size",),
+        ("doctor",),
+        ("-v", "work", "--once"),
+        ("-vv", "dispatch", "note", "--payload", '{"text": "x"}'),
+        ("failed",),
+    ],
+    ids=lambda args: " ".join(args),
+)
+def test_a_password_in_the_url_never_appears_in_any_output(args: tuple[str, ...]) -> None:
+    url = f"memory://worker:{SECRET}@localhost/?token={SECRET}"
+    working = run("--app", APP, "--url", url, *args)
+    unreachable = run("--app", APP, "--url", f"postgresql://app:{SECRET}@db.internal/app", *args)
+
+    for result in (working, unreachable):
+        assert SECRET not in result.output
+        assert no_traceback(result) or "-v" in args[0]
+    assert working.code in (0, 4), working.output
+    assert unreachable.code == 2, unreachable.output
+
+
+def test_a_password_in_the_environment_never_appears_either(tmp_path: Path) -> None:
+    env = clean_env(RAINIER_QUEUE_URL=f"memory://app:{SECRET}@localhost", RAINIER_QUEUE_APP=APP)
+
+    conflict = run("--config", str(tmp_path / "x.toml"), "size", env=env)
+    both = run("size", env={**env, "RAINIER_QUEUE_CONFIG": str(tmp_path / "x.toml")})
+
+    assert conflict.code == 2, "a --config flag outranks the URL variable; the file is missing"
+    assert both.code == 2, both.output
+    assert "give one of them" in both.stderr
+    for result in (conflict, both):
+        assert SECRET not in result.output
+
+
+def test_doctor_reports_a_worker_timeout_that_outlives_the_lease(db_url: str) -> None:
+    result = Cli(db_url + "?lease=30s")("doctor")
+
+    assert result.code == 4, result.output
+    assert "problem" in result.stdout
+    assert "timeout` (60s) is not shorter than" in result.stdout
+    assert "30s lease" in result.stdout
+
+
+def test_doctor_is_content_with_a_sound_setup(cli: Cli) -> None:
+    cli("migrate")
+
+    result = cli("doctor")
+
+    assert result.code == 0, result.output
+    assert "reachable; schema version" in result.stdout
+    assert "no problems found" in result.stdout
+
+
+def test_doctor_reports_unique_jobs_without_a_lock_store(db_url: str) -> None:
+    result = Cli(db_url, app="tests.cli.sample_jobs:unique_registry")("doctor")
+
+    assert result.code == 4, result.output
+    assert "`once-per-order` ask(s) to be unique, but there is no lock store" in result.stdout
+
+
+def test_doctor_reports_unique_jobs_whose_lock_store_other_processes_do_not_share(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "rainier-queue.toml"
+    config.write_text(
+        'app = "tests.cli.sample_jobs:unique_registry"\n'
+        'locks = "memory://"\n'
+        f'connections.main = "sqlite:///{tmp_path / "jobs.db"}"\n',
+        encoding="utf-8",
+    )
+
+    result = run("--config", str(config), "doctor")
+
+    assert result.code == 4, result.output
+    assert "is not shared between processes" in result.stdout

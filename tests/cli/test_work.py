@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: MIT
+"""`rainier-queue work` in a real process: draining, failing, stopping, supervising."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .harness import PATIENCE, Cli, no_traceback
+
+
+def test_dispatched_jobs_are_counted_by_size_and_drained_by_a_worker_that_exits_0(
+    cli: Cli, tmp_path: Path
+) -> None:
+    out = tmp_path / "notes.txt"
+    payload = json.dumps({"text": "hello", "path": str(out)})
+    dispatched = cli("dispatch", "note", "--payload", payload, "--count", "5")
+    assert dispatched.code == 0, dispatched.output
+    assert len(dispatched.stdout.split()) == 5, "one job id per line"
+    assert cli.sizes("default") == {"default": 5}
+
+    worked = cli("work", "--stop-when-empty", "--concurrency", "2")
+
+    assert worked.code == 0, worked.output
+    assert "processed 5, retried 0, failed 0" in worked.stdout
+    assert out.read_text().splitlines() == ["hello"] * 5
+    assert cli.sizes("default") == {"default": 0}
+
+
+def test_a_failing_job_makes_the_worker_exit_1_and_shows_up_in_failed(cli: Cli) -> None:
+    cli("dispatch", "boom", "--payload", '{"reason": "the card was declined"}')
+    cli("dispatch", "note", "--payload", '{"text": "fine"}')
+
+    worked = cli("work", "--once")
+
+    assert worked.code == 1, worked.output
+    assert "processed 1, retried 0, failed 1" in worked.stdout
+    [failed] = cli.failed()
+    assert failed["name"] == "boom"
+    assert failed["error"].startswith("RuntimeError: the card was declined")
+    table = cli("failed")
+    assert table.code == 0, table.output
+    assert failed["id"] in table.stdout
+    assert "the card was declined" in table.stdout
+
+
+def test_the_worker_refuses_to_start_when_its_timeout_outlives_the_lease(db_url: str) -> None:
+    cli = Cli(db_url + "?lease=30s")
+    cli("dispatch", "note", "--payload", '{"text": "never run"}')
+
+    refused = cli("work", "--once", "--timeout", "2m")
+
+    assert refused.code == 2, refused.output
+    assert "not shorter than" in refused.stderr
+    assert "--timeout" in refused.stderr
+    assert no_traceback(refused)
+    assert cli.sizes("default") == {"default": 1}, "nothing ran"
+
+
+def test_a_sigterm_lets_the_running_job_finish_and_the_worker_exits_cleanly(
+    cli: Cli, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker.txt"
+    cli("dispatch", "slow", "--payload", json.dumps({"path": str(marker), "seconds": 1.5}))
+    worker = cli.start("work", "--sleep", "0.2")
+    try:
+        wait_until_started(worker, marker)
+        worker.send_signal(signal.SIGTERM)
+        stdout, stderr = worker.communicate(timeout=PATIENCE)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+    assert worker.returncode == 0, stdout + stderr
+    assert marker.read_text().splitlines() == ["started", "finished"]
+    assert "processed 1, retried 0, failed 0" in stdout
+    assert cli.sizes("default") == {"default": 0}
+    assert cli.failed() == []
+
+
+def wait_until_started(worker: subprocess.Popen[str], marker: Path) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while "started" not in (marker.read_text() if marker.exists() else ""):
+        assert worker.poll() is None, worker.communicate()
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.05)
+
+
+def test_a_second_sigterm_hands_the_running_job_back_and_exits_130(
+    cli: Cli, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker.txt"
+    cli("dispatch", "slow", "--payload", json.dumps({"path": str(marker), "seconds": 3}))
+    worker = cli.start("-v", "work", "--sleep", "0.2")
+    try:
+        wait_until_started(worker, marker)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.stderr is not None
+        seen = ""
+        while "received SIGTERM" not in seen:  # two signals at once would merge into one
+            line = worker.stderr.readline()
+            assert line, "the worker ended before it acknowledged the first signal"
+            seen += line
+        worker.send_signal(signal.SIGTERM)
+        stdout, stderr = worker.communicate(timeout=PATIENCE)
+        stderr = seen + stderr
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+    assert worker.returncode == 130, stdout + stderr
+    assert "1 interrupted and handed back" in stdout
+    assert cli.sizes("default") == {"default": 1}, "the job waits for the next worker"
+    assert cli.failed() == []
+
+
+def test_two_worker_processes_drain_a_backlog(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "notes.txt"
+    payload = json.dumps({"text": "x", "path": str(out)})
+    cli("dispatch", "note", "--payload", payload, "--count", "60")
+
+    worked = cli("work", "--processes", "2", "--stop-when-empty", "--concurrency", "3")
+
+    assert worked.code == 0, worked.output
+    assert worked.stdout.count("processed ") == 2, "each process prints its summary"
+    assert out.read_text().splitlines() == ["x"] * 60
+    assert cli.sizes("default") == {"default": 0}
+
+
+def test_a_forced_progress_bar_is_drawn_on_a_pipe_and_the_summary_is_always_printed(
+    cli: Cli,
+) -> None:
+    cli("dispatch", "note", "--payload", '{"text": "x"}', "--count", "3")
+
+    with_bar = cli("work", "--stop-when-empty", "--progress")
+
+    assert with_bar.code == 0, with_bar.output
+    assert "3/3" in with_bar.stderr
+    assert "processed 3" in with_bar.stdout
+    cli("dispatch", "note", "--payload", '{"text": "x"}', "--count", "3")
+    without = cli("work", "--stop-when-empty")
+    assert "3/3" not in without.stderr, "no bar when stderr is not a terminal"
+    assert "processed 3" in without.stdout
+
+
+def test_the_worker_serves_the_queues_it_is_given_in_that_order_and_no_other(
+    cli: Cli, tmp_path: Path
+) -> None:
+    out = tmp_path / "notes.txt"
+    for queue in ("low", "high", "other"):
+        payload = json.dumps({"text": queue, "path": str(out)})
+        cli("dispatch", "note", "--payload", payload, "--queue", queue)
+
+    worked = cli("work", "--queue", "high, low", "--once")
+
+    assert worked.code == 0, worked.output
+    assert out.read_text().splitlines() == ["high", "low"]
+    assert cli.sizes("high", "low", "other") == {"high": 0, "low": 0, "other": 1}
+
+
+def test_an_empty_queue_list_or_a_bad_duration_is_a_usage_error(cli: Cli) -> None:
+    empty = cli("work", "--queue", " , ")
+    bad = cli("work", "--sleep", "soon")
+
+    assert empty.code == 2, empty.output
+    assert "--queue names no queue" in empty.stderr
+    assert bad.code == 2, bad.output
+    assert "not a duration" in bad.stderr
+    assert no_traceback(empty)
+    assert no_traceback(bad)
