@@ -168,7 +168,10 @@ class QueueConfig:
         try:
             return open_queue(conn.url, conn.options, context)
         except ConfigurationError as exc:
-            raise type(exc)(f"queue connection `{name}`: {exc}") from exc
+            # Same exception, its message prefixed: its class still says what
+            # went wrong (a missing extra, an unknown option) to code that asks.
+            exc.args = (f"queue connection `{name}`: {exc}", *exc.args[1:])
+            raise
 
     def build(
         self,

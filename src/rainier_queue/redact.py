@@ -8,7 +8,7 @@ connection goes through `redact_url` first.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 REDACTED = "***"
 
@@ -26,5 +26,7 @@ def redact_url(url: str) -> str:
         userinfo, host = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
         netloc = f"{user}:{REDACTED}@{host}" if ":" in userinfo else f"{REDACTED}@{host}"
-    query = REDACTED if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    query = f"?{REDACTED}" if parts.query else ""
+    # Built by hand: urlunsplit drops the `//` of a URL with no host, which
+    # turns `sqlite:////tmp/x.db` into something that reads as host `tmp`.
+    return f"{parts.scheme}://{netloc}{parts.path}{query}"

@@ -132,6 +132,18 @@ def test_two_worker_processes_drain_a_backlog(cli: Cli, tmp_path: Path) -> None:
     assert cli.sizes("default") == {"default": 0}
 
 
+def test_a_failed_job_under_the_supervisor_makes_it_exit_1_and_is_not_run_again(
+    cli: Cli,
+) -> None:
+    cli("dispatch", "boom", "--payload", '{"reason": "declined"}')
+
+    worked = cli("work", "--processes", "2", "--stop-when-empty")
+
+    assert worked.code == 1, worked.output
+    assert len(cli.failed()) == 1
+    assert "restarting" not in worked.output
+
+
 def test_a_forced_progress_bar_is_drawn_on_a_pipe_and_the_summary_is_always_printed(
     cli: Cli,
 ) -> None:

@@ -84,6 +84,15 @@ def test_credentials_never_appear_in_errors_or_reprs() -> None:
     assert redact_url("postgresql://app:secret@db:5432/app?sslkey=k") == (
         "postgresql://app:***@db:5432/app?***"
     )
+    assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    assert redact_url("sqlite:///jobs.db") == "sqlite:///jobs.db"
+
+
+def test_a_connection_error_keeps_its_class_and_names_the_connection() -> None:
+    config = QueueConfig.from_mapping({"connections": {"main": {"url": "memory://", "leese": 1}}})
+
+    with pytest.raises(UnknownOption, match=r"queue connection `main`: .*Did you mean `lease`"):
+        config.build()
 
 
 @pytest.mark.parametrize(

@@ -90,6 +90,18 @@ def test_children_that_exit_cleanly_are_not_restarted(tmp_path: Path) -> None:
     assert lines(log) == ["run", "run"]
 
 
+def test_a_child_whose_exit_code_says_it_finished_stays_down_and_its_code_is_reported(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "runs"
+    command = [sys.executable, "-c", CRASHES_FIRST, str(log)]
+
+    code = Supervisor(command, 1, restart_backoff=QUICK, finished_codes=(0, 3)).run()
+
+    assert code == 3
+    assert lines(log) == ["run"], "exit 3 was declared finished, so no restart"
+
+
 def test_the_supervisor_refuses_zero_processes_and_an_empty_command() -> None:
     with pytest.raises(ValueError, match="at least one process"):
         Supervisor([sys.executable], 0)

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import cast
 
 from ..connections import QueueConfig
-from ..errors import QueueError
 from ..manager import QueueManager
 from ..queue import Queue
 from ..redact import redact_url
@@ -101,7 +100,7 @@ async def open_application(settings: Settings) -> Loaded:
     if app is not None and app.manager is not None:
         await app.manager.aclose()
     registry = app.registry if app is not None else JobRegistry()
-    manager = _build(config, registry)
+    manager = config.build(registry)
     if settings.url is not None:
         source = f"{settings.source_from} {redact_url(settings.url)}"
     elif discovered:
@@ -109,18 +108,6 @@ async def open_application(settings: Settings) -> Loaded:
     else:
         source = f"{settings.source_from} {config.source}"
     return Loaded(manager=manager, registry=registry, app=app, source=source)
-
-
-def _build(config: QueueConfig, registry: JobRegistry) -> QueueManager:
-    try:
-        return config.build(registry)
-    except TypeError as exc:
-        # QueueConfig.open re-raises a driver's error as `type(exc)(message)`, which
-        # breaks for errors whose constructor takes other arguments (MissingDependency,
-        # UnknownOption); show the driver's own error rather than that TypeError.
-        if isinstance(exc.__context__, QueueError):
-            raise exc.__context__ from None
-        raise
 
 
 def _explicit_config(settings: Settings) -> QueueConfig | None:

@@ -251,7 +251,10 @@ def _supervise(
     command += ["--processes", "1", "--no-progress"]
     note(f"starting {processes} worker processes")
     try:
-        return Supervisor(command, processes).run()
+        # A child that ran to its end (even with failed jobs) or refused its
+        # configuration stays down; one that crashed or lost its broker is restarted.
+        finished = (ExitCode.OK, ExitCode.JOB_FAILED, ExitCode.USAGE)
+        return Supervisor(command, processes, finished_codes=finished).run()
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
 

@@ -7,8 +7,8 @@ extension) should come back without an operator. The supervisor does that
 and nothing else: it starts `processes` copies of a command, restarts one
 that dies unexpectedly (waiting longer after each crash in a row, up to a
 cap, so a worker that cannot start does not spin), and leaves alone one
-that exits 0, because that one finished on purpose (`--stop-when-empty`,
-`--max-jobs`).
+whose exit code says it finished on purpose (`finished_codes`: 0 by
+default, as after `--stop-when-empty` or `--max-jobs`).
 
 Signals: the first SIGTERM or SIGINT is passed on to every child, which
 stops gracefully; a second one kills them. The children run in their own
@@ -29,7 +29,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from types import FrameType
@@ -68,6 +68,7 @@ class Supervisor:
         env: Mapping[str, str] | None = None,
         restart_backoff: timedelta = timedelta(seconds=1),
         max_restart_backoff: timedelta = timedelta(seconds=60),
+        finished_codes: Collection[int] = (0,),
     ) -> None:
         if not command:
             raise ValueError("the supervisor needs a command to run")
@@ -79,6 +80,10 @@ class Supervisor:
         """The children's whole environment; None: this process's."""
         self.restart_backoff = restart_backoff
         self.max_restart_backoff = max(max_restart_backoff, restart_backoff)
+        self.finished_codes = frozenset(finished_codes)
+        """Exit codes that mean the child ended on purpose and is not restarted:
+        0 by default; the CLI adds "a job failed" and "bad configuration", since a
+        finished run should stay finished and a restart cannot fix a config."""
         self._signals: list[int] = []
         self._wake = threading.Event()
         self._stopping = False
@@ -138,8 +143,12 @@ class Supervisor:
             child.last_code = code
             if self._stopping:
                 child.done = True
-            elif code == 0:
-                log.info("worker process %d finished cleanly; not restarting it", child.index)
+            elif code in self.finished_codes:
+                log.info(
+                    "worker process %d ended (%s); not restarting it",
+                    child.index,
+                    _describe_code(code),
+                )
                 child.done = True
             else:
                 if now - child.started_at >= self.max_restart_backoff.total_seconds():
