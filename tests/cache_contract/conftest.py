@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -11,15 +12,18 @@ import pytest
 from rainier_queue.cache import Cache
 from rainier_queue.cache.stores import open_cache
 
-STORES: dict[str, Callable[[Path], str]] = {
-    "memory": lambda tmp: "memory://",
-    "sqlite": lambda tmp: f"sqlite:///{tmp / 'cache.db'}",
-}
+from .stores import STORES
 
 
 @pytest.fixture(params=list(STORES), ids=list(STORES))
-def cache_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return STORES[str(request.param)](tmp_path)
+async def cache_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    store = STORES[str(request.param)]
+    if store.check is not None:
+        store.check()
+    namespace = "rq" + uuid.uuid4().hex[:10]
+    yield store.url(tmp_path, namespace)
+    if store.cleanup is not None:
+        await store.cleanup(tmp_path, namespace)
 
 
 @pytest.fixture

@@ -1,14 +1,19 @@
 # SPDX-License-Identifier: MIT
 """How the contract suite opens each driver: a URL per namespace, and options.
 
-Adding a driver to the suite is one entry here. Every contract test then
-runs on it, each in a namespace of its own (a fresh file, a key prefix, a
-topic prefix), so tests never see each other's jobs.
+Each driver adds itself in a module of its own beside this one,
+`backend_<driver>.py`, defining `BACKEND = Backend(...)`; every contract
+test then runs on it, each in a namespace of its own (a fresh file, a key
+prefix, a table prefix), so tests never see each other's jobs. The URL
+must carry the namespace, so that `open_queue(url)` alone, in another
+process, reaches the same one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import pkgutil
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +31,10 @@ class Backend:
     url: Callable[[Path, str], str]
     """The URL for a namespace, given a per-test temp dir and a unique name."""
     options: dict[str, Any] = field(default_factory=dict)
+    check: Callable[[], None] | None = None
+    """Skip or fail (see `tests.conftest.unreachable`) when the service is missing."""
+    cleanup: Callable[[Path, str], Coroutine[Any, Any, None]] | None = None
+    """Remove what a test's namespace left on the server (tables, keys)."""
 
     def open(
         self, tmp: Path, namespace: str, *, lease: timedelta | None = None, **extra: Any
@@ -36,7 +45,14 @@ class Backend:
         return open_queue(self.url(tmp, namespace), options, DriverContext())
 
 
-BACKENDS: dict[str, Backend] = {
-    "memory": Backend("memory", lambda tmp, ns: "memory://"),
-    "sqlite": Backend("sqlite", lambda tmp, ns: f"sqlite:///{tmp / ns}.db"),
-}
+def _discover() -> dict[str, Backend]:
+    found: dict[str, Backend] = {}
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
+        if info.name.startswith("backend_"):
+            module = importlib.import_module(f"{__package__}.{info.name}")
+            backend: Backend = module.BACKEND
+            found[backend.name] = backend
+    return found
+
+
+BACKENDS: dict[str, Backend] = _discover()

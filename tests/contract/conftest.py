@@ -22,7 +22,10 @@ OpenQueue = Callable[..., Queue]
 
 @pytest.fixture(params=DRIVERS)
 def backend(request: pytest.FixtureRequest) -> Backend:
-    return BACKENDS[str(request.param)]
+    chosen = BACKENDS[str(request.param)]
+    if chosen.check is not None:
+        chosen.check()
+    return chosen
 
 
 @pytest.fixture
@@ -43,6 +46,8 @@ async def open_queue(backend: Backend, tmp_path: Path, namespace: str) -> AsyncI
     yield opener
     for queue in opened:
         await queue.aclose()
+    if backend.cleanup is not None:
+        await backend.cleanup(tmp_path, namespace)
 
 
 @pytest.fixture

@@ -35,7 +35,8 @@ def machine_for(backend: Backend) -> type[RuleBasedStateMachine]:
             super().__init__()
             self.loop = asyncio.new_event_loop()
             self.tmp = tempfile.TemporaryDirectory()
-            self.queue: Queue = backend.open(Path(self.tmp.name), "m" + uuid.uuid4().hex[:10])
+            self.namespace = "m" + uuid.uuid4().hex[:10]
+            self.queue: Queue = backend.open(Path(self.tmp.name), self.namespace)
             self.waiting: set[str] = set()
             self.held: dict[str, Reservation] = {}
             self.failed: set[str] = set()
@@ -95,6 +96,8 @@ def machine_for(backend: Backend) -> type[RuleBasedStateMachine]:
 
         def teardown(self) -> None:
             self.run(self.queue.aclose())
+            if backend.cleanup is not None:
+                self.run(backend.cleanup(Path(self.tmp.name), self.namespace))
             self.loop.close()
             self.tmp.cleanup()
 

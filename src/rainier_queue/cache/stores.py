@@ -4,24 +4,44 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import cast
 
 from ..drivers import scheme_of
-from ..errors import ConfigurationError, UnknownOption
+from ..errors import ConfigurationError, MissingDependency, UnknownOption
 from . import Cache
 
 _STORES: dict[str, tuple[str, str]] = {
     "memory": ("rainier_queue.cache.memory", "MemoryCache"),
     "sqlite": ("rainier_queue.cache.sqlite", "SQLiteCache"),
+    "postgresql": ("rainier_queue.cache.postgres", "PostgresCache"),
+    "postgres": ("rainier_queue.cache.postgres", "PostgresCache"),
+    "mysql": ("rainier_queue.cache.mysql", "MySQLCache"),
+    "mariadb": ("rainier_queue.cache.mysql", "MySQLCache"),
+    "redis": ("rainier_queue.cache.redis", "RedisCache"),
+    "rediss": ("rainier_queue.cache.redis", "RedisCache"),
+    "redis-cluster": ("rainier_queue.cache.redis", "RedisCache"),
+}
+_EXTRAS = {
+    "postgresql": ("postgres", "psycopg"),
+    "postgres": ("postgres", "psycopg"),
+    "mysql": ("mysql", "aiomysql"),
+    "mariadb": ("mysql", "aiomysql"),
+    "redis": ("redis", "redis"),
+    "rediss": ("redis", "redis"),
+    "redis-cluster": ("redis", "redis"),
 }
 
 
 def open_cache(url: str) -> Cache:
-    """The cache store for `url`: `memory://` or `sqlite:///path.db` (more as drivers land)."""
+    """The cache store for `url`: `memory://`, `sqlite:///path.db`, and each server driver's."""
     scheme = scheme_of(url)
     entry = _STORES.get(scheme)
     if entry is None:
         raise UnknownOption("the lock store URL", scheme, _STORES)
+    extra = _EXTRAS.get(scheme)
+    if extra is not None and importlib.util.find_spec(extra[1]) is None:
+        raise MissingDependency(f"{scheme} lock store", extra[0])
     module = importlib.import_module(entry[0])
     factory = getattr(module, entry[1])
     try:
