@@ -167,4 +167,18 @@ class LockManager:
         return f"LockManager({self.cache.name}, prefix={self.prefix!r}, shared={self.is_shared})"
 
 
-__all__ = ["Cache", "Lock", "LockManager"]
+def parse_counter(key: str, raw: bytes) -> int:
+    """A stored counter's value; a `ValueError` (never a silent reset) if it is not one.
+
+    Counters are stored as decimal text, so any store can hold them and a
+    person can read them; an empty value counts as zero.
+    """
+    try:
+        return int(raw.decode() or "0")
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(
+            f"cache key {key!r} holds {raw[:20]!r}, which is not a whole number"
+        ) from None
+
+
+__all__ = ["Cache", "Lock", "LockManager", "parse_counter"]

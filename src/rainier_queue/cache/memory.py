@@ -16,7 +16,7 @@ from typing import Self
 
 from typing_extensions import override
 
-from . import Cache
+from . import Cache, parse_counter
 
 
 class MemoryCache(Cache):
@@ -104,7 +104,7 @@ class MemoryCache(Cache):
             if current is None:
                 value, expires = by, self._expiry(ttl, now)
             else:
-                value, expires = _as_int(key, current) + by, self._data[key][1]
+                value, expires = parse_counter(key, current) + by, self._data[key][1]
             self._data[key] = (str(value).encode(), expires)
             return value
 
@@ -112,12 +112,3 @@ class MemoryCache(Cache):
     async def flush(self) -> None:
         with self._lock:
             self._data.clear()
-
-
-def _as_int(key: str, raw: bytes) -> int:
-    try:
-        return int(raw.decode() or "0")
-    except (UnicodeDecodeError, ValueError):
-        raise ValueError(
-            f"cache key {key!r} holds {raw[:20]!r}, which is not a whole number"
-        ) from None

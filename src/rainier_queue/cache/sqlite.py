@@ -30,7 +30,7 @@ from .._clock import to_micros, utcnow
 from ..drivers.database._sqlite import SQLiteThread, path_from_url, resolve_file
 from ..drivers.database.schema import check_prefix
 from ..durations import parse_duration
-from . import Cache
+from . import Cache, parse_counter
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ class SQLiteCache(Cache):
             if found is None:
                 value, expires = by, _expiry(ttl, now)
             else:
-                value, expires = _as_int(key, found[0]) + by, found[1]
+                value, expires = parse_counter(key, found[0]) + by, found[1]
             self._set(conn, key, str(value).encode(), expires)
             return value
 
@@ -207,12 +207,3 @@ def _now() -> int:
 
 def _expiry(ttl: timedelta | None, now: int) -> int | None:
     return None if ttl is None else now + ttl // timedelta(microseconds=1)
-
-
-def _as_int(key: str, raw: bytes) -> int:
-    try:
-        return int(raw.decode() or "0")
-    except (UnicodeDecodeError, ValueError):
-        raise ValueError(
-            f"cache key {key!r} holds {raw[:20]!r}, which is not a whole number"
-        ) from None
