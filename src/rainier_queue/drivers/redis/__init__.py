@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: MIT
+"""The Redis driver: streams with a consumer group, for fast work you can afford to lose.
+
+## Read this before choosing it
+
+Redis is fast and simple to run, and it is the one server driver here
+that can lose a job it has accepted. What choosing it costs:
+
+- **A push is acknowledged before it is on disk.** Redis answers a write
+  from memory; with `appendfsync everysec` (its usual setting) the last
+  second or so of accepted jobs is gone after a crash or power cut, and
+  without persistence (`--save "" --appendonly no`, as on our development
+  machines) a restart loses every queued job.
+- **Replication is asynchronous.** A failover can drop writes the old
+  primary had confirmed; `WAIT` narrows the window, it does not close it.
+  A primary without persistence that restarts empty wipes its replicas.
+- **An evicting `maxmemory-policy` silently deletes queued jobs** under
+  memory pressure. Use `noeviction`; `RedisQueue.diagnose()` (and
+  `rainier-queue doctor`) warns about anything else.
+- **No transactional enqueue.** A push never joins the application's
+  database transaction.
+
+So it is right for work whose loss is a nuisance (cache warming,
+projections, analytics, notifications you can resend), and wrong for
+payments or promised emails: use PostgreSQL for those. The driver declares
+`may_lose_accepted_job=True`. `survives_restart=True` says that jobs
+outlive this driver's processes and are seen by the next one; whether
+they outlive a *Redis* restart is Redis's persistence setting, which
+`diagnose()` reports.
+
+## How it works
+
+Each queue is a stream with one consumer group (`workers`); a job's
+envelope rides in the entry's `body` field. Delayed jobs wait in a sorted
+set scored by due time and a Lua script moves them to the stream when they
+come due, inside the same atomic step as the reserve, so two workers never
+promote one job twice. A reserve of N jobs is one script: promote, reclaim
+entries idle longer than the lease (`XAUTOCLAIM`, before any new work),
+then read new ones (`XREADGROUP`), recording a fresh token and a delivery
+count per entry in two hashes. The job's `attempts` is the count stored in
+the body plus the entry's deliveries, so a job that kills its worker every
+time still uses up its attempts and reaches the failed store.
+
+Every settle is a script that first checks the reservation's token against
+the leases hash: a worker whose lease lapsed and whose job went to another
+worker gets `LeaseLost` and changes nothing. Acknowledged entries are
+`XACK`ed and `XDEL`eted, so streams do not grow. `renew` re-claims the entry
+to the same consumer (`XCLAIM ... JUSTID`), which restarts its idle clock.
+Failed jobs are kept per queue in a list, newest first.
+
+An idle worker blocks on a per-namespace wake-up list (`BLPOP`) that
+every push appends to, so it starts a new job within a millisecond or two
+of the push, from any process.
+
+**Foreign entries.** `push_raw` appends a bare body for a consumer that is
+not this library. If this library's workers reserve such an entry, it is
+not a job: it goes straight to the failed store as a job named
+`rainier-queue:not-a-job` whose payload is the body text and whose error
+says why it did not parse. Nothing crashes and nothing loops.
+
+**Dataset wipes.** The driver keeps a marker key with a random epoch; if
+the marker disappears (Redis restarted empty, or was flushed) it logs an
+error saying so, rather than carrying on as if the old jobs were there.
+
+**Keys and clusters.** Every key starts with the `prefix` option (default
+`rq:`), so several applications can share one Redis; queue names are
+percent-encoded, and every key of one queue carries the hash tag
+`{<queue>}`, so on a cluster (`redis-cluster://host:port,host:port` or
+`cluster=true`) each queue lives on one slot and a worker serving several
+queues drains all of them, wherever their slots are.
+
+Options (in the query string or the connection's settings): `prefix`,
+`lease` (default 90s), `cluster`, `consumer` (default host-pid-random).
+"""
+
+from __future__ import annotations
+
+from .connection import Diagnosis
+from .queue import NOT_A_JOB, RedisQueue
+
+__all__ = ["NOT_A_JOB", "Diagnosis", "RedisQueue"]

@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: MIT
+"""Building a redis-py client from a URL, and the one place its errors are translated.
+
+The URL is redis-py's own (`redis://`, `rediss://` with TLS), plus a seed
+list for clusters: `redis-cluster://host:port,host:port/?prefix=app:`, or
+any Redis URL with `cluster=true`. This library's own settings may ride in
+the query string (`prefix`, `lease`, `cluster`, `consumer`); they are taken
+out before redis-py sees the rest.
+
+Every call a driver makes goes through `translated()`, so the worker sees
+`BrokerUnavailable` (ride it out) or `BrokerRejected` (a bug or a refused
+command) and never a redis-py class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from redis import exceptions as rx
+from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+
+Client = Redis | RedisCluster
+"""Either client; both speak the commands this package uses."""
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def split_options(url: str, ours: Iterable[str]) -> tuple[str, dict[str, str]]:
+    """`url` without the query parameters named in `ours`, and those parameters."""
+    parts = urlsplit(url)
+    wanted = set(ours)
+    kept: list[tuple[str, str]] = []
+    taken: dict[str, str] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in wanted:
+            taken[key] = value
+        else:
+            kept.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(kept))), taken
+
+
+def is_true(value: object) -> bool:
+    return value is True or str(value).strip().lower() in _TRUE
+
+
+def connect(url: str, *, cluster: bool, decode: bool) -> Client:
+    """A client for `url` (already stripped of this library's options). Connects lazily."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "redis-cluster":
+        return _cluster_from_seeds(url, decode=decode)
+    if scheme not in ("redis", "rediss", "unix"):
+        raise ConfigurationError(f"not a Redis URL scheme: {scheme!r}")
+    if cluster:
+        return RedisCluster.from_url(url, decode_responses=decode)
+    return Redis.from_url(url, decode_responses=decode)
+
+
+def _cluster_from_seeds(url: str, *, decode: bool) -> RedisCluster:
+    parts = urlsplit(url)
+    hosts = parts.netloc.rsplit("@", 1)[-1]
+    nodes: list[ClusterNode] = []
+    for seed in filter(None, hosts.split(",")):
+        host, _, port = seed.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigurationError(
+                "a redis-cluster URL lists seeds as host:port,host:port; "
+                f"got {seed!r} (the port is required)"
+            )
+        nodes.append(ClusterNode(host.strip("[]"), int(port)))
+    if not nodes:
+        raise ConfigurationError("a redis-cluster URL needs at least one host:port seed")
+    kwargs: dict[str, Any] = {}
+    if parts.username:
+        kwargs["username"] = parts.username
+    if parts.password:
+        kwargs["password"] = parts.password
+    return RedisCluster(startup_nodes=nodes, decode_responses=decode, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def translated(what: str) -> AsyncIterator[None]:
+    """Turn redis-py's exceptions into this library's, naming what was being done."""
+    try:
+        yield
+    except (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError, rx.TryAgainError) as exc:
+        raise BrokerUnavailable(f"Redis is unreachable while trying to {what}: {exc}") from exc
+    except rx.ResponseError as exc:
+        raise BrokerRejected(f"Redis refused to {what}: {exc}") from exc
+    except rx.RedisClusterException as exc:
+        raise BrokerUnavailable(f"the Redis cluster could not {what}: {exc}") from exc
+    except rx.RedisError as exc:
+        raise BrokerRejected(f"Redis failed to {what}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """What the server says about how safely it keeps our keys (for `doctor`)."""
+
+    maxmemory_policy: str | None
+    """None when the server refuses CONFIG GET (managed Redis often does)."""
+    appendonly: bool | None
+    appendfsync: str | None
+    save: str | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def persists(self) -> bool | None:
+        """Whether a restart would keep the data (AOF or RDB snapshots); None if unknown."""
+        if self.appendonly is None and self.save is None:
+            return None
+        return bool(self.appendonly) or bool(self.save)
+
+
+def _first(config: Mapping[str, Any], key: str) -> str | None:
+    value = config.get(key)
+    if isinstance(value, dict):  # a cluster answers per node
+        value = next(iter(value.values()), None)
+    return None if value is None else str(value)
+
+
+async def diagnose(client: Client) -> Diagnosis:
+    """Read maxmemory-policy and the persistence settings; warn about each unsafe one."""
+    config: dict[str, Any] = {}
+    for key in ("maxmemory-policy", "appendonly", "appendfsync", "save"):
+        try:
+            answer = await client.config_get(key)
+        except rx.ResponseError:
+            continue
+        except (rx.ConnectionError, rx.TimeoutError) as exc:
+            raise BrokerUnavailable(
+                f"Redis is unreachable while reading its config: {exc}"
+            ) from exc
+        config.update({str(k): v for k, v in dict(answer).items()})
+    policy = _first(config, "maxmemory-policy")
+    aof = _first(config, "appendonly")
+    save = _first(config, "save")
+    diagnosis = Diagnosis(
+        maxmemory_policy=policy,
+        appendonly=None if aof is None else aof == "yes",
+        appendfsync=_first(config, "appendfsync"),
+        save=save,
+    )
+    if policy is None:
+        diagnosis.warnings.append(
+            "could not read maxmemory-policy (CONFIG GET refused); make sure it is noeviction"
+        )
+    elif policy != "noeviction":
+        diagnosis.warnings.append(
+            f"maxmemory-policy is {policy}: under memory pressure Redis may silently evict "
+            "queued jobs; set it to noeviction"
+        )
+    if diagnosis.persists is False:
+        diagnosis.warnings.append(
+            "Redis keeps nothing on disk (no AOF, no RDB snapshots): a restart loses every "
+            "queued job"
+        )
+    elif diagnosis.appendonly and diagnosis.appendfsync != "always":
+        diagnosis.warnings.append(
+            f"appendfsync is {diagnosis.appendfsync}: jobs accepted in the last second or so "
+            "can be lost on a crash"
+        )
+    return diagnosis
+
+
+__all__ = ["Client", "Diagnosis", "connect", "diagnose", "is_true", "split_options", "translated"]

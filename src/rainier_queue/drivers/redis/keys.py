@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: MIT
+"""Where a queue's data lives in Redis: one hash-tagged key family per queue.
+
+Every key of one queue shares the hash tag `{<encoded name>}`, so on a
+cluster the whole queue (stream, delayed set, lease and delivery hashes,
+failed list) sits on one slot and each Lua script touches a single slot.
+Queue names are percent-encoded before they become part of a key, so a
+name with `{`, `}`, `*`, `?`, `[`, `:` or spaces can neither break the hash
+tag nor be read as a pattern.
+
+Namespace-wide keys (the wake-up list, the dataset marker, the set of
+queues that have failed jobs) are hash-tagged `{_}`: they live on a slot
+of their own and are only ever used with single-key commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+DEFAULT_PREFIX = "rq:"
+GROUP = "workers"
+"""The one consumer group per stream: workers share its entries, not fan out."""
+
+
+def check_prefix(prefix: str) -> str:
+    """A prefix may not carry a hash tag of its own (it would pin every queue to one slot)."""
+    if "{" in prefix or "}" in prefix:
+        raise ValueError(f"a Redis key prefix may not contain `{{` or `}}`: {prefix!r}")
+    return prefix
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The keys of one queue."""
+
+    stream: str
+    delayed: str
+    leases: str
+    """Entry id -> the token of its current delivery."""
+    deliveries: str
+    """Entry id -> how many times the entry was delivered."""
+    cursor: str
+    """Where the next XAUTOCLAIM scan of the pending list starts."""
+    failed: str
+
+    def all(self) -> list[str]:
+        return [self.stream, self.delayed, self.leases, self.deliveries, self.cursor, self.failed]
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key names for one namespace (prefix)."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    def queue(self, name: str) -> QueueKeys:
+        base = f"{self.prefix}{{{quote(name, safe='')}}}:"
+        return QueueKeys(
+            stream=base + "stream",
+            delayed=base + "delayed",
+            leases=base + "leases",
+            deliveries=base + "deliveries",
+            cursor=base + "cursor",
+            failed=base + "failed",
+        )
+
+    @property
+    def wake(self) -> str:
+        """A list a push appends a token to; idle workers BLPOP it."""
+        return f"{self.prefix}{{_}}:wake"
+
+    @property
+    def marker(self) -> str:
+        """Holds a random epoch; gone means the dataset under us was wiped."""
+        return f"{self.prefix}{{_}}:epoch"
+
+    @property
+    def failed_queues(self) -> str:
+        """The names of the queues that have (or had) failed jobs."""
+        return f"{self.prefix}{{_}}:failed-queues"
+
+    @staticmethod
+    def decode_queue(encoded: str) -> str:
+        return unquote(encoded)
+
+
+__all__ = ["DEFAULT_PREFIX", "GROUP", "Keys", "QueueKeys", "check_prefix"]

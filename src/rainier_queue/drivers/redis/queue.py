@@ -1,0 +1,489 @@
+# SPDX-License-Identifier: MIT
+"""`RedisQueue`: the Queue port on Redis streams (see the package docstring for the costs)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
+
+from typing_extensions import override
+
+from ..._clock import utcnow
+from ...durations import parse_duration
+from ...envelope import QueuedJob, format_time, parse_time
+from ...errors import LeaseLost, PayloadError
+from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
+from ...redact import redact_url
+from . import scripts
+from .connection import Client, Diagnosis, connect, diagnose, is_true, split_options, translated
+from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+
+    from .. import DriverContext
+
+log = logging.getLogger("rainier_queue.redis")
+
+NOT_A_JOB = "rainier-queue:not-a-job"
+"""The name a stream entry that is not a job envelope is failed under (see the package doc)."""
+
+WAKE_TOKENS = 4
+"""At most this many wake-up tokens wait in the wake list: enough to wake a few idle
+workers after a burst, few enough that workers do not spin on stale ones."""
+
+MARKER_CHECK_EVERY = 5.0
+"""Seconds between checks that the dataset under us was not wiped."""
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _consumer_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class RedisQueue(Queue):
+    """Redis streams with a consumer group, delayed jobs in a sorted set, Lua-fenced settles."""
+
+    name: ClassVar[str] = "redis"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        survives_restart=True,
+        shared_between_processes=True,
+        may_lose_accepted_job=True,
+        raw_push=True,
+    )
+
+    OPTIONS: ClassVar[frozenset[str]] = frozenset({"prefix", "lease", "cluster", "consumer"})
+
+    @classmethod
+    def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
+        """`redis://host:6379/0?prefix=app:` (or `rediss://`, `redis-cluster://h:p,h:p`)."""
+        bare, from_url = split_options(url, cls.OPTIONS)
+        settings: dict[str, Any] = {**from_url, **options}
+        lease = settings.get("lease")
+        cluster = is_true(settings.get("cluster", False))
+        cluster = cluster or url.lower().startswith("redis-cluster:")
+        return cls(
+            connect(bare, cluster=cluster, decode=True),
+            prefix=str(settings.get("prefix", DEFAULT_PREFIX)),
+            lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE,
+            consumer=settings.get("consumer"),
+            url=url,
+            cluster=cluster,
+        )
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        lease: timedelta = DEFAULT_LEASE,
+        consumer: str | None = None,
+        url: str = "redis://",
+        cluster: bool = False,
+    ) -> None:
+        self._client = client
+        self.keys = Keys(check_prefix(prefix))
+        self._lease = lease
+        self.consumer = consumer or _consumer_name()
+        self._url = url
+        self.cluster = cluster
+        self._scripts: dict[str, AsyncScript] = {}
+        self._epoch: str | None = None
+        self._checked_at = 0.0
+
+    @property
+    @override
+    def lease(self) -> timedelta:
+        return self._lease
+
+    @property
+    def client(self) -> Client:
+        """The redis-py client underneath, for tests and diagnostics."""
+        return self._client
+
+    @override
+    def describe(self) -> str:
+        kind = "redis-cluster" if self.cluster else "redis"
+        return f"{kind} {redact_url(self._url)} prefix={self.keys.prefix!r}"
+
+    def _script(self, source: str) -> AsyncScript:
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = self._client.register_script(source)
+        return script
+
+    async def _run(self, source: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        async with translated(what):
+            return await self._script(source)(keys=list(keys), args=list(args))
+
+    # -- pushing -----------------------------------------------------------------
+
+    @override
+    async def push(self, job: QueuedJob) -> str:
+        await self.push_many([job])
+        return job.id
+
+    @override
+    async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        if not jobs:
+            return []
+        now = utcnow()
+        pipe = self._client.pipeline(transaction=False)
+        for job in jobs:
+            keys = self.keys.queue(job.queue)
+            if job.available_at > now:
+                pipe.zadd(keys.delayed, {job.to_json(): _ms(job.available_at)})
+            else:
+                pipe.xadd(keys.stream, {"body": job.to_json()})
+        self._wake(pipe, min(len(jobs), WAKE_TOKENS))
+        async with translated("push jobs"):
+            await pipe.execute()
+        return [job.id for job in jobs]
+
+    @override
+    async def push_raw(self, queue: str, body: str) -> None:
+        """Append `body` as-is (field `body`) to the queue's stream, for a foreign consumer.
+
+        If this library's own workers reserve it, it is not a job: it goes to
+        the failed store under the name `rainier-queue:not-a-job`.
+        """
+        pipe = self._client.pipeline(transaction=False)
+        pipe.xadd(self.keys.queue(queue).stream, {"body": body})
+        self._wake(pipe, 1)
+        async with translated("push a raw body"):
+            await pipe.execute()
+
+    def _wake(self, pipe: Any, tokens: int) -> None:
+        pipe.lpush(self.keys.wake, *["1"] * tokens)
+        pipe.ltrim(self.keys.wake, 0, WAKE_TOKENS - 1)
+
+    # -- reserving -----------------------------------------------------------------
+
+    @override
+    async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
+        if limit < 1:
+            return []
+        await self._check_now_and_then()
+        keys = self.keys.queue(queue)
+        now = utcnow()
+        tokens = [new_token() for _ in range(limit)]
+        lease_ms = max(1, int(self._lease.total_seconds() * 1000))
+        rows = await self._run(
+            scripts.RESERVE,
+            [keys.stream, keys.delayed, keys.leases, keys.deliveries, keys.cursor],
+            [GROUP, self.consumer, _ms(now), lease_ms, limit, *tokens],
+            f"reserve from {queue!r}",
+        )
+        until = now + self._lease
+        out: list[Reservation] = []
+        for i, (entry_id, body, deliveries) in enumerate(rows):
+            try:
+                waiting = QueuedJob.from_json(body)
+            except PayloadError as exc:
+                await self._fail_foreign(keys, queue, str(entry_id), tokens[i], str(body), exc)
+                continue
+            job = waiting.with_changes(attempts=waiting.attempts + int(deliveries))
+            out.append(
+                Reservation(
+                    job=job, token=tokens[i], lease_until=until, lease=self._lease, handle=entry_id
+                )
+            )
+        return out
+
+    async def _fail_foreign(
+        self, keys: QueueKeys, queue: str, entry_id: str, token: str, body: str, exc: Exception
+    ) -> None:
+        """A stream entry that is not our envelope: never crash, keep it where it can be seen."""
+        log.error(
+            "queue %r: stream entry %s is not a job envelope (%s); failing it", queue, entry_id, exc
+        )
+        job = QueuedJob(id=f"raw-{entry_id}", name=NOT_A_JOB, payload=body, queue=queue)
+        await self._store_failure(keys, job, entry_id, token, f"{exc}")
+
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        seconds = timeout.total_seconds()
+        pipe = self._client.pipeline(transaction=False)
+        for name in queues:
+            keys = self.keys.queue(name)
+            pipe.zrange(keys.delayed, 0, 0, withscores=True)
+            pipe.hlen(keys.leases)
+        async with translated("look for due work"):
+            answers = await pipe.execute()
+        now_ms = time.time() * 1000
+        for i in range(0, len(answers), 2):
+            soonest = cast(list[tuple[str, float]], answers[i])
+            if soonest:
+                seconds = min(seconds, (soonest[0][1] - now_ms) / 1000)
+            if answers[i + 1]:  # someone holds a lease that may lapse
+                seconds = min(seconds, self._lease.total_seconds() / 4)
+        if seconds <= 0.001:
+            return
+        async with translated("wait for work"):
+            await cast(Awaitable[Any], self._client.blpop([self.keys.wake], timeout=seconds))
+
+    # -- settling ------------------------------------------------------------------
+
+    @staticmethod
+    def _lost(reservation: Reservation) -> LeaseLost:
+        return LeaseLost(
+            f"job {reservation.job.id} is no longer reserved by this worker "
+            "(its lease lapsed or it was settled already)"
+        )
+
+    @override
+    async def acknowledge(self, reservation: Reservation) -> None:
+        result = (await self.acknowledge_many([reservation]))[0]
+        if result is not None:
+            raise result
+
+    @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        by_queue: dict[str, list[int]] = defaultdict(list)
+        for i, reservation in enumerate(reservations):
+            by_queue[reservation.job.queue].append(i)
+        results: list[Exception | None] = [None] * len(reservations)
+
+        async def settle(queue: str, indexes: list[int]) -> None:
+            keys = self.keys.queue(queue)
+            args: list[Any] = [GROUP]
+            for i in indexes:
+                args += [str(reservations[i].handle), reservations[i].token]
+            try:
+                done = await self._run(
+                    scripts.ACKNOWLEDGE,
+                    [keys.stream, keys.leases, keys.deliveries],
+                    args,
+                    "acknowledge jobs",
+                )
+            except Exception as exc:
+                for i in indexes:
+                    results[i] = exc
+                return
+            for i, ok in zip(indexes, done, strict=True):
+                results[i] = None if ok else self._lost(reservations[i])
+
+        await asyncio.gather(*(settle(q, ix) for q, ix in by_queue.items()))
+        return results
+
+    @override
+    async def release(
+        self,
+        reservation: Reservation,
+        *,
+        delay: timedelta = timedelta(0),
+        count_attempt: bool = True,
+    ) -> None:
+        job = reservation.job
+        attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
+        now = utcnow()
+        again = job.with_changes(attempts=attempts, available_at=now + delay)
+        keys = self.keys.queue(job.queue)
+        due = _ms(again.available_at) if delay > timedelta(0) else 0
+        ok = await self._run(
+            scripts.RELEASE,
+            [keys.stream, keys.delayed, keys.leases, keys.deliveries],
+            [GROUP, str(reservation.handle), reservation.token, again.to_json(), due],
+            f"release job {job.id}",
+        )
+        if not ok:
+            raise self._lost(reservation)
+        if not due:
+            pipe = self._client.pipeline(transaction=False)
+            self._wake(pipe, 1)
+            async with translated("wake workers"):
+                await pipe.execute()
+
+    @override
+    async def renew(self, reservation: Reservation) -> None:
+        keys = self.keys.queue(reservation.job.queue)
+        ok = await self._run(
+            scripts.RENEW,
+            [keys.stream, keys.leases],
+            [GROUP, self.consumer, str(reservation.handle), reservation.token],
+            f"renew the lease of job {reservation.job.id}",
+        )
+        if not ok:
+            raise self._lost(reservation)
+
+    @override
+    async def fail(self, reservation: Reservation, error: str) -> None:
+        keys = self.keys.queue(reservation.job.queue)
+        if not await self._store_failure(
+            keys, reservation.job, str(reservation.handle), reservation.token, error
+        ):
+            raise self._lost(reservation)
+
+    async def _store_failure(
+        self, keys: QueueKeys, job: QueuedJob, entry_id: str, token: str, error: str
+    ) -> bool:
+        record = json.dumps(
+            {"job": job.to_dict(), "error": error, "failed_at": format_time(utcnow())},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        async with translated("record a failed job"):
+            await self._client.sadd(self.keys.failed_queues, job.queue)
+        ok = await self._run(
+            scripts.FAIL,
+            [keys.stream, keys.leases, keys.deliveries, keys.failed],
+            [GROUP, entry_id, token, record],
+            f"fail job {job.id}",
+        )
+        return bool(ok)
+
+    # -- size and clear ------------------------------------------------------------
+
+    @override
+    async def size(self, queue: str) -> int:
+        keys = self.keys.queue(queue)
+        return int(
+            await self._run(scripts.SIZE, [keys.stream, keys.delayed], [GROUP], "count jobs")
+        )
+
+    @override
+    async def clear(self, queue: str) -> int:
+        keys = self.keys.queue(queue)
+        return int(
+            await self._run(
+                scripts.CLEAR, [keys.stream, keys.delayed, keys.leases], [], f"clear {queue!r}"
+            )
+        )
+
+    # -- FailedJobStore -----------------------------------------------------------------
+
+    async def _failed_queues(self, queue: str | None) -> list[str]:
+        if queue is not None:
+            return [queue]
+        async with translated("list failed queues"):
+            names = await cast(Awaitable[set[str]], self._client.smembers(self.keys.failed_queues))
+        return sorted(names)
+
+    async def _failed_records(self, queue: str) -> list[tuple[str, FailedJob]]:
+        async with translated("list failed jobs"):
+            raw = await cast(
+                Awaitable[list[str]], self._client.lrange(self.keys.queue(queue).failed, 0, -1)
+            )
+        out: list[tuple[str, FailedJob]] = []
+        for item in raw:
+            try:
+                data = json.loads(item)
+                failed = FailedJob(
+                    job=QueuedJob.from_dict(data["job"]),
+                    error=str(data.get("error", "")),
+                    failed_at=parse_time(data["failed_at"]),
+                )
+            except (ValueError, KeyError, TypeError, PayloadError):
+                log.warning("queue %r: skipping an unreadable failed-job record", queue)
+                continue
+            out.append((item, failed))
+        return out
+
+    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
+        rows: list[FailedJob] = []
+        for name in await self._failed_queues(queue):
+            rows += [failed for _, failed in await self._failed_records(name)]
+        rows.sort(key=lambda f: f.failed_at, reverse=True)
+        return rows[:limit]
+
+    async def _find_failed(self, job_id: str) -> tuple[str, str, FailedJob] | None:
+        for name in await self._failed_queues(None):
+            for raw, failed in await self._failed_records(name):
+                if failed.job.id == job_id:
+                    return name, raw, failed
+        return None
+
+    async def retry_failed(self, job_id: str) -> bool:
+        found = await self._find_failed(job_id)
+        if found is None:
+            return False
+        name, raw, failed = found
+        # Not its uniqueness key: that lock was given back when the job failed.
+        restored = failed.job.with_changes(attempts=0, available_at=utcnow(), unique_key=None)
+        keys = self.keys.queue(name)
+        ok = await self._run(
+            scripts.RESTORE_FAILED, [keys.failed, keys.stream], [raw, restored.to_json()], "retry"
+        )
+        if ok:
+            pipe = self._client.pipeline(transaction=False)
+            self._wake(pipe, 1)
+            async with translated("wake workers"):
+                await pipe.execute()
+        return bool(ok)
+
+    async def forget_failed(self, job_id: str) -> bool:
+        found = await self._find_failed(job_id)
+        if found is None:
+            return False
+        async with translated("forget a failed job"):
+            removed = await self._client.lrem(self.keys.queue(found[0]).failed, 1, found[1])
+        return bool(removed)
+
+    async def flush_failed(self, *, queue: str | None = None) -> int:
+        total = 0
+        for name in await self._failed_queues(queue):
+            failed_key = self.keys.queue(name).failed
+            async with translated("flush failed jobs"):
+                pipe = self._client.pipeline(transaction=False)
+                pipe.llen(failed_key)
+                pipe.delete(failed_key)
+                count, _ = await pipe.execute()
+            total += int(count)
+        return total
+
+    # -- health --------------------------------------------------------------------
+
+    async def diagnose(self) -> Diagnosis:
+        """maxmemory-policy and persistence, with a warning for each unsafe setting."""
+        return await diagnose(self._client)
+
+    async def check_dataset(self) -> bool:
+        """False (and an error logged) if the Redis under us lost its data since we last looked.
+
+        A marker key with a random epoch is set the first time; if it is gone
+        later, the server restarted without persistence, failed over to an
+        empty replica, or was flushed, and every job it held is gone with it.
+        """
+        async with translated("check the dataset marker"):
+            seen = await cast(Awaitable[str | None], self._client.get(self.keys.marker))
+            if seen is not None and self._epoch in (None, seen):
+                self._epoch = seen
+                return True
+            fresh = secrets.token_hex(8)
+            await cast(Awaitable[Any], self._client.set(self.keys.marker, fresh, nx=True))
+            now_seen = await cast(Awaitable[str | None], self._client.get(self.keys.marker))
+            previous, self._epoch = self._epoch, now_seen
+        if previous is None:
+            return True
+        log.error(
+            "the Redis at %s lost its data (marker %s is %s): it restarted without "
+            "persistence, failed over to an empty replica, or was flushed. Every job it held "
+            "before is gone; see the `redis` driver's documentation",
+            self.describe(),
+            self.keys.marker,
+            "gone" if seen is None else "changed",
+        )
+        return False
+
+    async def _check_now_and_then(self) -> None:
+        now = time.monotonic()
+        if now - self._checked_at >= MARKER_CHECK_EVERY:
+            self._checked_at = now
+            await self.check_dataset()
+
+    @override
+    async def aclose(self) -> None:
+        async with translated("close the connection"):
+            await self._client.aclose()

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+"""The Lua scripts: every step that must not interleave with another worker's.
+
+Redis runs a script to the end before it serves anyone else, so each of
+these is atomic. Each touches the keys of one queue only (one hash tag,
+one cluster slot). The settles all begin the same way: the delivery's
+token must still be the one in the leases hash, or the script changes
+nothing and answers 0, which the driver turns into `LeaseLost`.
+
+Key order is fixed per script and documented at its top; `ARGV` carries
+the consumer group, times in epoch milliseconds and tokens.
+"""
+
+from __future__ import annotations
+
+RESERVE = """
+-- KEYS: stream, delayed, leases, deliveries, cursor
+-- ARGV: group, consumer, now_ms, lease_ms, limit, token_1 .. token_limit
+local stream, delayed, leases, deliveries, cursor = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local group, consumer = ARGV[1], ARGV[2]
+local now, lease, limit = ARGV[3], ARGV[4], tonumber(ARGV[5])
+
+-- Delayed jobs that came due join the stream, in due order, exactly once.
+local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000)
+for _, body in ipairs(due) do
+  redis.call('ZREM', delayed, body)
+  redis.call('XADD', stream, '*', 'body', body)
+end
+redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+
+-- Entries whose lease lapsed come first, then new ones.
+local picked = {}
+local start = redis.call('GET', cursor) or '0-0'
+local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, lease, start, 'COUNT', limit)
+redis.call('SET', cursor, claimed[1])
+for _, entry in ipairs(claimed[2]) do picked[#picked + 1] = entry end
+if claimed[3] then
+  for _, gone in ipairs(claimed[3]) do
+    redis.call('HDEL', leases, gone)
+    redis.call('HDEL', deliveries, gone)
+  end
+end
+if #picked < limit then
+  local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
+                           'COUNT', limit - #picked, 'STREAMS', stream, '>')
+  if fresh then
+    for _, entry in ipairs(fresh[1][2]) do picked[#picked + 1] = entry end
+  end
+end
+
+local out = {}
+for i, entry in ipairs(picked) do
+  local id, fields, body = entry[1], entry[2], false
+  if fields then
+    for j = 1, #fields, 2 do
+      if fields[j] == 'body' then body = fields[j + 1] end
+    end
+  end
+  local count = redis.call('HINCRBY', deliveries, id, 1)
+  redis.call('HSET', leases, id, ARGV[5 + i])
+  out[#out + 1] = {id, body or '', count}
+end
+return out
+"""
+
+_SETTLE_PREAMBLE = """
+local function current(leases, id, token)
+  return redis.call('HGET', leases, id) == token
+end
+local function drop(stream, leases, deliveries, group, id)
+  redis.call('XACK', stream, group, id)
+  redis.call('XDEL', stream, id)
+  redis.call('HDEL', leases, id)
+  redis.call('HDEL', deliveries, id)
+end
+"""
+
+ACKNOWLEDGE = (
+    _SETTLE_PREAMBLE
+    + """
+-- KEYS: stream, leases, deliveries
+-- ARGV: group, id_1, token_1, id_2, token_2, ...
+local out = {}
+for i = 2, #ARGV, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  if current(KEYS[2], id, token) then
+    drop(KEYS[1], KEYS[2], KEYS[3], ARGV[1], id)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+"""
+)
+
+RELEASE = (
+    _SETTLE_PREAMBLE
+    + """
+-- KEYS: stream, delayed, leases, deliveries
+-- ARGV: group, id, token, new_body, due_ms (0: due now)
+if not current(KEYS[3], ARGV[2], ARGV[3]) then return 0 end
+-- The job is written back before the old entry goes, so a crash loses nothing.
+if tonumber(ARGV[5]) > 0 then
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
+else
+  redis.call('XADD', KEYS[1], '*', 'body', ARGV[4])
+end
+drop(KEYS[1], KEYS[3], KEYS[4], ARGV[1], ARGV[2])
+return 1
+"""
+)
+
+FAIL = (
+    _SETTLE_PREAMBLE
+    + """
+-- KEYS: stream, leases, deliveries, failed
+-- ARGV: group, id, token, failed_record
+if not current(KEYS[2], ARGV[2], ARGV[3]) then return 0 end
+redis.call('LPUSH', KEYS[4], ARGV[4])
+drop(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
+return 1
+"""
+)
+
+RENEW = """
+-- KEYS: stream, leases
+-- ARGV: group, consumer, id, token
+if redis.call('HGET', KEYS[2], ARGV[3]) ~= ARGV[4] then return 0 end
+-- XCLAIM with min-idle 0 resets the entry's idle time: the lease starts again.
+local got = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+if #got == 0 then return 0 end
+return 1
+"""
+
+SIZE = """
+-- KEYS: stream, delayed
+-- ARGV: group
+local length = redis.call('XLEN', KEYS[1])
+local pending = 0
+local summary = redis.pcall('XPENDING', KEYS[1], ARGV[1])
+if type(summary) == 'table' and not summary.err then pending = summary[1] end
+return length - pending + redis.call('ZCARD', KEYS[2])
+"""
+
+CLEAR = """
+-- KEYS: stream, delayed, leases
+-- Waiting entries go; delivered ones stay, so their holders can still settle them.
+local removed = redis.call('ZCARD', KEYS[2])
+redis.call('DEL', KEYS[2])
+for _, entry in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
+  if redis.call('HEXISTS', KEYS[3], entry[1]) == 0 then
+    redis.call('XDEL', KEYS[1], entry[1])
+    removed = removed + 1
+  end
+end
+return removed
+"""
+
+RESTORE_FAILED = """
+-- KEYS: failed, stream
+-- ARGV: stored_record, new_body
+if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
+redis.call('XADD', KEYS[2], '*', 'body', ARGV[2])
+return 1
+"""
+
+__all__ = ["ACKNOWLEDGE", "CLEAR", "FAIL", "RELEASE", "RENEW", "RESERVE", "RESTORE_FAILED", "SIZE"]
