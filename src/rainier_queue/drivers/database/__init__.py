@@ -61,11 +61,12 @@ class DatabaseQueue(Queue):
         lease: timedelta = DEFAULT_LEASE,
         prefix: str = DEFAULT_PREFIX,
         migrate: bool = True,
+        schema: str | None = None,
     ) -> None:
         if lease <= timedelta(0):
             raise ConfigurationError(f"`lease` must be longer than zero (got {lease})")
         self._dialect = dialect
-        self._tables = Tables.for_prefix(prefix)
+        self._tables = Tables.for_prefix(prefix, schema)
         self._sql = Statements.build(self._tables, dialect)
         self._lease = lease
         self._lease_us = lease // _MICROSECOND

@@ -43,28 +43,46 @@ def check_prefix(prefix: object) -> str:
     return prefix
 
 
+def check_schema(schema: object) -> str | None:
+    """`schema` if it is None or a safe schema name; a `ConfigurationError` if not."""
+    if schema is None:
+        return None
+    if not isinstance(schema, str) or not _IDENTIFIER.fullmatch(schema):
+        raise ConfigurationError(
+            f"the schema {schema!r} is not an identifier: use letters, digits and "
+            "underscores, starting with a letter or underscore, at most 40 characters"
+        )
+    return schema
+
+
 @dataclass(frozen=True, slots=True)
 class Tables:
-    """The queue's table names under one prefix."""
+    """The queue's table names under one prefix (and, where the database has them, a schema)."""
 
     prefix: str
+    schema: str | None = None
+    """Qualifies the table names (`schema.prefix_jobs`); index names stay unqualified,
+    since an index lives in its table's schema."""
 
     @classmethod
-    def for_prefix(cls, prefix: object) -> Self:
-        """Names under `prefix`, once it is checked."""
-        return cls(check_prefix(prefix))
+    def for_prefix(cls, prefix: object, schema: object = None) -> Self:
+        """Names under `prefix` (and `schema`), once both are checked."""
+        return cls(check_prefix(prefix), check_schema(schema))
+
+    def _qualified(self, name: str) -> str:
+        return f"{self.schema}.{name}" if self.schema else name
 
     @property
     def jobs(self) -> str:
-        return f"{self.prefix}jobs"
+        return self._qualified(f"{self.prefix}jobs")
 
     @property
     def failed(self) -> str:
-        return f"{self.prefix}failed_jobs"
+        return self._qualified(f"{self.prefix}failed_jobs")
 
     @property
     def version(self) -> str:
-        return f"{self.prefix}schema_version"
+        return self._qualified(f"{self.prefix}schema_version")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,4 +197,5 @@ __all__ = [
     "apply_pending",
     "applied_version",
     "check_prefix",
+    "check_schema",
 ]

@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: MIT
+"""What the PostgreSQL queue and the PostgreSQL cache share: URL, pool, clock, errors.
+
+Both stores take the same URL (`postgresql://user@host:5432/db?prefix=app_`),
+whose query mixes this library's options with libpq's own (`sslmode`,
+`application_name`, ...). Ours are taken out here, before the DSN reaches
+libpq, which would refuse them; what is left is checked by libpq's own
+parser at configuration time, so a typo fails at startup rather than as an
+outage the worker waits out forever.
+
+psycopg raises one tree of exceptions for a refused connection, a missing
+table and a bad value alike; the worker must tell an outage (wait) from a
+refusal (tell a human). That translation happens in `translated`, the one
+place every PostgreSQL call in this library goes through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import psycopg.conninfo
+import psycopg.errors
+from psycopg_pool import AsyncConnectionPool
+
+from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from ...redact import redact_url
+
+NOW_US = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
+"""The server's clock in microseconds since the epoch, as an SQL expression.
+
+`clock_timestamp()`, not `now()`: `now()` is frozen at the transaction's
+start, and a lease must end a lease's length after the claim, not after
+whenever the transaction began."""
+
+DEFAULT_POOL_TIMEOUT = timedelta(seconds=10)
+"""How long a call waits for a pooled connection (or for the server) before the
+store reports `BrokerUnavailable`, which the worker rides out."""
+
+
+def split_url(url: str, ours: frozenset[str]) -> tuple[str, dict[str, str]]:
+    """(the DSN for libpq, this library's options taken from the URL's query).
+
+    The DSN is checked by libpq's own parser here, so an option libpq does not
+    know (a typo, or one of ours misspelt) is a configuration error now.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        raise ConfigurationError(
+            f"the postgres driver takes a `postgresql://` URL, not {redact_url(url)!r}"
+        )
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    options = {k: v for k, v in pairs if k in ours}
+    rest = [(k, v) for k, v in pairs if k not in ours]
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        raise ConfigurationError(
+            f"libpq cannot use the URL {redact_url(url)}: {str(exc).strip()} "
+            f"(this library's own options are: {', '.join(sorted(ours))})"
+        ) from None
+    return dsn, options
+
+
+def describe_dsn(dsn: str) -> str:
+    """The DSN for logs and errors: no password, no query options."""
+    return f"postgres {redact_url(dsn)}"
+
+
+@contextlib.contextmanager
+def translated(where: str) -> Iterator[None]:
+    """Turn psycopg's exceptions into ours, keeping the original as the cause."""
+    try:
+        yield
+    except psycopg.errors.UndefinedTable as exc:
+        raise BrokerRejected(
+            f"{where} lacks the queue's tables ({_first_line(exc)}); run "
+            "`rainier-queue migrate`, or open the queue with migrate = true"
+        ) from exc
+    except psycopg.OperationalError as exc:
+        # Refused or dropped connections, pool timeouts, an admin shutdown,
+        # serialization failures and deadlocks: all worth trying again.
+        raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
+    except psycopg.InterfaceError as exc:  # a connection closed under us
+        raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
+    except psycopg.Error as exc:
+        raise BrokerRejected(f"{where} refused the operation: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolSettings:
+    """How many connections to keep and how long to wait for one."""
+
+    min_size: int = 1
+    max_size: int = 10
+    timeout: timedelta = DEFAULT_POOL_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if self.min_size < 0 or self.max_size < 1 or self.min_size > self.max_size:
+            raise ConfigurationError(
+                f"the pool needs 0 <= pool_min <= pool_max and pool_max >= 1 "
+                f"(got pool_min={self.min_size}, pool_max={self.max_size})"
+            )
+
+
+class Pool:
+    """An `AsyncConnectionPool`, opened on first use in the loop that uses it."""
+
+    def __init__(self, dsn: str, settings: PoolSettings, *, name: str) -> None:
+        self.dsn = dsn
+        self.settings = settings
+        self.where = describe_dsn(dsn)
+        self._name = name
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection (translated errors), given back when the block ends."""
+        if self._closed:
+            raise BrokerUnavailable(f"the connection pool to {self.where} is closed")
+        with translated(self.where):
+            if self._pool is None:
+                pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+                    self.dsn,
+                    min_size=self.settings.min_size,
+                    max_size=self.settings.max_size,
+                    timeout=self.settings.timeout.total_seconds(),
+                    name=self._name,
+                    open=False,
+                    kwargs=connect_kwargs(),
+                )
+                self._pool = pool
+                await pool.open(wait=False)
+            async with self._pool.connection() as conn:
+                yield conn
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+
+def connect_kwargs() -> dict[str, Any]:
+    """What every connection this library opens is opened with."""
+    return {"autocommit": True, "connect_timeout": 10}
+
+
+__all__ = [
+    "DEFAULT_POOL_TIMEOUT",
+    "NOW_US",
+    "Pool",
+    "PoolSettings",
+    "connect_kwargs",
+    "describe_dsn",
+    "split_url",
+    "translated",
+]
