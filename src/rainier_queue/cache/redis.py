@@ -84,7 +84,7 @@ class RedisCache(Cache):
 
     @classmethod
     def from_url(cls, url: str) -> Self:
-        """`redis://host:port/db?prefix=...`; also `rediss://`, `redis-cluster://`, `cluster=true`."""
+        """`redis://host:port/db?prefix=...`; or `rediss://`, `redis-cluster://`, `cluster=true`."""
         bare, options = split_options(url, {"prefix", "cluster"})
         cluster = is_true(options.get("cluster", False)) or url.startswith("redis-cluster:")
         return cls(
