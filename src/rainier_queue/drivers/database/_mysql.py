@@ -1,0 +1,437 @@
+# SPDX-License-Identifier: MIT
+"""What the MySQL queue and the MySQL cache share: the URL, the pool, one error translation.
+
+Both stores talk to the server through an aiomysql pool set up the same way,
+and the worker has to tell an outage (wait) from a refusal (tell a human)
+whichever of them failed. So the URL is read, the pool is opened, the server
+is checked and every pymysql/aiomysql exception is translated here, at the
+one place both stores call through.
+
+Every connection is opened with:
+
+- `charset=utf8mb4`, so a 4-byte character (an emoji) is sent as itself and
+  never as `?`; the tables declare utf8mb4 on every text column too;
+- `CLIENT.FOUND_ROWS`, so an UPDATE reports the rows it *matched*, not the
+  rows whose values changed: a token-fenced settle that writes what is
+  already there still counts as found, and zero means "not ours" only;
+- `autocommit` off, so a transaction starts with its first statement (no
+  `BEGIN` round trip) and ends with our `COMMIT` or `ROLLBACK`;
+- READ COMMITTED, so a claim's `FOR UPDATE` locks the rows it takes and no
+  gaps between them: a push never waits behind a claim, and two claims do
+  not deadlock on each other's gap locks;
+- a strict `sql_mode`, so a value too long for its column is an error rather
+  than silently cut short (which would corrupt a job or a lock key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import aiomysql  # type: ignore[import-untyped]
+import pymysql  # type: ignore[import-untyped]
+from pymysql.constants import CLIENT  # type: ignore[import-untyped]
+
+from ..._wakeup import Wakeup
+from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from ...redact import redact_url
+from .dialect import Row
+
+T = TypeVar("T")
+
+MARIADB_MINIMUM = (10, 6)
+"""The first MariaDB with `SELECT ... FOR UPDATE SKIP LOCKED`."""
+MYSQL_MINIMUM = (8, 0, 1)
+"""The first MySQL with it."""
+
+NOW_US = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+"""The server's clock in microseconds since the epoch, whatever its time zone."""
+
+_SQL_MODE = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,ERROR_FOR_DIVISION_BY_ZERO'"
+
+_RETRIED = frozenset({1205, 1213})
+"""Lock wait timeout, deadlock: the server rolled the work back, so running it again is safe."""
+_RETRIES = 4
+
+_UNAVAILABLE = frozenset({1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 4031})
+"""Server-side codes that mean "try again later": too many connections, shutting
+down, aborted or killed connections, read/write timeouts on the wire."""
+
+_NO_TABLE = 1146
+_DUPLICATE_KEY = 1062
+_ALREADY_THERE = frozenset({1050, 1061})
+"""Table exists, index name exists."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerAddress:
+    """Where the server is and who to log in as, read from a `mysql://` URL."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str
+    url: str
+    """The URL without its query, for `describe` (always through `redact_url`)."""
+
+    @classmethod
+    def from_url(cls, url: str, *, what: str) -> tuple[ServerAddress, dict[str, str]]:
+        """The address and the query options of `mysql://user:password@host:port/database`."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("mysql", "mariadb"):
+            raise ConfigurationError(f"{what} takes a `mysql://` or `mariadb://` URL")
+        database = unquote(parts.path).lstrip("/")
+        if not database or "/" in database:
+            raise ConfigurationError(
+                f"{what} needs a database in its URL, such as "
+                f"`mysql://user@127.0.0.1:3306/app`; got {redact_url(url)!r}"
+            )
+        try:
+            port = parts.port or 3306
+        except ValueError as exc:
+            raise ConfigurationError(f"{what}: bad port in {redact_url(url)!r}") from exc
+        address = cls(
+            host=parts.hostname or "localhost",
+            port=port,
+            user=unquote(parts.username or "root"),
+            password=unquote(parts.password or ""),
+            database=database,
+            url=url.split("?", 1)[0],
+        )
+        return address, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+    def describe(self) -> str:
+        return redact_url(self.url)
+
+
+def parse_version(text: str) -> tuple[str, tuple[int, ...]]:
+    """(`mariadb` or `mysql`, the version numbers) from `SELECT VERSION()`."""
+    flavour = "mariadb" if "mariadb" in text.lower() else "mysql"
+    # MariaDB once prefixed its version with `5.5.5-` for old clients.
+    text = text.removeprefix("5.5.5-")
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if found is None:
+        raise BrokerRejected(f"cannot read the server version {text!r}")
+    return flavour, tuple(int(part) for part in found.groups() if part is not None)
+
+
+def check_version(text: str) -> None:
+    """Refuse a server without `SKIP LOCKED`, naming the version that has it."""
+    flavour, version = parse_version(text)
+    if flavour == "mariadb" and version < MARIADB_MINIMUM:
+        raise BrokerRejected(
+            f"MariaDB {text} is too old for the mysql driver: it needs MariaDB 10.6 or newer "
+            "(for SELECT ... FOR UPDATE SKIP LOCKED)"
+        )
+    if flavour == "mysql" and version < MYSQL_MINIMUM:
+        raise BrokerRejected(
+            f"MySQL {text} is too old for the mysql driver: it needs MySQL 8.0.1 or newer "
+            "(for SELECT ... FOR UPDATE SKIP LOCKED)"
+        )
+
+
+def translate(exc: BaseException, where: str) -> BaseException:
+    """Our exception for a client library's, or `exc` itself when it is not the client's."""
+    if isinstance(exc, pymysql.err.OperationalError | pymysql.err.InternalError):
+        code = _code(exc)
+        if code in _RETRIED or code in _UNAVAILABLE or 2000 <= code < 3000:
+            return BrokerUnavailable(f"MySQL at {where} is unavailable: {exc}")
+        if code == _NO_TABLE:
+            return BrokerRejected(
+                f"MySQL at {where} lacks a table ({exc}); "
+                "run `rainier-queue migrate` or open the queue with migrate = true"
+            )
+        return BrokerRejected(f"MySQL at {where} refused the operation: {exc}")
+    if isinstance(exc, pymysql.err.ProgrammingError) and _code(exc) == _NO_TABLE:
+        return BrokerRejected(
+            f"MySQL at {where} lacks a table ({exc}); "
+            "run `rainier-queue migrate` or open the queue with migrate = true"
+        )
+    if isinstance(exc, pymysql.err.InterfaceError):
+        return BrokerUnavailable(f"the connection to MySQL at {where} is gone: {exc}")
+    if isinstance(exc, pymysql.err.Error):
+        return BrokerRejected(f"MySQL at {where} refused the operation: {exc}")
+    if isinstance(exc, OSError | TimeoutError | EOFError):
+        return BrokerUnavailable(f"MySQL at {where} is unreachable: {exc!r}")
+    return exc
+
+
+def _code(exc: BaseException) -> int:
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else 0
+
+
+class _QuietCursor(aiomysql.Cursor):  # type: ignore[misc]
+    """A cursor that does not turn server notes into Python warnings.
+
+    aiomysql asks the server for its warnings after any statement that had
+    some (one more round trip) and re-raises each as a `Warning`. With a
+    strict `sql_mode` the warnings that matter are errors already; what is
+    left ("table already exists" from `IF NOT EXISTS`) is noise.
+    """
+
+    async def _show_warnings(self, conn: Any) -> None:
+        return None
+
+
+class Session:
+    """One connection inside one transaction, as a unit of work sees it."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.release_locks: list[str] = []
+        """Named locks (`GET_LOCK`) to give back once the transaction ends."""
+        self.migrating = False
+        """Under the migration lock: a table or index that exists already is no error,
+        since DDL commits on its own and a migration cut short left it behind."""
+
+    async def execute(self, sql: str, params: Sequence[object] = ()) -> int:
+        async with self._conn.cursor() as cur:
+            try:
+                await cur.execute(sql, tuple(params) if params else None)
+            except pymysql.err.Error as exc:
+                if self.migrating and _code(exc) in _ALREADY_THERE:
+                    return 0
+                raise
+            return int(cur.rowcount)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        async with self._conn.cursor() as cur:
+            await cur.executemany(sql, [tuple(row) for row in rows])
+
+    async def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        async with self._conn.cursor() as cur:
+            await cur.execute(sql, tuple(params) if params else None)
+            return list(await cur.fetchall())
+
+    async def insert_new(self, sql: str, params: Sequence[object]) -> bool:
+        """Run an INSERT; False (and nothing written) if its key is taken already."""
+        try:
+            await self.execute(sql, params)
+        except pymysql.err.IntegrityError as exc:
+            if _code(exc) == _DUPLICATE_KEY:
+                return False
+            raise
+        return True
+
+
+_WAKEUPS: weakref.WeakValueDictionary[str, Wakeup] = weakref.WeakValueDictionary()
+
+
+def wakeup_for(address: ServerAddress) -> Wakeup:
+    """One wake-up signal per database in this process, shared by every queue on it."""
+    key = f"{address.host}:{address.port}/{address.database}"
+    wakeup = _WAKEUPS.get(key)
+    if wakeup is None:
+        wakeup = _WAKEUPS[key] = Wakeup()
+    return wakeup
+
+
+class MySQLPool:
+    """An aiomysql pool opened on first use (on the loop that uses it), and transactions on it."""
+
+    def __init__(
+        self,
+        address: ServerAddress,
+        *,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        connect_timeout: timedelta = timedelta(seconds=10),
+    ) -> None:
+        if not 0 <= pool_min <= pool_max or pool_max < 1:
+            raise ConfigurationError(
+                f"the pool needs 0 <= pool_min <= pool_max and pool_max >= 1 "
+                f"(got pool_min={pool_min}, pool_max={pool_max})"
+            )
+        self.address = address
+        self._pool_min = pool_min
+        self._pool_max = pool_max
+        self._connect_timeout = connect_timeout
+        self._pool: Any = None
+        self._opening: asyncio.Lock | None = None
+        self._closed = False
+
+    async def _get(self) -> Any:
+        if self._pool is not None:
+            return self._pool
+        if self._closed:
+            raise BrokerUnavailable(f"the MySQL pool for {self.address.describe()} is closed")
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is None:
+                self._pool = await self._open()
+        return self._pool
+
+    async def _open(self) -> Any:
+        a = self.address
+        try:
+            pool = await aiomysql.create_pool(
+                minsize=self._pool_min,
+                maxsize=self._pool_max,
+                host=a.host,
+                port=a.port,
+                user=a.user,
+                password=a.password,
+                db=a.database,
+                charset="utf8mb4",
+                client_flag=CLIENT.FOUND_ROWS,
+                autocommit=False,
+                sql_mode=_SQL_MODE,
+                init_command="SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                connect_timeout=self._connect_timeout.total_seconds(),
+                cursorclass=_QuietCursor,
+            )
+        except Exception as exc:
+            raise translate(exc, a.describe()) from exc
+        try:
+            conn = await pool.acquire()
+            try:
+                async with conn.cursor() as cur:
+                    await cur.execute("SELECT VERSION()")
+                    (version,) = await cur.fetchone()
+                await conn.rollback()
+            finally:
+                pool.release(conn)
+            check_version(str(version))
+        except BaseException as exc:
+            pool.close()
+            await pool.wait_closed()
+            if isinstance(exc, Exception):
+                raise translate(exc, a.describe()) from exc
+            raise
+        return pool
+
+    async def run(
+        self, work: Callable[[Session], Coroutine[Any, Any, T]], *, retry: bool = True
+    ) -> T:
+        """Run `work` in one transaction: committed if it returns, rolled back if it raises.
+
+        A deadlock or lock-wait timeout (which the server rolled back) runs
+        the work again, a few times, before it is reported as unavailable.
+        """
+        where = self.address.describe()
+        pool = await self._get()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                conn = await pool.acquire()
+            except Exception as exc:
+                raise translate(exc, where) from exc
+            session = Session(conn)
+            try:
+                result = await work(session)
+                await conn.commit()
+            except BaseException as exc:
+                await _abandon(conn, session, exc)
+                pool.release(conn)
+                if (
+                    retry
+                    and attempt < _RETRIES
+                    and isinstance(exc, pymysql.err.Error)
+                    and _code(exc) in _RETRIED
+                ):
+                    await asyncio.sleep(0.005 * 2**attempt)
+                    continue
+                if isinstance(exc, Exception):
+                    translated = translate(exc, where)
+                    if translated is not exc:
+                        raise translated from exc
+                raise
+            await _release_locks(conn, session)
+            pool.release(conn)
+            return result
+
+    async def aclose(self) -> None:
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+            await pool.wait_closed()
+
+
+async def _abandon(conn: Any, session: Session, exc: BaseException) -> None:
+    """Roll back after `exc`; close the connection instead if its state is unknown."""
+    server_rolled_back = isinstance(exc, pymysql.err.Error) and _code(exc) in _RETRIED
+    if server_rolled_back or (
+        isinstance(exc, Exception)
+        and not isinstance(exc, pymysql.err.OperationalError | pymysql.err.InterfaceError | OSError)
+    ):
+        try:
+            await conn.rollback()
+            await _release_locks(conn, session)
+            return
+        except Exception:  # falls through to closing the connection
+            pass
+    # Cancelled mid-statement, or the connection failed: a reply may still be
+    # on the wire, so the connection must never be handed to anyone else.
+    # Closing it also ends its transaction and frees its named locks.
+    conn.close()
+
+
+async def _release_locks(conn: Any, session: Session) -> None:
+    for name in session.release_locks:
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT RELEASE_LOCK(%s)", (name,))
+    session.release_locks.clear()
+
+
+def int_option(value: object, *, setting: str) -> int:
+    """A whole-number option from a URL's query or a config file."""
+    if isinstance(value, bool):
+        raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}")
+    try:
+        return int(str(value).strip()) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
+
+
+def flag_option(value: object, *, setting: str) -> bool:
+    """A true/false option from a URL's query or a config file."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "yes", "on", "1"):
+            return True
+        if text in ("false", "no", "off", "0"):
+            return False
+    raise ConfigurationError(f"`{setting}` must be true or false, not {value!r}")
+
+
+def merge_options(
+    query: Mapping[str, str], options: Mapping[str, Any], known: frozenset[str], where: str
+) -> dict[str, Any]:
+    """The URL's query options overridden by the config's, each checked against `known`."""
+    from ...errors import UnknownOption
+
+    merged: dict[str, Any] = {**query, **options}
+    for key in merged:
+        if key not in known:
+            raise UnknownOption(where, key, known)
+    return merged
+
+
+__all__ = [
+    "MARIADB_MINIMUM",
+    "MYSQL_MINIMUM",
+    "NOW_US",
+    "MySQLPool",
+    "ServerAddress",
+    "Session",
+    "check_version",
+    "flag_option",
+    "int_option",
+    "merge_options",
+    "parse_version",
+    "translate",
+    "wakeup_for",
+]

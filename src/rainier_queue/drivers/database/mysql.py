@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: MIT
+"""`MySQLQueue`: the database queue on MySQL 8 or MariaDB 10.6 and newer.
+
+## Read this before choosing it
+
+Many applications already run MySQL or MariaDB, back it up and watch it;
+a queue in it adds no service to operate, a pushed job is as durable as
+any committed row, and workers on any number of machines share it. Claims
+take several due rows at once with `SELECT ... FOR UPDATE SKIP LOCKED`, so
+workers never queue up behind each other's claims. What it costs:
+
+- **A recent server.** SKIP LOCKED came with MariaDB 10.6 and MySQL 8.0.1;
+  the queue checks `VERSION()` on first use and refuses an older server,
+  naming the version it needs.
+- **Round trips.** MySQL has no `UPDATE ... RETURNING`, so a claim is a
+  locking SELECT and then an UPDATE per row, in one transaction, plus a
+  trip to read the server's clock. Throughput is the server's commit rate
+  divided among those trips: thousands of jobs a second, not a broker's
+  hundreds of thousands.
+- **Polling across processes.** There is no LISTEN/NOTIFY. A push wakes
+  idle workers in the pushing process at once; workers elsewhere see it at
+  their next poll (or when a delayed job or a lease comes due).
+- **Migrations are not transactional.** DDL commits on its own in MySQL, so
+  the migration steps run under a named lock (`GET_LOCK`) instead of inside
+  one transaction, and each step tolerates finding its table or index made
+  already: a migration cut short is finished by the next one.
+- **No transactional enqueue.** The queue has its own pool, so a push does
+  not join the application's transaction.
+- **Statement-based binlogs** warn that SKIP LOCKED is unsafe to replicate;
+  run the server with `binlog_format=ROW` (the default on MySQL 8).
+
+Time comes from the server (`UTC_TIMESTAMP(6)`, in microseconds), so
+workers on machines whose clocks disagree still agree on when a lease ends.
+Every text column is utf8mb4; ids and queue names use the binary collation,
+so `Emails` and `emails` are two queues and an emoji is stored as itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar
+
+from typing_extensions import override
+
+from ...durations import parse_duration
+from ...errors import BrokerUnavailable, ConfigurationError
+from ...queue import DEFAULT_LEASE, Capabilities
+from . import DatabaseQueue
+from ._mysql import (
+    NOW_US,
+    MySQLPool,
+    ServerAddress,
+    Session,
+    flag_option,
+    int_option,
+    merge_options,
+    wakeup_for,
+)
+from .dialect import Dialect, Work
+from .dialect import Session as SessionProtocol
+from .schema import DEFAULT_PREFIX, check_prefix
+
+if TYPE_CHECKING:
+    from .. import DriverContext
+
+T = TypeVar("T")
+
+DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
+DEFAULT_POOL_MAX = 10
+
+_MIGRATION_LOCK_WAIT = 60
+"""Seconds a migration waits for another process's migration to finish."""
+
+
+class MySQLDialect(Dialect):
+    """MySQL / MariaDB through an aiomysql pool; claims with `FOR UPDATE SKIP LOCKED`."""
+
+    name: ClassVar[str] = "mysql"
+    types: ClassVar[Mapping[str, str]] = {
+        "seq_pk": "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
+        # 191 characters of 4 bytes fit any InnoDB index; binary collation so
+        # ids and queue names compare exactly (case and accents included).
+        "key": "VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+        "text": "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+        "bigint": "BIGINT",
+        "int": "INT",
+    }
+    paramstyle: ClassVar[Literal["qmark", "format"]] = "format"
+    claim_suffix: ClassVar[str] = "FOR UPDATE SKIP LOCKED"
+    table_exists_sql: ClassVar[str] = (
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
+    )
+
+    def __init__(self, pool: MySQLPool) -> None:
+        super().__init__(wakeup=wakeup_for(pool.address))
+        self.pool = pool
+
+    @override
+    async def run(self, work: Work[T], *, write: bool = True) -> T:
+        return await self.pool.run(work)
+
+    @override
+    async def now(self, session: SessionProtocol) -> int:
+        rows = await session.fetchall(f"SELECT {NOW_US}")
+        return int(rows[0][0])
+
+    @override
+    async def lock_for_migration(self, session: SessionProtocol) -> None:
+        if not isinstance(session, Session):  # pragma: no cover - always ours
+            raise TypeError("the mysql dialect runs only its own sessions")
+        name = f"rainier_queue_migrate_{self.pool.address.database}"[:64]
+        rows = await session.fetchall(
+            self.sql("SELECT GET_LOCK(?, ?)"), (name, _MIGRATION_LOCK_WAIT)
+        )
+        if not rows or rows[0][0] != 1:
+            raise BrokerUnavailable(
+                f"another process has been migrating {self.describe()} for more than "
+                f"{_MIGRATION_LOCK_WAIT}s; try again when it is done"
+            )
+        session.release_locks.append(name)
+        session.migrating = True
+
+    @override
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+    @override
+    def describe(self) -> str:
+        return f"mysql {self.pool.address.describe()}"
+
+
+class MySQLQueue(DatabaseQueue):
+    """The database queue on MySQL or MariaDB. See the module docs for what it costs."""
+
+    name: ClassVar[str] = "mysql"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        survives_restart=True,
+        shared_between_processes=True,
+        transactional_enqueue=False,
+    )
+
+    OPTIONS: ClassVar[frozenset[str]] = frozenset(
+        {"lease", "prefix", "migrate", "pool_min", "pool_max", "connect_timeout"}
+    )
+
+    @classmethod
+    def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
+        """`mysql://user:password@host:3306/database` (or `mariadb://`), options in the
+        URL's query or in `options` (which win): `lease`, `prefix`, `migrate`,
+        `pool_min`, `pool_max`, `connect_timeout`."""
+        _, query = ServerAddress.from_url(url, what="the mysql driver")
+        merged = merge_options(query, options, cls.OPTIONS, "the `mysql` driver")
+        lease = merged.get("lease")
+        timeout = merged.get("connect_timeout")
+        return cls(
+            url.split("?", 1)[0],
+            lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
+            prefix=merged.get("prefix", DEFAULT_PREFIX),
+            migrate=flag_option(merged.get("migrate", True), setting="migrate"),
+            pool_min=int_option(merged.get("pool_min", 1), setting="pool_min"),
+            pool_max=int_option(merged.get("pool_max", DEFAULT_POOL_MAX), setting="pool_max"),
+            connect_timeout=(
+                DEFAULT_CONNECT_TIMEOUT
+                if timeout is None
+                else parse_duration(timeout, setting="connect_timeout")
+            ),
+        )
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        prefix: str = DEFAULT_PREFIX,
+        migrate: bool = True,
+        pool_min: int = 1,
+        pool_max: int = DEFAULT_POOL_MAX,
+        connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        check_prefix(prefix)
+        address, query = ServerAddress.from_url(url, what="the mysql driver")
+        if query:
+            raise ConfigurationError(
+                "MySQLQueue takes its options as arguments; a URL with a query "
+                "(`?prefix=...`) goes through `open_queue`"
+            )
+        pool = MySQLPool(
+            address, pool_min=pool_min, pool_max=pool_max, connect_timeout=connect_timeout
+        )
+        super().__init__(MySQLDialect(pool), lease=lease, prefix=prefix, migrate=migrate)
+
+
+__all__ = ["MySQLDialect", "MySQLQueue"]

@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: MIT
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..mysql_service import SERVER, check, drop_tables
+from .stores import Store
+
+
+async def _cleanup(tmp: Path, namespace: str) -> None:
+    await drop_tables(f"{namespace}_", ("cache",))
+
+
+STORE = Store("mysql", lambda tmp, ns: f"{SERVER}?prefix={ns}_", check=check, cleanup=_cleanup)
