@@ -144,6 +144,8 @@ class _Listener:
         self._where = where
         self._waiters: set[_Waiter] = set()
         self._task: asyncio.Task[None] | None = None
+        self.listening = False
+        """Whether the `LISTEN` connection is up now."""
 
     def register(self, queues: Collection[str]) -> _Waiter:
         loop = asyncio.get_running_loop()
@@ -169,13 +171,16 @@ class _Listener:
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
                     backoff = 0.1
+                    self.listening = True
                     self.wake(None)  # anything pushed while we were deaf is found now
                     async for note in conn.notifies():
                         self.wake(note.payload)
             except asyncio.CancelledError:
+                self.listening = False
                 raise
             except Exception as exc:  # the connection dropped: poll meanwhile, reconnect
                 log.debug("LISTEN on %s lost (%s); reconnecting", self._where, exc)
+            self.listening = False
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
@@ -396,6 +401,11 @@ class PostgresQueue(DatabaseQueue):
             self._pg_dialect, lease=lease, prefix=prefix, migrate=migrate, schema=schema
         )
         self._pg = _PgStatements.build(tables)
+
+    @property
+    def listening(self) -> bool:
+        """Whether this queue's `LISTEN` connection is up (it opens when a worker first waits)."""
+        return self._pg_dialect.listener.listening
 
     @property
     def schema(self) -> str | None:

@@ -1,0 +1,287 @@
+# SPDX-License-Identifier: MIT
+"""What only the PostgreSQL queue promises: wake-ups, transactional enqueue, its clock, its URL.
+
+The generic behaviour (leases, fencing, the failed store) is the contract
+suite's; these tests cover what follows from PostgreSQL itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.database import postgres as pg_module
+from rainier_queue.drivers.database.postgres import PostgresQueue
+from rainier_queue.envelope import QueuedJob
+from rainier_queue.errors import BrokerRejected, BrokerUnavailable, ConfigurationError, LeaseLost
+
+from ..postgres import PG_URL, drop_prefixed, require_postgres
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def a_job(payload: object = None, *, queue: str = "default") -> QueuedJob:
+    return QueuedJob.create("pg-test", payload, queue=queue)
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    require_postgres()
+    name = f"rqt{uuid.uuid4().hex[:10]}_"
+    yield name
+    await drop_prefixed(name)
+
+
+@pytest.fixture
+async def opened(prefix: str) -> AsyncIterator[Callable[..., PostgresQueue]]:
+    queues: list[PostgresQueue] = []
+
+    def opener(**options: Any) -> PostgresQueue:
+        queue = open_queue(f"{PG_URL}?prefix={prefix}", options)
+        assert isinstance(queue, PostgresQueue)
+        queues.append(queue)
+        return queue
+
+    yield opener
+    for queue in queues:
+        await queue.aclose()
+
+
+# -- LISTEN / NOTIFY --------------------------------------------------------------
+
+
+async def test_a_push_from_another_connection_wakes_a_waiting_worker_without_polling(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    worker_side, pusher = opened(), opened()
+    await worker_side.migrate()
+    await worker_side.wait_for_work(["default"], timedelta(milliseconds=50))
+    while not worker_side.listening:
+        await worker_side.wait_for_work(["default"], timedelta(milliseconds=50))
+
+    waiting = asyncio.create_task(worker_side.wait_for_work(["default"], timedelta(seconds=30)))
+    await asyncio.sleep(0.2)
+    assert not waiting.done(), "nothing was pushed, so the worker is still waiting"
+    await pusher.push(a_job("wake up"))
+
+    await waiting  # well before its 30 s timeout, or the test's timeout fails it
+    assert [r.job.payload for r in await worker_side.reserve("default")] == ["wake up"]
+
+
+async def test_a_push_to_another_queue_does_not_wake_the_worker(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    worker_side, pusher = opened(), opened()
+    await worker_side.migrate()
+    while not worker_side.listening:
+        await worker_side.wait_for_work(["emails"], timedelta(milliseconds=50))
+
+    waiting = asyncio.create_task(worker_side.wait_for_work(["emails"], timedelta(seconds=30)))
+    await asyncio.sleep(0.1)
+    await pusher.push(a_job(queue="reports"))
+    await asyncio.sleep(0.3)
+    assert not waiting.done(), "a push to `reports` is no news for a worker on `emails`"
+    await pusher.push(a_job(queue="emails"))
+    await waiting
+
+
+# -- transactional enqueue --------------------------------------------------------
+
+
+async def test_a_job_pushed_in_a_committed_transaction_exists(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    async with await psycopg.AsyncConnection.connect(PG_URL) as conn, conn.transaction():
+        await conn.execute("SELECT 1")  # the application's own writes
+        await queue.push_in(conn, a_job("committed"))
+        assert await queue.size("default") == 0, "invisible until the commit"
+
+    assert [r.job.payload for r in await queue.reserve("default")] == ["committed"]
+
+
+async def test_a_job_pushed_in_a_rolled_back_transaction_never_exists(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+
+    async def application_code(conn: psycopg.AsyncConnection[Any]) -> None:
+        async with conn.transaction():
+            await queue.push_many_in(conn, [a_job("rolled back"), a_job("this too")])
+            raise RuntimeError("the application's write failed")
+
+    async with await psycopg.AsyncConnection.connect(PG_URL) as conn:
+        with pytest.raises(RuntimeError):
+            await application_code(conn)
+
+    assert await queue.size("default") == 0
+    assert await queue.reserve("default") == []
+
+
+async def test_a_sync_connection_pushes_at_commit_and_not_at_rollback(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    await queue.migrate()
+
+    def application_code() -> None:
+        with psycopg.connect(PG_URL) as conn:
+            with conn.transaction():
+                queue.push_in_sync(conn, a_job("kept"))
+            try:
+                with conn.transaction():
+                    with conn.cursor() as cur:
+                        queue.push_many_in_sync(cur, [a_job("dropped")])
+                    raise LookupError("rolled back")
+            except LookupError:
+                pass
+
+    await asyncio.to_thread(application_code)
+
+    assert [r.job.payload for r in await queue.reserve("default", limit=5)] == ["kept"]
+
+
+async def test_a_commit_wakes_a_waiting_worker(opened: Callable[..., PostgresQueue]) -> None:
+    queue = opened()
+    await queue.migrate()
+    while not queue.listening:
+        await queue.wait_for_work(["default"], timedelta(milliseconds=50))
+    waiting = asyncio.create_task(queue.wait_for_work(["default"], timedelta(seconds=30)))
+    async with await psycopg.AsyncConnection.connect(PG_URL) as conn, conn.transaction():
+        await queue.push_in(conn, a_job())
+        await asyncio.sleep(0.2)
+        assert not waiting.done(), "NOTIFY is delivered at commit, not before"
+    await waiting
+
+
+# -- the server's clock -----------------------------------------------------------
+
+
+async def test_leases_and_due_times_follow_the_servers_clock_not_the_workers(
+    opened: Callable[..., PostgresQueue], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = opened(lease="90s")
+    ahead = datetime.now(UTC) + timedelta(hours=1)  # this process's clock is an hour fast
+    monkeypatch.setattr(pg_module, "utcnow", lambda: ahead)
+    await queue.push(QueuedJob.create("pg-test", "skewed").with_changes(available_at=ahead))
+
+    got = await queue.reserve("default")
+
+    assert [r.job.payload for r in got] == ["skewed"], "due now on the server's clock"
+    async with await psycopg.AsyncConnection.connect(PG_URL) as conn:
+        row = await (await conn.execute("SELECT clock_timestamp()")).fetchone()
+    assert row is not None
+    lease_left = got[0].lease_until - row[0] if got[0].lease_until else timedelta(0)
+    assert timedelta(seconds=30) < lease_left <= timedelta(seconds=90)
+
+
+# -- fencing --------------------------------------------------------------------------
+
+
+async def test_a_stale_reservation_cannot_settle_the_job_another_worker_took(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened(lease="0.3s")
+    await queue.push(a_job("contested"))
+    stale = (await queue.reserve("default"))[0]
+    await asyncio.sleep(0.5)
+    fresh = (await queue.reserve("default"))[0]
+
+    assert fresh.job.attempts == 2
+    with pytest.raises(LeaseLost):
+        await queue.acknowledge(stale)
+    results = await queue.acknowledge_many([stale, fresh])
+    assert isinstance(results[0], LeaseLost)
+    assert results[1] is None, "the current reservation settles"
+    assert await queue.size("default") == 0
+
+
+# -- schema, options, errors ------------------------------------------------------
+
+
+async def test_a_missing_schema_with_migrate_off_says_to_run_migrate(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened(migrate="false")
+    with pytest.raises(BrokerRejected, match="rainier-queue migrate"):
+        await queue.push(a_job())
+
+
+async def test_a_table_prefix_that_is_not_an_identifier_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="not an identifier"):
+        open_queue(f"{PG_URL}?prefix=jobs;drop table users;--")
+    with pytest.raises(ConfigurationError, match="not an identifier"):
+        open_queue(PG_URL, {"schema": 'public"; drop'})
+
+
+async def test_a_libpq_option_passes_through_and_a_typo_is_refused_at_startup() -> None:
+    queue = open_queue(f"{PG_URL}?sslmode=disable&prefix=app_&lease=30s")
+    assert "app_" in queue.describe()
+    await queue.aclose()
+    with pytest.raises(ConfigurationError, match="prefx"):
+        open_queue(f"{PG_URL}?prefx=app_")
+
+
+def test_the_description_has_no_password() -> None:
+    queue = PostgresQueue("postgresql://app:s3cret@db.internal:5432/app")
+    assert "s3cret" not in queue.describe()
+    assert "s3cret" not in repr(queue)
+
+
+async def test_an_unreachable_server_is_broker_unavailable() -> None:
+    queue = open_queue("postgresql://postgres@127.0.0.1:1/test", {"pool_timeout": "1s"})
+    with pytest.raises(BrokerUnavailable):
+        await queue.size("default")
+    await queue.aclose()
+
+
+async def test_workers_migrating_at_once_apply_each_migration_once(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queues = [opened() for _ in range(5)]
+    applied = await asyncio.gather(*(q.migrate() for q in queues))
+    assert sorted(name for names in applied for name in names) == [
+        "0001_jobs",
+        "0002_failed_jobs",
+    ]
+
+
+async def test_tables_can_live_in_a_schema_of_their_own(prefix: str) -> None:
+    schema = f"s{prefix}"[:-1]
+    queue = open_queue(f"{PG_URL}?prefix={prefix}&schema={schema}")
+    try:
+        await queue.push(a_job("in a schema"))
+        assert [r.job.payload for r in await queue.reserve("default")] == ["in a schema"]
+        async with await psycopg.AsyncConnection.connect(PG_URL) as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
+                )
+            ).fetchone()
+        assert row is not None
+        assert row[0] == 3
+    finally:
+        await queue.aclose()
+        async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:
+            await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+async def test_a_bulk_push_is_claimed_several_rows_at_a_time_in_order(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    await queue.push_many([a_job(n) for n in range(2000)])
+
+    first = await queue.reserve("default", limit=100)
+    second = await queue.reserve("default", limit=100)
+
+    assert [r.job.payload for r in first] == list(range(100))
+    assert [r.job.payload for r in second] == list(range(100, 200))
+    assert await queue.size("default") == 1800
