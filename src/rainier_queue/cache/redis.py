@@ -28,7 +28,7 @@ from redis import exceptions as rx
 from redis.commands.core import AsyncScript
 from typing_extensions import override
 
-from ..drivers.redis.connection import Client, connect, is_true, split_options, translated
+from ..drivers.redis.connection import Client, Ready, connect, is_true, split_options, translated
 from . import Cache
 
 DEFAULT_PREFIX = "rq:cache:"
@@ -94,6 +94,7 @@ class RedisCache(Cache):
 
     def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
         self._client = client
+        self._ready = Ready(client)
         self.prefix = prefix
         self._scripts: dict[str, AsyncScript] = {}
 
@@ -106,6 +107,7 @@ class RedisCache(Cache):
         return self.prefix + key
 
     async def _run(self, source: str, key: str, *args: Any) -> Any:
+        await self._ready()
         script = self._scripts.get(source)
         if script is None:
             script = self._scripts[source] = self._client.register_script(source)
@@ -114,19 +116,22 @@ class RedisCache(Cache):
     @override
     async def get(self, key: str) -> bytes | None:
         async with translated("read a cache key"):
-            return await cast(Awaitable[bytes | None], self._client.get(self._key(key)))
+            return await cast(Awaitable[bytes | None], (await self._ready()).get(self._key(key)))
 
     @override
     async def put(self, key: str, value: bytes, ttl: timedelta | None = None) -> None:
         async with translated("write a cache key"):
-            await cast(Awaitable[Any], self._client.set(self._key(key), value, px=_ms(ttl) or None))
+            await cast(
+                Awaitable[Any],
+                (await self._ready()).set(self._key(key), value, px=_ms(ttl) or None),
+            )
 
     @override
     async def add(self, key: str, value: bytes, ttl: timedelta | None = None) -> bool:
         async with translated("add a cache key"):
             done = await cast(
                 Awaitable[Any],
-                self._client.set(self._key(key), value, nx=True, px=_ms(ttl) or None),
+                (await self._ready()).set(self._key(key), value, nx=True, px=_ms(ttl) or None),
             )
         return bool(done)
 
@@ -140,7 +145,7 @@ class RedisCache(Cache):
     @override
     async def forget(self, key: str) -> bool:
         async with translated("delete a cache key"):
-            return bool(await self._client.delete(self._key(key)))
+            return bool(await (await self._ready()).delete(self._key(key)))
 
     @override
     async def forget_if(self, key: str, expected: bytes) -> bool:
@@ -164,9 +169,9 @@ class RedisCache(Cache):
         """Delete every key under this store's prefix, and nothing else."""
         pattern = _glob_escape(self.prefix) + "*"
         async with translated("flush the cache"):
-            keys = [k async for k in self._client.scan_iter(match=pattern, count=1000)]
+            keys = [k async for k in (await self._ready()).scan_iter(match=pattern, count=1000)]
             for start in range(0, len(keys), 500):
-                pipe = self._client.pipeline(transaction=False)
+                pipe = (await self._ready()).pipeline(transaction=False)
                 for k in keys[start : start + 500]:
                     pipe.delete(k)
                 await pipe.execute()

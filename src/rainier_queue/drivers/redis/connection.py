@@ -14,10 +14,11 @@ command) and never a redis-py class.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as rx
@@ -82,6 +83,32 @@ def _cluster_from_seeds(url: str, *, decode: bool) -> RedisCluster:
     if parts.password:
         kwargs["password"] = parts.password
     return RedisCluster(startup_nodes=nodes, decode_responses=decode, **kwargs)
+
+
+class Ready:
+    """Initialises a cluster client once, before its first command.
+
+    redis-py's asyncio cluster client discovers the cluster lazily, and
+    several commands issued at once on a fresh client can break each other's
+    connections (seen with redis-py 8.1: `'NoneType' object has no attribute
+    'writelines'`). Discovering it once, under a lock, before anything else
+    runs avoids that; a plain client needs nothing.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._cold = isinstance(client, RedisCluster)
+        self._lock: asyncio.Lock | None = None
+
+    async def __call__(self) -> Client:
+        if self._cold:
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock, translated("connect to the Redis cluster"):
+                if self._cold:
+                    await cast(RedisCluster, self.client).initialize()
+                    self._cold = False
+        return self.client
 
 
 @contextlib.asynccontextmanager
@@ -169,4 +196,13 @@ async def diagnose(client: Client) -> Diagnosis:
     return diagnosis
 
 
-__all__ = ["Client", "Diagnosis", "connect", "diagnose", "is_true", "split_options", "translated"]
+__all__ = [
+    "Client",
+    "Diagnosis",
+    "Ready",
+    "connect",
+    "diagnose",
+    "is_true",
+    "split_options",
+    "translated",
+]

@@ -24,7 +24,16 @@ from ...errors import LeaseLost, PayloadError
 from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
 from ...redact import redact_url
 from . import scripts
-from .connection import Client, Diagnosis, connect, diagnose, is_true, split_options, translated
+from .connection import (
+    Client,
+    Diagnosis,
+    Ready,
+    connect,
+    diagnose,
+    is_true,
+    split_options,
+    translated,
+)
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 
 if TYPE_CHECKING:
@@ -94,6 +103,7 @@ class RedisQueue(Queue):
         cluster: bool = False,
     ) -> None:
         self._client = client
+        self._ready = Ready(client)
         self.keys = Keys(check_prefix(prefix))
         self._lease = lease
         self.consumer = consumer or _consumer_name()
@@ -125,6 +135,7 @@ class RedisQueue(Queue):
         return script
 
     async def _run(self, source: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        await self._ready()
         async with translated(what):
             return await self._script(source)(keys=list(keys), args=list(args))
 
@@ -140,7 +151,7 @@ class RedisQueue(Queue):
         if not jobs:
             return []
         now = utcnow()
-        pipe = self._client.pipeline(transaction=False)
+        pipe = (await self._ready()).pipeline(transaction=False)
         for job in jobs:
             keys = self.keys.queue(job.queue)
             if job.available_at > now:
@@ -159,7 +170,7 @@ class RedisQueue(Queue):
         If this library's own workers reserve it, it is not a job: it goes to
         the failed store under the name `rainier-queue:not-a-job`.
         """
-        pipe = self._client.pipeline(transaction=False)
+        pipe = (await self._ready()).pipeline(transaction=False)
         pipe.xadd(self.keys.queue(queue).stream, {"body": body})
         self._wake(pipe, 1)
         async with translated("push a raw body"):
@@ -215,7 +226,7 @@ class RedisQueue(Queue):
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
         seconds = timeout.total_seconds()
-        pipe = self._client.pipeline(transaction=False)
+        pipe = (await self._ready()).pipeline(transaction=False)
         for name in queues:
             keys = self.keys.queue(name)
             pipe.zrange(keys.delayed, 0, 0, withscores=True)
@@ -232,7 +243,9 @@ class RedisQueue(Queue):
         if seconds <= 0.001:
             return
         async with translated("wait for work"):
-            await cast(Awaitable[Any], self._client.blpop([self.keys.wake], timeout=seconds))
+            await cast(
+                Awaitable[Any], (await self._ready()).blpop([self.keys.wake], timeout=seconds)
+            )
 
     # -- settling ------------------------------------------------------------------
 
@@ -301,7 +314,7 @@ class RedisQueue(Queue):
         if not ok:
             raise self._lost(reservation)
         if not due:
-            pipe = self._client.pipeline(transaction=False)
+            pipe = (await self._ready()).pipeline(transaction=False)
             self._wake(pipe, 1)
             async with translated("wake workers"):
                 await pipe.execute()
@@ -335,7 +348,7 @@ class RedisQueue(Queue):
             ensure_ascii=False,
         )
         async with translated("record a failed job"):
-            await self._client.sadd(self.keys.failed_queues, job.queue)
+            await (await self._ready()).sadd(self.keys.failed_queues, job.queue)
         ok = await self._run(
             scripts.FAIL,
             [keys.stream, keys.leases, keys.deliveries, keys.failed],
@@ -368,13 +381,16 @@ class RedisQueue(Queue):
         if queue is not None:
             return [queue]
         async with translated("list failed queues"):
-            names = await cast(Awaitable[set[str]], self._client.smembers(self.keys.failed_queues))
+            names = await cast(
+                Awaitable[set[str]], (await self._ready()).smembers(self.keys.failed_queues)
+            )
         return sorted(names)
 
     async def _failed_records(self, queue: str) -> list[tuple[str, FailedJob]]:
         async with translated("list failed jobs"):
             raw = await cast(
-                Awaitable[list[str]], self._client.lrange(self.keys.queue(queue).failed, 0, -1)
+                Awaitable[list[str]],
+                (await self._ready()).lrange(self.keys.queue(queue).failed, 0, -1),
             )
         out: list[tuple[str, FailedJob]] = []
         for item in raw:
@@ -417,7 +433,7 @@ class RedisQueue(Queue):
             scripts.RESTORE_FAILED, [keys.failed, keys.stream], [raw, restored.to_json()], "retry"
         )
         if ok:
-            pipe = self._client.pipeline(transaction=False)
+            pipe = (await self._ready()).pipeline(transaction=False)
             self._wake(pipe, 1)
             async with translated("wake workers"):
                 await pipe.execute()
@@ -428,7 +444,9 @@ class RedisQueue(Queue):
         if found is None:
             return False
         async with translated("forget a failed job"):
-            removed = await self._client.lrem(self.keys.queue(found[0]).failed, 1, found[1])
+            removed = await (await self._ready()).lrem(
+                self.keys.queue(found[0]).failed, 1, found[1]
+            )
         return bool(removed)
 
     async def flush_failed(self, *, queue: str | None = None) -> int:
@@ -436,7 +454,7 @@ class RedisQueue(Queue):
         for name in await self._failed_queues(queue):
             failed_key = self.keys.queue(name).failed
             async with translated("flush failed jobs"):
-                pipe = self._client.pipeline(transaction=False)
+                pipe = (await self._ready()).pipeline(transaction=False)
                 pipe.llen(failed_key)
                 pipe.delete(failed_key)
                 count, _ = await pipe.execute()
@@ -447,7 +465,7 @@ class RedisQueue(Queue):
 
     async def diagnose(self) -> Diagnosis:
         """maxmemory-policy and persistence, with a warning for each unsafe setting."""
-        return await diagnose(self._client)
+        return await diagnose(await self._ready())
 
     async def check_dataset(self) -> bool:
         """False (and an error logged) if the Redis under us lost its data since we last looked.
@@ -457,13 +475,15 @@ class RedisQueue(Queue):
         empty replica, or was flushed, and every job it held is gone with it.
         """
         async with translated("check the dataset marker"):
-            seen = await cast(Awaitable[str | None], self._client.get(self.keys.marker))
+            seen = await cast(Awaitable[str | None], (await self._ready()).get(self.keys.marker))
             if seen is not None and self._epoch in (None, seen):
                 self._epoch = seen
                 return True
             fresh = secrets.token_hex(8)
-            await cast(Awaitable[Any], self._client.set(self.keys.marker, fresh, nx=True))
-            now_seen = await cast(Awaitable[str | None], self._client.get(self.keys.marker))
+            await cast(Awaitable[Any], (await self._ready()).set(self.keys.marker, fresh, nx=True))
+            now_seen = await cast(
+                Awaitable[str | None], (await self._ready()).get(self.keys.marker)
+            )
             previous, self._epoch = self._epoch, now_seen
         if previous is None:
             return True

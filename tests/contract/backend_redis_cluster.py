@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: MIT
+"""The contract suite on a three-node Redis cluster this test process starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..redis_servers import shared_cluster
+from .backends import Backend
+
+
+def _seeds() -> str:
+    return ",".join(f"127.0.0.1:{port}" for port in shared_cluster().ports)
+
+
+def url(tmp: Path, namespace: str) -> str:
+    return f"redis-cluster://{_seeds()}/?prefix=rq:{namespace}:"
+
+
+def check() -> None:
+    shared_cluster()
+
+
+async def cleanup(tmp: Path, namespace: str) -> None:
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    nodes = [ClusterNode("127.0.0.1", port) for port in shared_cluster().ports]
+    client = RedisCluster(startup_nodes=nodes)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"rq:{namespace}:*", count=1000)]
+        for key in keys:
+            await client.delete(key)
+    finally:
+        await client.aclose()
+
+
+BACKEND = Backend(name="redis-cluster", url=url, check=check, cleanup=cleanup)

@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: MIT
+"""Private Redis servers for tests that must not touch the shared one.
+
+Destructive tests (flushing, restarting) and cluster tests start their own
+`redis-server` processes on free loopback ports, in a temporary directory,
+with persistence off, and stop them (by process id) when done. A cluster
+is three masters joined with `redis-cli --cluster create`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .conftest import unreachable
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(*, with_bus: bool = False) -> int:
+    """A loopback port nobody listens on (and, for a cluster node, its bus port + 10000)."""
+    for _ in range(200):
+        port = random.randint(21000, 29000)
+        if _free(port) and (not with_bus or _free(port + 10000)):
+            return port
+    raise RuntimeError("no free loopback port found")
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        unreachable(name, f"`{name}` is not on PATH")
+    return found
+
+
+def _wait_until_up(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"redis-server on {port} exited: {log.read_text(errors='replace')}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"redis-server on {port} did not come up")
+
+
+@dataclass
+class RedisServers:
+    """Some redis-server processes this test run started, and their directory."""
+
+    folder: Path
+    ports: list[int] = field(default_factory=list)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, *extra: str, cluster: bool = False) -> int:
+        port = free_port(with_bus=cluster)
+        node_dir = self.folder / str(port)
+        node_dir.mkdir()
+        args = [_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
+        args += ["--dir", str(node_dir), "--save", "", "--appendonly", "no"]
+        args += ["--logfile", str(node_dir / "redis.log"), *extra]
+        if cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_until_up(port, proc, node_dir / "redis.log")
+        self.ports.append(port)
+        self.procs.append(proc)
+        return port
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def standalone() -> tuple[RedisServers, int]:
+    """One private redis-server; the caller stops it."""
+    servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-redis-")))
+    try:
+        return servers, servers.start()
+    except BaseException:
+        servers.stop()
+        raise
+
+
+def cluster(nodes: int = 3) -> RedisServers:
+    """A cluster of `nodes` masters covering every slot, ready to serve."""
+    servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-cluster-")))
+    try:
+        for _ in range(nodes):
+            servers.start(cluster=True)
+        seeds = [f"127.0.0.1:{port}" for port in servers.ports]
+        subprocess.run(
+            [
+                _binary("redis-cli"),
+                "--cluster",
+                "create",
+                *seeds,
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        _wait_for_cluster_ok(servers.ports)
+    except BaseException:
+        servers.stop()
+        raise
+    return servers
+
+
+def _wait_for_cluster_ok(ports: list[int]) -> None:
+    deadline = time.monotonic() + 30
+    cli = _binary("redis-cli")
+    while time.monotonic() < deadline:
+        states = [
+            subprocess.run(
+                [cli, "-p", str(port), "cluster", "info"], capture_output=True, text=True
+            ).stdout
+            for port in ports
+        ]
+        if all("cluster_state:ok" in state for state in states):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("the test cluster never reached cluster_state:ok")
+
+
+_SHARED_CLUSTER: RedisServers | None = None
+
+
+def shared_cluster() -> RedisServers:
+    """One cluster for this whole test process, started on first use, stopped at exit."""
+    global _SHARED_CLUSTER
+    if _SHARED_CLUSTER is None:
+        _SHARED_CLUSTER = cluster()
+        atexit.register(_SHARED_CLUSTER.stop)
+    return _SHARED_CLUSTER
