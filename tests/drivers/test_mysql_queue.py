@@ -1,0 +1,301 @@
+# SPDX-License-Identifier: MIT
+"""What only the MySQL/MariaDB queue promises: utf8mb4, exact names, its schema, its server.
+
+The generic behaviour (leases, fencing, the failed store) is the contract
+suite's; these tests cover what follows from MySQL itself: 4-byte
+characters, collations that would otherwise fold case, migrations that are
+not transactional, a strict SQL mode, the server version and the
+translation of pymysql's errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pymysql  # type: ignore[import-untyped]
+import pytest
+
+from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.database._mysql import check_version, parse_version, translate
+from rainier_queue.drivers.database.mysql import MySQLQueue
+from rainier_queue.envelope import QueuedJob
+from rainier_queue.errors import (
+    BrokerRejected,
+    BrokerUnavailable,
+    ConfigurationError,
+    UnknownOption,
+)
+from rainier_queue.queue import Queue
+
+from ..mysql_service import SERVER, check, drop_tables
+
+
+def a_job(payload: object = None, *, queue: str = "default", name: str = "mysql-test") -> QueuedJob:
+    return QueuedJob.create(name, payload, queue=queue, max_attempts=3)
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    """A table prefix no other test uses, dropped afterwards."""
+    check()
+    chosen = f"rq{uuid.uuid4().hex[:10]}_"
+    yield chosen
+    await drop_tables(chosen)
+
+
+@pytest.fixture
+async def queue(prefix: str) -> AsyncIterator[Queue]:
+    opened = open_queue(f"{SERVER}?prefix={prefix}")
+    yield opened
+    await opened.aclose()
+
+
+# -- utf8mb4 and exact names ----------------------------------------------------
+
+FOUR_BYTES = "emoji 🎉🚀, math \U0001d518\U0001d52b\U0001d526, CJK 𠜎𠜱, flags 🇳🇿, joiners 👩‍👩‍👧"
+
+
+async def test_four_byte_characters_round_trip_in_payloads_names_queues_and_headers(
+    queue: Queue,
+) -> None:
+    job = QueuedJob.create(
+        "send 📨", {"text": FOUR_BYTES, "nested": ["ünïcödé", "😀"]}, queue="inbox 📬"
+    ).with_changes(headers={"trace": "🧵 thread"})
+    await queue.push(job)
+
+    [reservation] = await queue.reserve("inbox 📬")
+
+    assert reservation.job.payload == {"text": FOUR_BYTES, "nested": ["ünïcödé", "😀"]}
+    assert reservation.job.name == "send 📨"
+    assert reservation.job.queue == "inbox 📬"
+    assert dict(reservation.job.headers) == {"trace": "🧵 thread"}
+
+
+async def test_a_failed_job_keeps_its_four_byte_payload_and_error(prefix: str) -> None:
+    queue = MySQLQueue(SERVER, prefix=prefix)
+    await queue.push(a_job({"text": FOUR_BYTES}))
+    [reservation] = await queue.reserve("default")
+
+    await queue.fail(reservation, "failed with 💥 in it")
+
+    [failed] = await queue.failed_jobs()
+    assert failed.job.payload == {"text": FOUR_BYTES}
+    assert failed.error == "failed with 💥 in it"
+    await queue.aclose()
+
+
+async def test_queue_names_that_differ_only_by_case_or_accent_are_different_queues(
+    queue: Queue,
+) -> None:
+    for name in ("Emails", "emails", "EMAILS", "émails"):
+        await queue.push(a_job(name, queue=name))
+
+    sizes = {name: await queue.size(name) for name in ("Emails", "emails", "EMAILS", "émails")}
+    [reserved] = await queue.reserve("emails", limit=10)
+
+    assert sizes == {"Emails": 1, "emails": 1, "EMAILS": 1, "émails": 1}
+    assert reserved.job.payload == "emails"
+    assert await queue.clear("Emails") == 1
+    assert await queue.size("EMAILS") == 1
+
+
+async def test_a_value_too_long_for_its_column_is_refused_not_cut_short(queue: Queue) -> None:
+    with pytest.raises(BrokerRejected, match="too long"):
+        await queue.push(a_job(name="x" * 300))
+
+    assert await queue.size("default") == 0
+
+
+# -- claims ---------------------------------------------------------------------
+
+
+async def test_concurrent_reserves_on_one_pool_never_hand_out_a_job_twice(prefix: str) -> None:
+    queue = MySQLQueue(SERVER, prefix=prefix, pool_max=8)
+    pushed = await queue.push_many([a_job(n) for n in range(300)])
+
+    async def drain() -> list[str]:
+        taken: list[str] = []
+        while batch := await queue.reserve("default", limit=7):
+            taken.extend(r.job.id for r in batch)
+            assert await queue.acknowledge_many(batch) == [None] * len(batch)
+        return taken
+
+    per_task = await asyncio.gather(*(drain() for _ in range(8)))
+
+    taken = [job_id for ids in per_task for job_id in ids]
+    assert sorted(taken) == sorted(pushed), "every job taken exactly once"
+    await queue.aclose()
+
+
+# -- schema ---------------------------------------------------------------------
+
+
+async def test_migrations_apply_once_even_when_two_queues_migrate_at_once(prefix: str) -> None:
+    first, second = MySQLQueue(SERVER, prefix=prefix), MySQLQueue(SERVER, prefix=prefix)
+
+    applied = await asyncio.gather(first.migrate(), second.migrate())
+
+    assert sorted(applied, key=len) == [[], ["0001_jobs", "0002_failed_jobs"]]
+    assert await first.schema_status() == (2, 2)
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_a_migration_cut_short_after_its_ddl_is_finished_by_the_next_one(
+    prefix: str,
+) -> None:
+    queue = MySQLQueue(SERVER, prefix=prefix)
+    await queue.migrate()
+    # As if the process died after CREATE TABLE (which commits by itself in
+    # MySQL) but before the version was recorded.
+    conn = await pymysql_connection()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM `{prefix}schema_version`")
+    finally:
+        conn.close()
+
+    assert await queue.migrate() == ["0001_jobs", "0002_failed_jobs"]
+    await queue.push(a_job())
+    assert await queue.size("default") == 1
+    await queue.aclose()
+
+
+async def pymysql_connection() -> pymysql.Connection:
+    return await asyncio.to_thread(
+        pymysql.connect, host="127.0.0.1", port=3306, user="root", database="test", autocommit=True
+    )
+
+
+async def test_a_missing_schema_with_migrate_off_says_to_run_migrate(prefix: str) -> None:
+    queue = open_queue(f"{SERVER}?prefix={prefix}&migrate=false")
+
+    with pytest.raises(BrokerRejected, match="rainier-queue migrate"):
+        await queue.push(a_job())
+    await queue.aclose()
+
+
+@pytest.mark.parametrize("prefix", ["jobs;drop", "1abc", "a-b", "", "x" * 41])
+def test_a_prefix_that_is_not_an_identifier_is_refused(prefix: str) -> None:
+    with pytest.raises(ConfigurationError, match="not an identifier"):
+        MySQLQueue(SERVER, prefix=prefix)
+    with pytest.raises(ConfigurationError, match="not an identifier"):
+        open_queue(SERVER, {"prefix": prefix})
+
+
+# -- URL and options ------------------------------------------------------------
+
+
+def test_the_description_never_shows_the_password() -> None:
+    queue = MySQLQueue("mysql://app:s3cret@db.example:3307/jobs", prefix="app_")
+
+    assert "s3cret" not in queue.describe()
+    assert "db.example:3307/jobs" in queue.describe()
+
+
+def test_options_in_the_url_query_are_checked_like_any_other() -> None:
+    with pytest.raises(UnknownOption, match="Did you mean `pool_max`"):
+        open_queue(f"{SERVER}?pool_mx=3")
+    queue = open_queue(f"{SERVER}?lease=30s&pool_min=0&pool_max=3", {"lease": "45s"})
+    assert queue.lease == timedelta(seconds=45), "options given beside the URL win"
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://root@127.0.0.1:3306", "mysql://root@127.0.0.1:3306/", "mysql://h/a/b"]
+)
+def test_a_url_without_a_database_is_refused(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="needs a database"):
+        open_queue(url)
+
+
+def test_an_impossible_pool_size_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="pool_min <= pool_max"):
+        open_queue(SERVER, {"pool_min": "5", "pool_max": "2"})
+
+
+async def test_a_server_that_does_not_answer_is_unavailable() -> None:
+    queue = open_queue("mysql://root@127.0.0.1:9/test", {"connect_timeout": "2s"})
+
+    with pytest.raises(BrokerUnavailable):
+        await queue.size("default")
+    await queue.aclose()
+
+
+async def test_a_database_that_does_not_exist_is_a_refusal() -> None:
+    check()
+    queue = open_queue("mysql://root@127.0.0.1:3306/no_such_database_here")
+
+    with pytest.raises(BrokerRejected, match="no_such_database_here"):
+        await queue.size("default")
+    await queue.aclose()
+
+
+# -- the server version and error translation -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("10.11.19-MariaDB-0+deb12u1", ("mariadb", (10, 11, 19))),
+        ("5.5.5-10.6.4-MariaDB-log", ("mariadb", (10, 6, 4))),
+        ("8.0.36", ("mysql", (8, 0, 36))),
+        ("8.4.0-commercial", ("mysql", (8, 4, 0))),
+    ],
+)
+def test_the_server_version_is_read_from_what_version_returns(
+    text: str, expected: tuple[str, tuple[int, ...]]
+) -> None:
+    assert parse_version(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "needed"),
+    [
+        ("10.5.23-MariaDB", "MariaDB 10.6 or newer"),
+        ("5.5.5-10.3.39-MariaDB", "MariaDB 10.6 or newer"),
+        ("5.7.44-log", "MySQL 8.0.1 or newer"),
+        ("8.0.0-dmr", "MySQL 8.0.1 or newer"),
+    ],
+)
+def test_a_server_without_skip_locked_is_refused_naming_the_version_needed(
+    text: str, needed: str
+) -> None:
+    with pytest.raises(BrokerRejected, match=needed):
+        check_version(text)
+
+
+@pytest.mark.parametrize("text", ["10.6.0-MariaDB", "11.4.2-MariaDB", "8.0.1", "9.1.0"])
+def test_a_server_with_skip_locked_is_accepted(text: str) -> None:
+    check_version(text)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "says"),
+    [
+        (pymysql.err.OperationalError(1213, "Deadlock found"), BrokerUnavailable, "Deadlock"),
+        (pymysql.err.OperationalError(1205, "Lock wait timeout"), BrokerUnavailable, "Lock"),
+        (pymysql.err.OperationalError(2003, "Can't connect"), BrokerUnavailable, "connect"),
+        (pymysql.err.OperationalError(2013, "Lost connection"), BrokerUnavailable, "Lost"),
+        (pymysql.err.InterfaceError(0, ""), BrokerUnavailable, "gone"),
+        (ConnectionResetError("reset"), BrokerUnavailable, "reset"),
+        (pymysql.err.ProgrammingError(1146, "Table doesn't exist"), BrokerRejected, "migrate"),
+        (pymysql.err.OperationalError(1045, "Access denied"), BrokerRejected, "Access denied"),
+        (pymysql.err.DataError(1406, "Data too long"), BrokerRejected, "too long"),
+    ],
+)
+def test_client_errors_are_translated_into_an_outage_or_a_refusal(
+    error: Exception, kind: type[Exception], says: str
+) -> None:
+    translated = translate(error, "mysql://***@db/app")
+
+    assert isinstance(translated, kind)
+    assert says in str(translated)
+
+
+def test_an_error_that_is_not_the_clients_passes_through_untouched() -> None:
+    error = ValueError("a bug in a unit of work")
+
+    assert translate(error, "db") is error
