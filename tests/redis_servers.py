@@ -161,3 +161,16 @@ def shared_cluster() -> RedisServers:
         _SHARED_CLUSTER = cluster()
         atexit.register(_SHARED_CLUSTER.stop)
     return _SHARED_CLUSTER
+
+
+async def delete_keys(pattern: str, url: str = "redis://127.0.0.1:6379/0") -> None:
+    """Delete the keys matching `pattern` on the server at `url` (a test's namespace)."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=pattern, count=1000)]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()

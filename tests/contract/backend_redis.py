@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..redis_servers import delete_keys
 from ..services import require_port
 from .backends import Backend
 
@@ -18,15 +19,7 @@ def check() -> None:
 
 
 async def cleanup(tmp: Path, namespace: str) -> None:
-    from redis.asyncio import Redis
-
-    client = Redis.from_url(REDIS_URL)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"rq:{namespace}:*", count=1000)]
-        if keys:
-            await client.delete(*keys)
-    finally:
-        await client.aclose()
+    await delete_keys(f"rq:{namespace}:*", REDIS_URL)
 
 
 BACKEND = Backend(name="redis", url=url, check=check, cleanup=cleanup)

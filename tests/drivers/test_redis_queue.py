@@ -1,0 +1,275 @@
+# SPDX-License-Identifier: MIT
+"""What only the Redis driver does: Lua promotion, poison pills, foreign entries, health.
+
+The shared server (127.0.0.1:6379) is used with a namespace per test; tests
+that flush or reconfigure a server start a private one, and the cluster
+tests start a three-node cluster of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.redis import NOT_A_JOB, RedisQueue
+from rainier_queue.envelope import QueuedJob
+from rainier_queue.errors import BrokerUnavailable
+from rainier_queue.queue import Queue
+
+from ..redis_servers import RedisServers, delete_keys, free_port, shared_cluster, standalone
+from ..services import require_port
+from ..worker.jobs import Journal, quick, worker_for
+
+SHARED = "redis://127.0.0.1:6379/0"
+SHORT = timedelta(milliseconds=300)
+
+
+def a_job(queue: str = "default", **kwargs: Any) -> QueuedJob:
+    return QueuedJob.create("note", {"text": uuid.uuid4().hex}, queue=queue, **kwargs)
+
+
+@pytest.fixture
+async def namespace() -> AsyncIterator[str]:
+    require_port("Redis", 6379)
+    name = "rq" + uuid.uuid4().hex[:12]
+    yield name
+    await delete_keys(f"rq:{name}:*")
+
+
+@pytest.fixture
+async def opened() -> AsyncIterator[list[Queue]]:
+    queues: list[Queue] = []
+    yield queues
+    for queue in queues:
+        await queue.aclose()
+
+
+@pytest.fixture
+def open_on(namespace: str, opened: list[Queue]) -> Any:
+    def opener(url: str = SHARED, **options: Any) -> RedisQueue:
+        sep = "&" if "?" in url else "?"
+        queue = open_queue(f"{url}{sep}prefix=rq:{namespace}:", options)
+        assert isinstance(queue, RedisQueue)
+        opened.append(queue)
+        return queue
+
+    return opener
+
+
+@pytest.fixture
+def private_server() -> Iterator[tuple[RedisServers, int]]:
+    servers, port = standalone()
+    yield servers, port
+    servers.stop()
+
+
+async def test_a_delayed_job_is_promoted_once_when_two_workers_reserve_at_once(
+    open_on: Any,
+) -> None:
+    first, second = open_on(), open_on()
+    jobs = [a_job(delay=timedelta(milliseconds=150)) for _ in range(40)]
+    await first.push_many(jobs)
+    assert await first.reserve("default", limit=10) == [], "not due yet"
+    await asyncio.sleep(0.3)
+
+    seen: list[str] = []
+    for _ in range(10):
+        a, b = await asyncio.gather(
+            first.reserve("default", limit=7), second.reserve("default", limit=7)
+        )
+        seen += [r.job.id for r in a + b]
+
+    assert sorted(seen) == sorted(j.id for j in jobs), "every job once, none twice"
+    assert await first.size("default") == 0
+
+
+async def test_a_job_that_is_never_settled_uses_up_its_attempts_and_reaches_the_failed_store(
+    open_on: Any,
+) -> None:
+    queue = open_on(lease=SHORT)
+    job = a_job(max_attempts=2)
+    await queue.push(job)
+    for attempt in (1, 2):  # two workers that died holding it
+        got = await queue.reserve("default")
+        assert [(r.job.id, r.job.attempts) for r in got] == [(job.id, attempt)]
+        await asyncio.sleep(SHORT.total_seconds() * 1.5)
+
+    journal = Journal()
+    await worker_for(queue, journal, quick(stop_when_empty=True, timeout=SHORT / 3)).run()
+
+    assert journal.ran == [], "a third delivery of a two-attempt job must not run"
+    failed = await queue.failed_jobs()
+    assert [f.job.id for f in failed] == [job.id]
+    assert "delivered 3 times" in failed[0].error
+    assert await queue.size("default") == 0
+
+
+async def test_a_raw_body_reserved_by_this_library_goes_to_the_failed_store_not_a_crash(
+    open_on: Any,
+) -> None:
+    queue = open_on()
+    await queue.push_raw("default", "plain text from another system")
+    await queue.push(good := a_job())
+
+    got = await queue.reserve("default", limit=5)
+
+    assert [r.job.id for r in got] == [good.id]
+    failed = await queue.failed_jobs()
+    assert [(f.job.name, f.job.payload) for f in failed] == [
+        (NOT_A_JOB, "plain text from another system")
+    ]
+    assert "not a job envelope" in failed[0].error
+    assert await queue.size("default") == 0
+
+
+async def test_a_raw_body_sits_on_the_stream_as_is_for_a_foreign_consumer(open_on: Any) -> None:
+    queue = open_on()
+    await queue.push_raw("orders", '{"foreign": true}')
+
+    entries = await queue.client.xrange(queue.keys.queue("orders").stream)
+
+    assert [fields for _, fields in entries] == [{"body": '{"foreign": true}'}]
+
+
+async def test_acknowledged_entries_are_deleted_so_the_stream_does_not_grow(
+    open_on: Any,
+) -> None:
+    queue = open_on()
+    await queue.push_many([a_job() for _ in range(5)])
+    batch = await queue.reserve("default", limit=5)
+
+    assert await queue.acknowledge_many(batch) == [None] * 5
+    assert await queue.client.xlen(queue.keys.queue("default").stream) == 0
+
+
+async def test_queue_names_with_pattern_and_hash_tag_characters_are_safe_keys(
+    open_on: Any,
+) -> None:
+    queue = open_on()
+    odd = "a{b}*?[x]: y"
+    await queue.push(job := a_job(queue=odd))
+    await queue.push(a_job(queue="a"))
+
+    assert [r.job.id for r in await queue.reserve(odd)] == [job.id]
+    stream = queue.keys.queue(odd).stream
+    assert stream.count("{") == 1, "the name cannot open a second hash tag"
+    assert await queue.size("a") == 1
+
+
+async def test_two_prefixes_on_one_redis_never_see_each_others_jobs(
+    namespace: str, opened: list[Queue]
+) -> None:
+    mine = open_queue(f"{SHARED}?prefix=rq:{namespace}:a:")
+    theirs = open_queue(f"{SHARED}?prefix=rq:{namespace}:b:")
+    opened += [mine, theirs]
+    await mine.push(a_job())
+
+    assert await theirs.reserve("default") == []
+    assert await theirs.size("default") == 0
+    assert len(await mine.reserve("default")) == 1
+
+
+async def test_an_idle_worker_wakes_when_another_process_pushes(open_on: Any) -> None:
+    waiter, pusher = open_on(), open_on()
+    waiting = asyncio.create_task(waiter.wait_for_work(["default"], timedelta(seconds=60)))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+
+    await pusher.push(a_job())
+
+    await asyncio.wait_for(waiting, 30)  # a liveness bound, not a latency assertion
+    assert len(await waiter.reserve("default")) == 1
+
+
+async def test_the_report_names_the_eviction_policy_and_the_missing_persistence(
+    open_on: Any,
+) -> None:
+    report = await open_on().diagnose()
+
+    assert report.maxmemory_policy
+    assert report.persists is False, "the shared test server keeps nothing on disk"
+    assert any("keeps nothing on disk" in w for w in report.warnings)
+
+
+async def test_an_evicting_policy_is_a_warning(
+    private_server: tuple[RedisServers, int], opened: list[Queue]
+) -> None:
+    _, port = private_server
+    queue = open_queue(f"redis://127.0.0.1:{port}/0")
+    opened.append(queue)
+    assert isinstance(queue, RedisQueue)
+    await queue.client.config_set("maxmemory-policy", "allkeys-lru")
+
+    report = await queue.diagnose()
+
+    assert report.maxmemory_policy == "allkeys-lru"
+    assert any("evict" in w for w in report.warnings)
+
+
+async def test_a_redis_that_lost_its_data_is_reported_as_an_error(
+    private_server: tuple[RedisServers, int],
+    opened: list[Queue],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, port = private_server
+    queue = open_queue(f"redis://127.0.0.1:{port}/0")
+    opened.append(queue)
+    assert isinstance(queue, RedisQueue)
+    await queue.push(a_job())
+    assert await queue.check_dataset() is True
+    assert await queue.check_dataset() is True
+
+    await queue.client.flushall()  # what a restart without persistence looks like
+
+    with caplog.at_level(logging.ERROR, logger="rainier_queue.redis"):
+        assert await queue.check_dataset() is False
+    assert "lost its data" in caplog.text
+    assert await queue.check_dataset() is True, "reported once, then the new epoch holds"
+
+
+async def test_an_unreachable_redis_is_broker_unavailable(opened: list[Queue]) -> None:
+    queue = open_queue(f"redis://127.0.0.1:{free_port()}/0")
+    opened.append(queue)
+
+    with pytest.raises(BrokerUnavailable, match="unreachable"):
+        await queue.push(a_job())
+
+
+def test_the_description_never_shows_the_password() -> None:
+    queue = open_queue("redis://app:hunter2@127.0.0.1:6379/0?prefix=x:")
+
+    assert "hunter2" not in queue.describe()
+    assert "hunter2" not in repr(queue)
+
+
+async def test_a_worker_on_a_cluster_drains_queues_that_live_on_different_nodes(
+    namespace: str, opened: list[Queue]
+) -> None:
+    cluster = shared_cluster()
+    seeds = ",".join(f"127.0.0.1:{port}" for port in cluster.ports)
+    queue = open_queue(f"redis-cluster://{seeds}/?prefix=rq:{namespace}:")
+    opened.append(queue)
+    assert isinstance(queue, RedisQueue)
+    names = tuple(f"q{i}" for i in range(8))
+    jobs = [a_job(queue=name) for name in names for _ in range(3)]
+    await queue.push_many(jobs)
+
+    client: Any = queue.client
+    nodes = {
+        client.nodes_manager.get_node_from_slot(client.keyslot(queue.keys.queue(n).stream)).name
+        for n in names
+    }
+    assert len(nodes) > 1, "the queues should spread over the cluster's nodes"
+
+    journal = Journal()
+    await worker_for(queue, journal, quick(stop_when_empty=True, queues=names)).run()
+
+    assert sorted(journal.ran) == sorted(j.payload["text"] for j in jobs)
+    assert [await queue.size(n) for n in names] == [0] * len(names)
