@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: MIT
+"""Real worker processes on one PostgreSQL database: counted, killed, and counted again.
+
+These run the CLI's `work` command in subprocesses against a table prefix
+of their own, so they test what a user deploys: the driver, `SKIP LOCKED`
+claims between processes, the worker and the process boundary together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from rainier_queue.drivers import open_queue
+from rainier_queue.envelope import QueuedJob
+from rainier_queue.queue import FailedJobStore
+
+from ..postgres import PG_URL, drop_prefixed, require_postgres
+from .harness import config, count, events, output, worker
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def url() -> AsyncIterator[str]:
+    require_postgres()
+    prefix = f"rqf{uuid.uuid4().hex[:10]}_"
+    yield f"{PG_URL}?prefix={prefix}"
+    await drop_prefixed(prefix)
+
+
+async def push(url: str, jobs: list[QueuedJob]) -> None:
+    queue = open_queue(url)
+    try:
+        for start in range(0, len(jobs), 5000):
+            await queue.push_many(jobs[start : start + 5000])
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.timeout(300)
+async def test_twenty_thousand_jobs_through_four_worker_processes_each_run_once_or_fail(
+    tmp_path: Path, url: str
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    total = 20_000
+    await push(url, [QueuedJob.create("count", {"n": n}, max_attempts=1) for n in range(total)])
+
+    conf = config(tmp_path, url)
+    procs = [worker(conf, ledger, "--stop-when-empty", "--concurrency", "8") for _ in range(4)]
+    codes = [await asyncio.to_thread(p.wait, 280) for p in procs]
+
+    assert all(code in (0, 1) for code in codes), [output(p) for p in procs]
+    starts = count(ledger, "start")
+    failing = {n for n in range(total) if n % 97 == 0}
+    assert set(starts) == set(range(total)), "every job ran"
+    assert max(starts.values()) == 1, "no job was reserved twice"
+    assert set(count(ledger, "finish")) == set(range(total)) - failing
+    assert len({pid for *_, pid, _ in events(ledger)}) == 4, "every process took work"
+    queue = open_queue(url)
+    try:
+        assert await queue.size("default") == 0
+        assert isinstance(queue, FailedJobStore)
+        failed = await queue.failed_jobs(limit=total)
+        assert sorted(f.job.payload["n"] for f in failed) == sorted(failing)
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.timeout(180)
+async def test_a_worker_killed_mid_batch_loses_nothing_and_others_rerun_what_it_held(
+    tmp_path: Path, url: str
+) -> None:
+    conf = config(tmp_path, url, lease="2s")
+    ledger = tmp_path / "ledger.db"
+    total = 40
+    await push(url, [QueuedJob.create("slow", {"n": n}, max_attempts=5) for n in range(total)])
+    settings = ("--concurrency", "4", "--timeout", "1.5s", "--sleep", "0.2s")
+
+    doomed = worker(conf, ledger, *settings)
+    deadline = time.monotonic() + 60
+    while len(count(ledger, "start")) < 6:
+        assert time.monotonic() < deadline, "the first worker never started work"
+        await asyncio.sleep(0.05)
+    os.kill(doomed.pid, signal.SIGKILL)
+    await asyncio.to_thread(doomed.wait)
+    started_by_doomed = {
+        n for _, n, _, pid, e in events(ledger) if pid == doomed.pid and e == "start"
+    }
+    finished_by_doomed = {
+        n for _, n, _, pid, e in events(ledger) if pid == doomed.pid and e == "finish"
+    }
+    interrupted = started_by_doomed - finished_by_doomed
+    assert interrupted, "the kill should land while jobs are running"
+
+    rescuers = [worker(conf, ledger, *settings) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 120
+        while set(count(ledger, "finish")) != set(range(total)):
+            assert time.monotonic() < deadline, "the other workers did not finish every job"
+            for rescuer in rescuers:
+                assert rescuer.poll() is None, output(rescuer)
+            await asyncio.sleep(0.1)
+    finally:
+        for rescuer in rescuers:
+            rescuer.send_signal(signal.SIGTERM)
+        for rescuer in rescuers:
+            await asyncio.to_thread(rescuer.wait, 60)
+
+    rescuer_pids = {r.pid for r in rescuers}
+    rerun = {
+        (n, attempt)
+        for _, n, attempt, pid, e in events(ledger)
+        if pid in rescuer_pids and e == "start"
+    }
+    for n in interrupted:
+        assert any(r_n == n and attempt >= 2 for r_n, attempt in rerun), (
+            f"job {n} was running when its worker died; it must run again as a later attempt"
+        )
+    finishes = count(ledger, "finish")
+    assert all(finishes[n] == 1 for n in range(total) if n not in interrupted), (
+        "a job nobody interrupted finished once"
+    )
+    queue = open_queue(url)
+    try:
+        assert await queue.size("default") == 0
+        assert isinstance(queue, FailedJobStore)
+        assert await queue.failed_jobs() == []
+    finally:
+        await queue.aclose()
