@@ -19,9 +19,9 @@ from typing_extensions import override
 
 from ..._clock import utcnow
 from ...durations import parse_duration
-from ...envelope import QueuedJob, format_time, parse_time
+from ...envelope import QueuedJob, format_time
 from ...errors import LeaseLost, PayloadError
-from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
+from ...queue import DEFAULT_LEASE, Capabilities, Queue, Reservation, new_token
 from ...redact import redact_url
 from . import scripts
 from .connection import (
@@ -34,6 +34,7 @@ from .connection import (
     split_options,
     translated,
 )
+from .failed import RedisFailedJobs
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-class RedisQueue(Queue):
+class RedisQueue(RedisFailedJobs, Queue):
     """Redis streams with a consumer group, delayed jobs in a sorted set, Lua-fenced settles."""
 
     name: ClassVar[str] = "redis"
@@ -374,92 +375,6 @@ class RedisQueue(Queue):
                 scripts.CLEAR, [keys.stream, keys.delayed, keys.leases], [], f"clear {queue!r}"
             )
         )
-
-    # -- FailedJobStore -----------------------------------------------------------------
-
-    async def _failed_queues(self, queue: str | None) -> list[str]:
-        if queue is not None:
-            return [queue]
-        async with translated("list failed queues"):
-            names = await cast(
-                Awaitable[set[str]], (await self._ready()).smembers(self.keys.failed_queues)
-            )
-        return sorted(names)
-
-    async def _failed_records(self, queue: str) -> list[tuple[str, FailedJob]]:
-        async with translated("list failed jobs"):
-            raw = await cast(
-                Awaitable[list[str]],
-                (await self._ready()).lrange(self.keys.queue(queue).failed, 0, -1),
-            )
-        out: list[tuple[str, FailedJob]] = []
-        for item in raw:
-            try:
-                data = json.loads(item)
-                failed = FailedJob(
-                    job=QueuedJob.from_dict(data["job"]),
-                    error=str(data.get("error", "")),
-                    failed_at=parse_time(data["failed_at"]),
-                )
-            except (ValueError, KeyError, TypeError, PayloadError):
-                log.warning("queue %r: skipping an unreadable failed-job record", queue)
-                continue
-            out.append((item, failed))
-        return out
-
-    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
-        rows: list[FailedJob] = []
-        for name in await self._failed_queues(queue):
-            rows += [failed for _, failed in await self._failed_records(name)]
-        rows.sort(key=lambda f: f.failed_at, reverse=True)
-        return rows[:limit]
-
-    async def _find_failed(self, job_id: str) -> tuple[str, str, FailedJob] | None:
-        for name in await self._failed_queues(None):
-            for raw, failed in await self._failed_records(name):
-                if failed.job.id == job_id:
-                    return name, raw, failed
-        return None
-
-    async def retry_failed(self, job_id: str) -> bool:
-        found = await self._find_failed(job_id)
-        if found is None:
-            return False
-        name, raw, failed = found
-        # Not its uniqueness key: that lock was given back when the job failed.
-        restored = failed.job.with_changes(attempts=0, available_at=utcnow(), unique_key=None)
-        keys = self.keys.queue(name)
-        ok = await self._run(
-            scripts.RESTORE_FAILED, [keys.failed, keys.stream], [raw, restored.to_json()], "retry"
-        )
-        if ok:
-            pipe = (await self._ready()).pipeline(transaction=False)
-            self._wake(pipe, 1)
-            async with translated("wake workers"):
-                await pipe.execute()
-        return bool(ok)
-
-    async def forget_failed(self, job_id: str) -> bool:
-        found = await self._find_failed(job_id)
-        if found is None:
-            return False
-        async with translated("forget a failed job"):
-            removed = await (await self._ready()).lrem(
-                self.keys.queue(found[0]).failed, 1, found[1]
-            )
-        return bool(removed)
-
-    async def flush_failed(self, *, queue: str | None = None) -> int:
-        total = 0
-        for name in await self._failed_queues(queue):
-            failed_key = self.keys.queue(name).failed
-            async with translated("flush failed jobs"):
-                pipe = (await self._ready()).pipeline(transaction=False)
-                pipe.llen(failed_key)
-                pipe.delete(failed_key)
-                count, _ = await pipe.execute()
-            total += int(count)
-        return total
 
     # -- health --------------------------------------------------------------------
 
