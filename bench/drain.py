@@ -7,6 +7,10 @@ The full side-by-side comparison with peer libraries is a separate tool;
 this one answers "how fast is the embedded default here, now".
 
     .venv/bin/python -m bench.drain --jobs 20000 --processes 2 --concurrency 16
+    .venv/bin/python -m bench.drain --url 'postgresql://postgres@127.0.0.1/test?prefix=bench_'
+
+`--url` drains through that queue instead of a temporary SQLite file; it
+should be empty to start with.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ async def memory_run(count: int, concurrency: int) -> tuple[float, float]:
     return pushed, drained
 
 
-def sqlite_drain(url: str, processes: int, concurrency: int) -> float:
+def cli_drain(url: str, processes: int, concurrency: int) -> float:
     command = [
         sys.executable,
         "-m",
@@ -85,17 +89,21 @@ def sqlite_drain(url: str, processes: int, concurrency: int) -> float:
 
 async def sqlite_run(count: int, processes: int, concurrency: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{Path(tmp) / 'bench.db'}"
-        pushed = await enqueue(url, envelopes(count))
-        drained = await asyncio.to_thread(sqlite_drain, url, processes, concurrency)
-        queue = open_queue(url)
-        try:
-            left = await queue.size("default")
-        finally:
-            await queue.aclose()
-        if left:
-            raise SystemExit(f"{left} jobs were left behind")
-        return pushed, drained
+        return await url_run(f"sqlite:///{Path(tmp) / 'bench.db'}", count, processes, concurrency)
+
+
+async def url_run(url: str, count: int, processes: int, concurrency: int) -> tuple[float, float]:
+    """Enqueue `count` jobs on `url`, then drain them with `processes` CLI workers."""
+    pushed = await enqueue(url, envelopes(count))
+    drained = await asyncio.to_thread(cli_drain, url, processes, concurrency)
+    queue = open_queue(url)
+    try:
+        left = await queue.size("default")
+    finally:
+        await queue.aclose()
+    if left:
+        raise SystemExit(f"{left} jobs were left behind")
+    return pushed, drained
 
 
 def main() -> None:
@@ -103,14 +111,16 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--url", help="drain through this queue instead of a temporary SQLite file")
     args = parser.parse_args()
-    rows = [
-        ("memory (1 process)", *asyncio.run(memory_run(args.jobs, args.concurrency))),
-        (
-            f"sqlite ({args.processes} processes)",
-            *asyncio.run(sqlite_run(args.jobs, args.processes, args.concurrency)),
-        ),
-    ]
+    rows = [("memory (1 process)", *asyncio.run(memory_run(args.jobs, args.concurrency)))]
+    if args.url:
+        scheme = args.url.split(":", 1)[0]
+        run = url_run(args.url, args.jobs, args.processes, args.concurrency)
+    else:
+        scheme = "sqlite"
+        run = sqlite_run(args.jobs, args.processes, args.concurrency)
+    rows.append((f"{scheme} ({args.processes} processes)", *asyncio.run(run)))
     print(f"{args.jobs} no-op jobs, concurrency {args.concurrency}")
     print(f"{'driver':<24}{'enqueue jobs/s':>16}{'end-to-end jobs/s':>20}")
     for name, pushed, drained in rows:
