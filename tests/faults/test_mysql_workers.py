@@ -9,6 +9,9 @@ process boundary together.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -68,5 +71,59 @@ async def test_twenty_thousand_jobs_through_four_worker_processes_each_run_once_
         assert isinstance(queue, FailedJobStore)
         failed = await queue.failed_jobs(limit=total)
         assert sorted(f.job.payload["n"] for f in failed) == sorted(failing)
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.timeout(180)
+async def test_a_worker_killed_mid_job_holds_nothing_and_another_reruns_its_jobs(
+    tmp_path: Path, url: str
+) -> None:
+    # A SIGKILL drops the worker's connections; the server rolls back any claim
+    # it had open, and its committed leases lapse two seconds later.
+    conf = config(tmp_path, url, lease="2s")
+    ledger = tmp_path / "ledger.db"
+    total = 30
+    await push(url, [QueuedJob.create("slow", {"n": n}, max_attempts=5) for n in range(total)])
+    settings = ("--concurrency", "4", "--timeout", "1.5s", "--sleep", "0.2s")
+
+    doomed = worker(conf, ledger, *settings)
+    deadline = time.monotonic() + 60
+    while len(count(ledger, "start")) < 6:
+        assert time.monotonic() < deadline, "the first worker never started work"
+        await asyncio.sleep(0.05)
+    os.kill(doomed.pid, signal.SIGKILL)
+    await asyncio.to_thread(doomed.wait)
+    mine = [(n, e) for _, n, _, pid, e in events(ledger) if pid == doomed.pid]
+    interrupted = {n for n, e in mine if e == "start"} - {n for n, e in mine if e == "finish"}
+    assert interrupted, "the kill should land while jobs are running"
+
+    rescuer = worker(conf, ledger, *settings)
+    try:
+        deadline = time.monotonic() + 120
+        while set(count(ledger, "finish")) != set(range(total)):
+            assert time.monotonic() < deadline, "the second worker did not finish every job"
+            assert rescuer.poll() is None, output(rescuer)
+            await asyncio.sleep(0.1)
+    finally:
+        rescuer.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(rescuer.wait, 60)
+
+    rerun = {
+        (n, attempt)
+        for _, n, attempt, pid, e in events(ledger)
+        if pid == rescuer.pid and e == "start"
+    }
+    for n in interrupted:
+        assert any(r_n == n and attempt >= 2 for r_n, attempt in rerun), (
+            f"job {n} was running when its worker died; it must run again as a later attempt"
+        )
+    finishes = count(ledger, "finish")
+    assert all(finishes[n] == 1 for n in range(total) if n not in interrupted)
+    queue = open_queue(url)
+    try:
+        assert await queue.size("default") == 0
+        assert isinstance(queue, FailedJobStore)
+        assert await queue.failed_jobs() == []
     finally:
         await queue.aclose()
