@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from rainier_queue import Job, JobContext
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.database import postgres as pg_module
 from rainier_queue.drivers.database.postgres import PostgresQueue
@@ -285,3 +286,24 @@ async def test_a_bulk_push_is_claimed_several_rows_at_a_time_in_order(
     assert [r.job.payload for r in first] == list(range(100))
     assert [r.job.payload for r in second] == list(range(100, 200))
     assert await queue.size("default") == 1800
+
+
+class Greet(Job):
+    name = "greet"
+    who: str
+
+    def handle(self, ctx: JobContext) -> None:
+        return None
+
+
+async def test_a_job_object_is_pushed_in_the_transaction_with_its_payload_checked(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    async with await psycopg.AsyncConnection.connect(PG_URL) as conn, conn.transaction():
+        job_id = await queue.push_in(conn, Greet(who="ada"))
+
+    got = await queue.reserve("default")
+    assert [(r.job.id, r.job.name, r.job.payload) for r in got] == [
+        (job_id, "greet", {"who": "ada"})
+    ]

@@ -52,9 +52,11 @@ from psycopg import sql
 from typing_extensions import override
 
 from ..._clock import from_micros, to_micros, utcnow
+from ...dispatch import DispatchOptions, build_envelope
 from ...durations import parse_duration
 from ...envelope import QueuedJob, encode_payload
 from ...errors import ConfigurationError, UnknownOption
+from ...job import Job
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation
 from . import DatabaseQueue, _lost, job_from_row
 from ._postgres import (
@@ -431,10 +433,11 @@ class PostgresQueue(DatabaseQueue):
 
     # -- pushing ---------------------------------------------------------------
 
-    def _push_params(self, jobs: Sequence[QueuedJob]) -> tuple[object, ...]:
+    def _push_params(self, jobs: Sequence[QueuedJob | Job]) -> tuple[object, ...]:
+        envelopes = [_envelope(job) for job in jobs]
         now = to_micros(utcnow())
         columns: list[list[object]] = [[] for _ in range(11)]
-        for job in jobs:
+        for job in envelopes:
             available = to_micros(job.available_at)
             values = (
                 job.id,
@@ -463,51 +466,56 @@ class PostgresQueue(DatabaseQueue):
         self._dialect.pushed()
         return [job.id for job in jobs]
 
-    async def push_in(self, connection: AnyConnection, job: QueuedJob) -> str:
+    async def push_in(self, connection: AnyConnection, job: QueuedJob | Job) -> str:
         """Push `job` inside the caller's own transaction on `connection`.
 
         The job exists exactly when that transaction commits; a rollback
         takes it back with everything else. Workers hear of it at commit
-        (`NOTIFY` is transactional too).
+        (`NOTIFY` is transactional too). `job` is an envelope or a `Job`
+        (whose payload is checked now); returns the job's id.
         """
-        await self.push_many_in(connection, [job])
-        return job.id
+        return (await self.push_many_in(connection, [job]))[0]
 
-    async def push_many_in(self, connection: AnyConnection, jobs: Sequence[QueuedJob]) -> list[str]:
+    async def push_many_in(
+        self, connection: AnyConnection, jobs: Sequence[QueuedJob | Job]
+    ) -> list[str]:
         """`push_in` for several jobs, in one statement."""
         if not jobs:
             return []
         await self._ensure_schema()  # on the queue's own pool, outside the caller's transaction
-        params = self._push_params(jobs)
+        envelopes = [_envelope(job) for job in jobs]
+        params = self._push_params(envelopes)
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.AsyncConnection):
                 async with connection.cursor() as cur:
                     await cur.execute(self._pg.push, params)
             else:
                 await connection.execute(self._pg.push, params)
-        return [job.id for job in jobs]
+        return [job.id for job in envelopes]
 
-    def push_in_sync(self, connection: SyncConnection, job: QueuedJob) -> str:
+    def push_in_sync(self, connection: SyncConnection, job: QueuedJob | Job) -> str:
         """`push_in` on a blocking psycopg connection or cursor (Django, Flask, scripts).
 
         Needs the tables to exist already (`rainier-queue migrate`); it never
         creates them, since that would need this queue's async pool.
         """
-        self.push_many_in_sync(connection, [job])
-        return job.id
+        return self.push_many_in_sync(connection, [job])[0]
 
-    def push_many_in_sync(self, connection: SyncConnection, jobs: Sequence[QueuedJob]) -> list[str]:
+    def push_many_in_sync(
+        self, connection: SyncConnection, jobs: Sequence[QueuedJob | Job]
+    ) -> list[str]:
         """`push_in_sync` for several jobs, in one statement."""
         if not jobs:
             return []
-        params = self._push_params(jobs)
+        envelopes = [_envelope(job) for job in jobs]
+        params = self._push_params(envelopes)
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.Connection):
                 with connection.cursor() as cur:
                     cur.execute(self._pg.push, params)
             else:
                 connection.execute(self._pg.push, params)
-        return [job.id for job in jobs]
+        return [job.id for job in envelopes]
 
     # -- reserving -------------------------------------------------------------
 
@@ -597,6 +605,15 @@ class PostgresQueue(DatabaseQueue):
     async def _one(self, statement: str, params: Sequence[object]) -> tuple[int, list[Row]]:
         await self._ensure_schema()
         return await self._pg_dialect.one(statement, params)
+
+
+def _envelope(job: QueuedJob | Job) -> QueuedJob:
+    """The envelope to push: as given, or built from a `Job` with its own options.
+
+    A `Job` pushed this way takes no uniqueness lock (that lives in the
+    cache, outside the transaction); dispatch unique jobs through the manager.
+    """
+    return job if isinstance(job, QueuedJob) else build_envelope(job, DispatchOptions())
 
 
 def _headers(job: QueuedJob) -> str:
