@@ -88,13 +88,16 @@ def test_giving_both_a_url_and_a_config_is_refused(db_url: str, tmp_path: Path) 
 def test_a_password_in_the_url_never_appears_in_any_output(args: tuple[str, ...]) -> None:
     url = f"memory://worker:{SECRET}@localhost/?token={SECRET}"
     working = run("--app", APP, "--url", url, *args)
-    unreachable = run("--app", APP, "--url", f"postgresql://app:{SECRET}@db.internal/app", *args)
+    unreachable_url = f"postgresql://app:{SECRET}@db.internal/app?pool_timeout=0.5s"
+    unreachable = run("--app", APP, "--url", unreachable_url, *args)
 
     for result in (working, unreachable):
         assert SECRET not in result.output
         assert no_traceback(result) or "-v" in args[0]
     assert working.code in (0, 4), working.output
-    assert unreachable.code == 2, unreachable.output
+    # 3: the broker did not answer, or 4 from doctor, which reports it as a problem
+    # (2 where the postgres extra is not installed).
+    assert unreachable.code in ((2, 4) if "doctor" in args else (2, 3)), unreachable.output
 
 
 def test_a_password_in_the_environment_never_appears_either(tmp_path: Path) -> None:
