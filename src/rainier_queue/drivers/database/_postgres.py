@@ -132,6 +132,11 @@ class Pool:
             raise BrokerUnavailable(f"the connection pool to {self.where} is closed")
         with translated(self.where):
             if self._pool is None:
+                # One direct connection first: an unreachable server fails now,
+                # with libpq's reason, instead of as a pool timeout much later.
+                probe = await psycopg.AsyncConnection.connect(self.dsn, **connect_kwargs())
+                await probe.close()
+            if self._pool is None:  # another task may have made it meanwhile
                 pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
                     self.dsn,
                     min_size=self.settings.min_size,
