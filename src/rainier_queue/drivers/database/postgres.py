@@ -308,6 +308,9 @@ class _PgStatements:
     acknowledge_many: str
     release: str
     renew: str
+    fail: str
+    soonest: str
+    """Template with `{marks}` for the queue names."""
 
     @classmethod
     def build(cls, tables: Tables) -> Self:
@@ -351,6 +354,12 @@ class _PgStatements:
             "FROM clock WHERE id = %s AND reservation_token = %s",
             renew=f"UPDATE {jobs} SET due_at = {NOW_US} + %s "
             "WHERE id = %s AND reservation_token = %s",
+            # Removed and recorded in one statement, so atomically: the job is
+            # in exactly one of the two tables, whatever happens.
+            fail=f"WITH gone AS (DELETE FROM {jobs} WHERE id = %s AND reservation_token = %s "
+            f"RETURNING {ENVELOPE}) INSERT INTO {tables.failed} ({ENVELOPE}, error, failed_at) "
+            f"SELECT {ENVELOPE}, %s, {NOW_US} FROM gone",
+            soonest=f"SELECT (SELECT MIN(due_at) FROM {jobs} WHERE queue IN ({{marks}})), {NOW_US}",
         )
 
 
@@ -546,19 +555,13 @@ class PostgresQueue(DatabaseQueue):
         listener = self._pg_dialect.listener
         waiter = listener.register(queues)
         try:
-
-            async def soonest(s: Session) -> tuple[int, int | None]:
-                rows = await s.fetchall(
-                    self._sql.soonest_due_for(self._dialect, len(queues)), queues
-                )
-                due = rows[0][0] if rows else None
-                return await self._dialect.now(s), None if due is None else int(due)
-
-            now, due = await self._run(soonest, write=False)
+            marks = ", ".join(["%s"] * len(queues))
+            _, rows = await self._one(self._pg.soonest.format(marks=marks), queues)
+            due, now = rows[0]
             if due is not None:
                 if due <= now:
                     return
-                timeout = min(timeout, (due - now) * _MICROSECOND)
+                timeout = min(timeout, (int(due) - int(now)) * _MICROSECOND)
             await waiter.wait(timeout)
         finally:
             listener.unregister(waiter)
@@ -594,6 +597,12 @@ class PostgresQueue(DatabaseQueue):
     async def renew(self, reservation: Reservation) -> None:
         params = (self._lease_us, reservation.job.id, reservation.token)
         if (await self._one(self._pg.renew, params))[0] == 0:
+            raise _lost(reservation)
+
+    @override
+    async def fail(self, reservation: Reservation, error: str) -> None:
+        params = (reservation.job.id, reservation.token, error)
+        if (await self._one(self._pg.fail, params))[0] == 0:
             raise _lost(reservation)
 
     @override
