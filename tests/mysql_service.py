@@ -3,8 +3,19 @@
 
 from __future__ import annotations
 
-import aiomysql  # type: ignore[import-untyped]
+import getpass
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
 
+import aiomysql  # type: ignore[import-untyped]
+import pymysql  # type: ignore[import-untyped]
+
+from .conftest import unreachable
 from .services import require_port
 
 HOST = "127.0.0.1"
@@ -29,3 +40,90 @@ async def drop_tables(prefix: str, names: tuple[str, ...] = (*QUEUE_TABLES, "cac
             await cur.execute(f"DROP TABLE IF EXISTS {tables}")
     finally:
         conn.close()
+
+
+class ThrowawayServer:
+    """A MariaDB of a test's own (data under its temp dir), which it may kill and restart.
+
+    Fault tests never kill the shared server other tests use.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        for tool in ("mariadb-install-db", "mariadbd"):
+            if shutil.which(tool) is None:
+                unreachable("a throw-away MariaDB", f"`{tool}` is not installed")
+        self.folder = folder
+        self.data = folder / "data"
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        subprocess.run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={self.data}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                f"--user={getpass.getuser()}",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"mysql://root@127.0.0.1:{self.port}/test"
+
+    def start(self) -> None:
+        """Start (or restart, on the same data) and wait until it answers."""
+        with (self.folder / "server.log").open("ab") as log:
+            self.proc = self._spawn(log)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root")
+            except pymysql.err.OperationalError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("the throw-away MariaDB did not start") from None
+                time.sleep(0.1)
+                continue
+            with conn.cursor() as cur:
+                cur.execute("CREATE DATABASE IF NOT EXISTS test")
+            conn.close()
+            return
+
+    def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                "mariadbd",
+                "--no-defaults",
+                f"--datadir={self.data}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--socket={self.folder / 'sock'}",
+                f"--user={getpass.getuser()}",
+                "--innodb-buffer-pool-size=32M",
+                f"--pid-file={self.folder / 'pid'}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no flush beyond what each commit already did."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
