@@ -273,3 +273,30 @@ async def test_a_worker_on_a_cluster_drains_queues_that_live_on_different_nodes(
 
     assert sorted(journal.ran) == sorted(j.payload["text"] for j in jobs)
     assert [await queue.size(n) for n in names] == [0] * len(names)
+
+
+async def test_an_envelope_naming_another_queue_is_settled_on_the_stream_it_came_from(
+    open_on: Any,
+) -> None:
+    queue = open_on()
+    stray = a_job(queue="somewhere-else")
+    await queue.push_raw("default", stray.to_json())
+
+    got = await queue.reserve("default")
+
+    assert [(r.job.id, r.job.queue) for r in got] == [(stray.id, "default")]
+    await queue.acknowledge(got[0])
+    assert await queue.size("default") == 0
+
+
+async def test_a_plain_redis_url_with_cluster_true_reaches_every_node(
+    namespace: str, opened: list[Queue]
+) -> None:
+    port = shared_cluster().ports[0]
+    queue = open_queue(f"redis://127.0.0.1:{port}/0?cluster=true&prefix=rq:{namespace}:")
+    opened.append(queue)
+    names = [f"q{i}" for i in range(8)]
+    await queue.push_many([a_job(queue=name) for name in names])
+
+    for name in names:
+        assert len(await queue.reserve(name)) == 1, f"queue {name} was reachable"

@@ -206,7 +206,8 @@ class RedisQueue(RedisFailedJobs, Queue):
             except PayloadError as exc:
                 await self._fail_foreign(keys, queue, str(entry_id), tokens[i], str(body), exc)
                 continue
-            job = waiting.with_changes(attempts=waiting.attempts + int(deliveries))
+            # The stream it came from is its queue, whatever a foreign producer wrote.
+            job = waiting.with_changes(queue=queue, attempts=waiting.attempts + int(deliveries))
             out.append(
                 Reservation(
                     job=job, token=tokens[i], lease_until=until, lease=self._lease, handle=entry_id
