@@ -68,10 +68,10 @@ class RedisServers:
     ports: list[int] = field(default_factory=list)
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, *extra: str, cluster: bool = False) -> int:
-        port = free_port(with_bus=cluster)
+    def start(self, *extra: str, cluster: bool = False, port: int | None = None) -> int:
+        port = port or free_port(with_bus=cluster)
         node_dir = self.folder / str(port)
-        node_dir.mkdir()
+        node_dir.mkdir(exist_ok=True)
         args = [_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
         args += ["--dir", str(node_dir), "--save", "", "--appendonly", "no"]
         args += ["--logfile", str(node_dir / "redis.log"), *extra]
@@ -82,6 +82,15 @@ class RedisServers:
         self.ports.append(port)
         self.procs.append(proc)
         return port
+
+    def restart(self, port: int) -> None:
+        """Stop the server on `port` and start a fresh one there (nothing kept on disk)."""
+        index = self.ports.index(port)
+        proc = self.procs.pop(index)
+        self.ports.pop(index)
+        proc.terminate()
+        proc.wait(10)
+        self.start(port=port)
 
     def stop(self) -> None:
         for proc in self.procs:

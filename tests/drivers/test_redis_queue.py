@@ -300,3 +300,27 @@ async def test_a_plain_redis_url_with_cluster_true_reaches_every_node(
 
     for name in names:
         assert len(await queue.reserve(name)) == 1, f"queue {name} was reachable"
+
+
+async def test_a_redis_restarted_without_persistence_is_an_outage_then_a_reported_loss(
+    private_server: tuple[RedisServers, int],
+    opened: list[Queue],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    servers, port = private_server
+    queue = open_queue(f"redis://127.0.0.1:{port}/0")
+    opened.append(queue)
+    assert isinstance(queue, RedisQueue)
+    await queue.push(a_job())
+    assert await queue.check_dataset() is True
+
+    servers.procs[0].terminate()
+    servers.procs[0].wait(10)
+    with pytest.raises(BrokerUnavailable):
+        await queue.reserve("default")
+    servers.restart(port)
+
+    with caplog.at_level(logging.ERROR, logger="rainier_queue.redis"):
+        assert await queue.check_dataset() is False
+    assert "lost its data" in caplog.text
+    assert await queue.size("default") == 0, "the accepted job is gone, as documented"
