@@ -20,7 +20,7 @@ import pytest
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import NOT_A_JOB, RedisQueue
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.errors import BrokerUnavailable
+from rainier_queue.errors import BrokerUnavailable, ConfigurationError, UnknownOption
 from rainier_queue.queue import Queue
 
 from ..redis_servers import RedisServers, delete_keys, free_port, shared_cluster, standalone
@@ -324,3 +324,13 @@ async def test_a_redis_restarted_without_persistence_is_an_outage_then_a_reporte
         assert await queue.check_dataset() is False
     assert "lost its data" in caplog.text
     assert await queue.size("default") == 0, "the accepted job is gone, as documented"
+
+
+def test_a_misspelt_url_option_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(UnknownOption, match="Did you mean `prefix`"):
+        open_queue("redis://127.0.0.1:6379/0?prefxi=app:")
+
+
+def test_a_prefix_with_a_hash_tag_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="may not contain"):
+        open_queue("redis://127.0.0.1:6379/0?prefix={app}:")

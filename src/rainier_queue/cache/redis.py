@@ -88,7 +88,7 @@ class RedisCache(Cache):
         bare, options = split_options(url, {"prefix", "cluster"})
         cluster = is_true(options.get("cluster", False)) or url.startswith("redis-cluster:")
         return cls(
-            connect(bare, cluster=cluster, decode=False),
+            connect(bare, cluster=cluster, decode=False, ours=("prefix", "cluster")),
             prefix=options.get("prefix", DEFAULT_PREFIX),
         )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -24,8 +25,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from redis import exceptions as rx
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
 
-from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, UnknownOption
 
 Client = Redis | RedisCluster
 """Either client; both speak the commands this package uses."""
@@ -51,16 +53,28 @@ def is_true(value: object) -> bool:
     return value is True or str(value).strip().lower() in _TRUE
 
 
-def connect(url: str, *, cluster: bool, decode: bool) -> Client:
-    """A client for `url` (already stripped of this library's options). Connects lazily."""
+def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) -> Client:
+    """A client for `url` (already stripped of this library's options `ours`). Connects lazily.
+
+    A query parameter neither this library nor redis-py takes (a typo) is an
+    `UnknownOption` now, not a `TypeError` at the first command.
+    """
     scheme = urlsplit(url).scheme.lower()
     if scheme == "redis-cluster":
         return _cluster_from_seeds(url, decode=decode)
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigurationError(f"not a Redis URL scheme: {scheme!r}")
-    if cluster:
-        return RedisCluster.from_url(url, decode_responses=decode)
-    return Redis.from_url(url, decode_responses=decode)
+    try:
+        if cluster:
+            return RedisCluster.from_url(url, decode_responses=decode)
+        client = Redis.from_url(url, decode_responses=decode)
+        pool = client.connection_pool
+        pool.connection_class(**pool.connection_kwargs)  # builds, does not connect
+    except TypeError as exc:
+        named = re.search(r"argument '([^']+)'", str(exc))
+        known = {*ours, *URL_QUERY_ARGUMENT_PARSERS}
+        raise UnknownOption("a Redis URL", named.group(1) if named else str(exc), known) from None
+    return client
 
 
 def _cluster_from_seeds(url: str, *, decode: bool) -> RedisCluster:

@@ -20,7 +20,7 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...durations import parse_duration
 from ...envelope import QueuedJob, format_time
-from ...errors import LeaseLost, PayloadError
+from ...errors import ConfigurationError, LeaseLost, PayloadError
 from ...queue import DEFAULT_LEASE, Capabilities, Queue, Reservation, new_token
 from ...redact import redact_url
 from . import scripts
@@ -84,9 +84,13 @@ class RedisQueue(RedisFailedJobs, Queue):
         lease = settings.get("lease")
         cluster = is_true(settings.get("cluster", False))
         cluster = cluster or url.lower().startswith("redis-cluster:")
+        try:
+            prefix = check_prefix(str(settings.get("prefix", DEFAULT_PREFIX)))
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
         return cls(
-            connect(bare, cluster=cluster, decode=True),
-            prefix=str(settings.get("prefix", DEFAULT_PREFIX)),
+            connect(bare, cluster=cluster, decode=True, ours=cls.OPTIONS),
+            prefix=prefix,
             lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE,
             consumer=settings.get("consumer"),
             url=url,
