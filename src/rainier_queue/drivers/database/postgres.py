@@ -237,15 +237,18 @@ class PostgresDialect(Dialect):
         async with self.pool.connection() as conn, conn.transaction():
             return await work(_Session(conn.cursor()))
 
-    async def one(self, statement: str, params: Sequence[object]) -> tuple[int, list[Row]]:
+    async def one(
+        self, statement: str, params: Sequence[object], *, binary: bool = False
+    ) -> tuple[int, list[Row]]:
         """Run one statement on its own, outside an explicit transaction.
 
         A single statement is atomic by itself, so this saves the `BEGIN` and
         `COMMIT` round trips a unit of work costs: one trip instead of three.
-        Returns (rows changed, rows returned).
+        Returns (rows changed, rows returned). `binary` sends the parameters
+        in binary, which spares big arrays their text quoting.
         """
         async with self.pool.connection() as conn:
-            cur = await conn.execute(statement, params)
+            cur = await conn.execute(statement, params, binary=binary)
             rows = await cur.fetchall() if cur.description is not None else []
             return cur.rowcount, rows
 
@@ -471,7 +474,7 @@ class PostgresQueue(DatabaseQueue):
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         if not jobs:
             return []
-        await self._one(self._pg.push, self._push_params(jobs))
+        await self._one(self._pg.push, self._push_params(jobs), binary=True)
         self._dialect.pushed()
         return [job.id for job in jobs]
 
@@ -611,9 +614,11 @@ class PostgresQueue(DatabaseQueue):
         if (await self._one(self._sql.acknowledge, params))[0] == 0:
             raise _lost(reservation)
 
-    async def _one(self, statement: str, params: Sequence[object]) -> tuple[int, list[Row]]:
+    async def _one(
+        self, statement: str, params: Sequence[object], *, binary: bool = False
+    ) -> tuple[int, list[Row]]:
         await self._ensure_schema()
-        return await self._pg_dialect.one(statement, params)
+        return await self._pg_dialect.one(statement, params, binary=binary)
 
 
 def _envelope(job: QueuedJob | Job) -> QueuedJob:
