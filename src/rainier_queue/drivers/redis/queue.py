@@ -153,19 +153,27 @@ class RedisQueue(RedisFailedJobs, Queue):
 
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        """One script per queue (each one slot); off-cluster the wake-up rides along."""
         if not jobs:
             return []
         now = utcnow()
-        pipe = (await self._ready()).pipeline(transaction=False)
+        by_queue: dict[str, list[Any]] = defaultdict(list)
         for job in jobs:
-            keys = self.keys.queue(job.queue)
-            if job.available_at > now:
-                pipe.zadd(keys.delayed, {job.to_json(): _ms(job.available_at)})
-            else:
-                pipe.xadd(keys.stream, {"body": job.to_json()})
-        self._wake(pipe, min(len(jobs), WAKE_TOKENS))
-        async with translated("push jobs"):
-            await pipe.execute()
+            due = _ms(job.available_at) if job.available_at > now else 0
+            by_queue[job.queue] += [due, job.to_json()]
+        tokens = min(len(jobs), WAKE_TOKENS)
+
+        async def push_to(queue: str, pairs: list[Any]) -> None:
+            keys = self.keys.queue(queue)
+            names = [keys.stream, keys.delayed] + ([] if self.cluster else [self.keys.wake])
+            await self._run(scripts.PUSH, names, [tokens, WAKE_TOKENS, *pairs], "push jobs")
+
+        await asyncio.gather(*(push_to(q, pairs) for q, pairs in by_queue.items()))
+        if self.cluster:
+            pipe = (await self._ready()).pipeline(transaction=False)
+            self._wake(pipe, tokens)
+            async with translated("wake workers"):
+                await pipe.execute()
         return [job.id for job in jobs]
 
     @override

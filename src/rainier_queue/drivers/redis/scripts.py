@@ -63,6 +63,23 @@ end
 return out
 """
 
+PUSH = """
+-- KEYS: stream, delayed, [wake list: only off-cluster, where any keys may meet]
+-- ARGV: wake_tokens, wake_cap, then pairs of due_ms (0: due now) and body
+for i = 3, #ARGV, 2 do
+  if ARGV[i] == '0' then
+    redis.call('XADD', KEYS[1], '*', 'body', ARGV[i + 1])
+  else
+    redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
+  end
+end
+if KEYS[3] then
+  for _ = 1, tonumber(ARGV[1]) do redis.call('LPUSH', KEYS[3], '1') end
+  redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[2]) - 1)
+end
+return (#ARGV - 2) / 2
+"""
+
 _SETTLE_PREAMBLE = """
 local function current(leases, id, token)
   return redis.call('HGET', leases, id) == token
@@ -165,4 +182,14 @@ redis.call('XADD', KEYS[2], '*', 'body', ARGV[2])
 return 1
 """
 
-__all__ = ["ACKNOWLEDGE", "CLEAR", "FAIL", "RELEASE", "RENEW", "RESERVE", "RESTORE_FAILED", "SIZE"]
+__all__ = [
+    "ACKNOWLEDGE",
+    "CLEAR",
+    "FAIL",
+    "PUSH",
+    "RELEASE",
+    "RENEW",
+    "RESERVE",
+    "RESTORE_FAILED",
+    "SIZE",
+]
