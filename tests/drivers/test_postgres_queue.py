@@ -93,6 +93,29 @@ async def test_a_push_to_another_queue_does_not_wake_the_worker(
     await waiting
 
 
+async def test_a_worker_whose_listener_was_cut_off_still_finds_the_next_job(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    worker_side, pusher = opened(), opened()
+    await worker_side.migrate()
+    while not worker_side.listening:
+        await worker_side.wait_for_work(["default"], timedelta(milliseconds=50))
+
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
+        cut = await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'rainier-queue listener' AND query LIKE %s",
+            (f"LISTEN%{worker_side.prefix}jobs%",),
+        )
+        assert [row[0] for row in await cut.fetchall()] == [True], "the listener was cut off"
+    waiting = asyncio.create_task(worker_side.wait_for_work(["default"], timedelta(seconds=30)))
+    await pusher.push(a_job("after the cut"))
+
+    # Woken by the NOTIFY if the listener was back in time, else by its reconnect.
+    await waiting
+    assert [r.job.payload for r in await worker_side.reserve("default")] == ["after the cut"]
+
+
 # -- transactional enqueue --------------------------------------------------------
 
 

@@ -122,6 +122,7 @@ class Pool:
         self.settings = settings
         self.where = describe_dsn(dsn)
         self._name = name
+        self._kwargs = connect_kwargs(dsn, name)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._closed = False
 
@@ -134,7 +135,7 @@ class Pool:
             if self._pool is None:
                 # One direct connection first: an unreachable server fails now,
                 # with libpq's reason, instead of as a pool timeout much later.
-                probe = await psycopg.AsyncConnection.connect(self.dsn, **connect_kwargs())
+                probe = await psycopg.AsyncConnection.connect(self.dsn, **self._kwargs)
                 await probe.close()
             if self._pool is None:  # another task may have made it meanwhile
                 pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
@@ -144,7 +145,7 @@ class Pool:
                     timeout=self.settings.timeout.total_seconds(),
                     name=self._name,
                     open=False,
-                    kwargs=connect_kwargs(),
+                    kwargs=self._kwargs,
                 )
                 self._pool = pool
                 await pool.open(wait=False)
@@ -158,9 +159,19 @@ class Pool:
             self._pool = None
 
 
-def connect_kwargs() -> dict[str, Any]:
-    """What every connection this library opens is opened with."""
-    return {"autocommit": True, "connect_timeout": 10}
+def connect_kwargs(dsn: str, role: str = "rainier-queue") -> dict[str, Any]:
+    """What every connection this library opens is opened with.
+
+    `role` names the connection in `pg_stat_activity` (`application_name`),
+    unless the URL names it already; a DSN's own `connect_timeout` wins too.
+    """
+    given = psycopg.conninfo.conninfo_to_dict(dsn)
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in given:
+        kwargs["connect_timeout"] = 10
+    if "application_name" not in given:
+        kwargs["application_name"] = role
+    return kwargs
 
 
 __all__ = [

@@ -169,7 +169,9 @@ class _Listener:
         backoff = 0.1
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(self._dsn, **connect_kwargs())
+                conn = await psycopg.AsyncConnection.connect(
+                    self._dsn, **connect_kwargs(self._dsn, "rainier-queue listener")
+                )
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
                     backoff = 0.1
