@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -57,6 +58,12 @@ MARKER_CHECK_EVERY = 5.0
 
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark a background wait's failure as seen; the next wait reports the outage itself."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _consumer_name() -> str:
@@ -116,6 +123,7 @@ class RedisQueue(RedisFailedJobs, Queue):
         self.cluster = cluster
         self._scripts: dict[str, AsyncScript] = {}
         self._epoch: str | None = None
+        self._blocking: asyncio.Task[None] | None = None
         self._checked_at = 0.0
 
     @property
@@ -256,10 +264,24 @@ class RedisQueue(RedisFailedJobs, Queue):
                 seconds = min(seconds, self._lease.total_seconds() / 4)
         if seconds <= 0.001:
             return
+        blocking = self._blocking
+        if blocking is None or blocking.done():
+            blocking = self._blocking = asyncio.create_task(self._block(seconds))
+            blocking.add_done_callback(_retrieve)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(blocking), seconds)
+
+    async def _block(self, seconds: float) -> None:
+        """One BLPOP on the wake-up list, as a task of its own.
+
+        The worker stops waiting whenever one of its jobs finishes. Cancelling
+        a BLPOP mid-reply makes redis-py drop the connection (and open a new
+        one next time), so the BLPOP is left to finish on its own and the
+        next wait joins it if it is still running.
+        """
+        client = await self._ready()
         async with translated("wait for work"):
-            await cast(
-                Awaitable[Any], (await self._ready()).blpop([self.keys.wake], timeout=seconds)
-            )
+            await cast(Awaitable[Any], client.blpop([self.keys.wake], timeout=seconds))
 
     # -- settling ------------------------------------------------------------------
 
@@ -433,5 +455,8 @@ class RedisQueue(RedisFailedJobs, Queue):
 
     @override
     async def aclose(self) -> None:
+        if self._blocking is not None:
+            self._blocking.cancel()
+            await asyncio.gather(self._blocking, return_exceptions=True)
         async with translated("close the connection"):
             await self._client.aclose()
