@@ -334,3 +334,22 @@ def test_a_misspelt_url_option_is_refused_with_a_suggestion() -> None:
 def test_a_prefix_with_a_hash_tag_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="may not contain"):
         open_queue("redis://127.0.0.1:6379/0?prefix={app}:")
+
+
+async def test_a_worker_that_stops_waiting_does_not_open_a_connection_each_time(
+    private_server: tuple[RedisServers, int], opened: list[Queue]
+) -> None:
+    _, port = private_server
+    queue = open_queue(f"redis://127.0.0.1:{port}/0")
+    opened.append(queue)
+    assert isinstance(queue, RedisQueue)
+    before = (await queue.client.info("stats"))["total_connections_received"]
+
+    for _ in range(20):  # what the worker does whenever one of its jobs finishes
+        waiting = asyncio.create_task(queue.wait_for_work(["default"], timedelta(seconds=5)))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+
+    after = (await queue.client.info("stats"))["total_connections_received"]
+    assert after - before <= 2
