@@ -87,7 +87,7 @@ class PostgresCache(Cache):
     ) -> None:
         tables = Tables.for_prefix(prefix, schema)
         self._schema = tables.schema
-        self._table = t = tables._qualified(f"{tables.prefix}cache")
+        self._table = t = tables.qualified(f"{tables.prefix}cache")
         clean, _ = split_url(dsn, frozenset())
         self._where = describe_dsn(clean)
         self._pool = Pool(

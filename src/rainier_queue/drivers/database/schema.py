@@ -69,20 +69,21 @@ class Tables:
         """Names under `prefix` (and `schema`), once both are checked."""
         return cls(check_prefix(prefix), check_schema(schema))
 
-    def _qualified(self, name: str) -> str:
+    def qualified(self, name: str) -> str:
+        """`name` in this schema, if there is one."""
         return f"{self.schema}.{name}" if self.schema else name
 
     @property
     def jobs(self) -> str:
-        return self._qualified(f"{self.prefix}jobs")
+        return self.qualified(f"{self.prefix}jobs")
 
     @property
     def failed(self) -> str:
-        return self._qualified(f"{self.prefix}failed_jobs")
+        return self.qualified(f"{self.prefix}failed_jobs")
 
     @property
     def version(self) -> str:
-        return self._qualified(f"{self.prefix}schema_version")
+        return self.qualified(f"{self.prefix}schema_version")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
