@@ -288,8 +288,18 @@ class Migratable(Protocol):
         ...
 
 
+@runtime_checkable
+class Diagnosable(Protocol):
+    """A backend that can say how safely its server is set up (`rainier-queue doctor`)."""
+
+    async def health_warnings(self) -> list[str]:
+        """Sentences about settings that put accepted jobs at risk; empty when all is well."""
+        ...
+
+
 __all__ = [
     "DEFAULT_LEASE",
+    "Diagnosable",
     "Capabilities",
     "FailedJob",
     "FailedJobStore",

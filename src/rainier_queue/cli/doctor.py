@@ -22,7 +22,7 @@ import click
 
 from ..errors import BrokerError
 from ..job import Job
-from ..queue import Capabilities, Migratable, Queue
+from ..queue import Capabilities, Diagnosable, Migratable, Queue
 from ..worker import WorkerOptions, check_worker_settings
 from .exit_codes import ExitCode
 from .loading import Loaded
@@ -123,6 +123,13 @@ async def _connection(loaded: Loaded, queue: Queue, report: Report) -> None:
         else:
             report.add("ok", "reachable")
     report.add("ok", _capabilities(queue.capabilities))
+    if isinstance(queue, Diagnosable):
+        try:
+            warnings = await queue.health_warnings()
+        except BrokerError as exc:
+            warnings = [f"could not read the server's settings: {message_for(exc)}"]
+        for warning in warnings:
+            report.add("warn", warning)
     if not queue.capabilities.shared_between_processes:
         report.add(
             "warn",

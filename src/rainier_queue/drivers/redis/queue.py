@@ -417,6 +417,10 @@ class RedisQueue(RedisFailedJobs, Queue):
         """maxmemory-policy and persistence, with a warning for each unsafe setting."""
         return await diagnose(await self._ready())
 
+    async def health_warnings(self) -> list[str]:
+        """The warnings of `diagnose`, for `rainier-queue doctor` (the `Diagnosable` protocol)."""
+        return (await self.diagnose()).warnings
+
     async def check_dataset(self) -> bool:
         """False (and an error logged) if the Redis under us lost its data since we last looked.
 
