@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ..redis_servers import standalone
 from ..services import require_port
 from .harness import APP, Cli, clean_env, no_traceback, run
 
@@ -158,10 +159,12 @@ def test_doctor_reports_unique_jobs_whose_lock_store_other_processes_do_not_shar
 
 
 def test_doctor_warns_about_a_redis_that_keeps_nothing_on_disk() -> None:
-    # The machine's Redis runs with --save "" --appendonly no, as CI's does.
     require_port("redis", 6379)
-
-    result = run("--app", APP, "--url", "redis://127.0.0.1:6379/0?prefix=rq:doctor:", "doctor")
+    servers, port = standalone()  # a private server, started with --save "" --appendonly no
+    try:
+        result = run("--app", APP, "--url", f"redis://127.0.0.1:{port}/0", "doctor")
+    finally:
+        servers.stop()
 
     assert result.code == 0, result.output
     assert "keeps nothing on disk" in result.stdout
