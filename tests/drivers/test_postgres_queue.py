@@ -22,6 +22,7 @@ from rainier_queue.drivers.database import postgres as pg_module
 from rainier_queue.drivers.database.postgres import PostgresQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerRejected, BrokerUnavailable, ConfigurationError, LeaseLost
+from rainier_queue.queue import Diagnosable
 
 from ..postgres import PG_URL, drop_prefixed, require_postgres
 
@@ -330,3 +331,20 @@ async def test_a_job_object_is_pushed_in_the_transaction_with_its_payload_checke
     assert [(r.job.id, r.job.name, r.job.payload) for r in got] == [
         (job_id, "greet", {"who": "ada"})
     ]
+
+
+async def test_doctor_hears_when_the_server_may_lose_accepted_jobs(
+    opened: Callable[..., PostgresQueue], prefix: str
+) -> None:
+    queue = opened()
+    assert isinstance(queue, Diagnosable)
+    assert await queue.health_warnings() == [], "the test server commits synchronously"
+
+    # libpq's own `options` pass through the URL: this one session commits lazily.
+    risky = open_queue(f"{PG_URL}?prefix={prefix}&options=-c%20synchronous_commit%3Doff")
+    assert isinstance(risky, PostgresQueue)
+    try:
+        warnings = await risky.health_warnings()
+    finally:
+        await risky.aclose()
+    assert any("synchronous_commit is off" in w for w in warnings)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import psycopg.conninfo
@@ -57,7 +57,9 @@ def split_url(url: str, ours: frozenset[str]) -> tuple[str, dict[str, str]]:
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     options = {k: v for k, v in pairs if k in ours}
     rest = [(k, v) for k, v in pairs if k not in ours]
-    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    # quote, not quote_plus: libpq reads a `+` as a plus sign, not a space.
+    query = urlencode(rest, quote_via=quote)
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, query, ""))
     try:
         psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.Error as exc:

@@ -445,6 +445,24 @@ class PostgresQueue(DatabaseQueue):
         where = f"{self.schema}.{self.prefix}" if self.schema else self.prefix
         return super().describe().replace(f"tables {self.prefix}*", f"tables {where}*")
 
+    async def health_warnings(self) -> list[str]:
+        """Server settings that put accepted jobs at risk (`rainier-queue doctor`)."""
+        _, rows = await self._pg_dialect.one(
+            "SELECT current_setting('synchronous_commit'), current_setting('fsync')", ()
+        )
+        synchronous_commit, fsync = (str(v) for v in rows[0])
+        warnings: list[str] = []
+        if synchronous_commit == "off":
+            warnings.append(
+                "synchronous_commit is off: a push can return before its job is on disk, so a "
+                "server crash can lose jobs that were accepted; set it to on for this database"
+            )
+        if fsync == "off":
+            warnings.append(
+                "fsync is off: a server crash can lose or corrupt the jobs table; turn it on"
+            )
+        return warnings
+
     # -- pushing ---------------------------------------------------------------
 
     def _push_params(self, jobs: Sequence[QueuedJob | Job]) -> tuple[object, ...]:
