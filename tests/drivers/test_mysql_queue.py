@@ -14,6 +14,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 
 import pymysql  # type: ignore[import-untyped]
 import pytest
@@ -28,9 +29,9 @@ from rainier_queue.errors import (
     ConfigurationError,
     UnknownOption,
 )
-from rainier_queue.queue import Queue
+from rainier_queue.queue import Diagnosable, Queue
 
-from ..mysql_service import SERVER, check, drop_tables
+from ..mysql_service import SERVER, ThrowawayServer, check, drop_tables
 
 
 def a_job(payload: object = None, *, queue: str = "default", name: str = "mysql-test") -> QueuedJob:
@@ -299,3 +300,31 @@ def test_an_error_that_is_not_the_clients_passes_through_untouched() -> None:
     error = ValueError("a bug in a unit of work")
 
     assert translate(error, "db") is error
+
+
+# -- doctor ---------------------------------------------------------------------
+
+
+async def test_a_server_that_commits_to_disk_raises_no_health_warning(queue: Queue) -> None:
+    assert isinstance(queue, Diagnosable)
+    assert await queue.health_warnings() == [], "the test server flushes on every commit"
+
+
+async def test_a_server_that_may_lose_commits_in_a_crash_is_reported(tmp_path: Path) -> None:
+    server = ThrowawayServer(tmp_path)
+    await asyncio.to_thread(server.start)
+    try:
+        conn = await asyncio.to_thread(
+            pymysql.connect, host="127.0.0.1", port=server.port, user="root", autocommit=True
+        )
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")
+        conn.close()
+        queue = MySQLQueue(server.url)
+
+        [warning] = await queue.health_warnings()
+
+        assert "innodb_flush_log_at_trx_commit is 2" in warning
+        await queue.aclose()
+    finally:
+        server.stop()

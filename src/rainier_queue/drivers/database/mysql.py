@@ -209,6 +209,29 @@ class MySQLQueue(DatabaseQueue):
         )
         self._delete_ids = f"DELETE FROM {jobs} WHERE id IN ({{marks}})"
 
+    async def health_warnings(self) -> list[str]:
+        """Server settings that put accepted jobs at risk (`rainier-queue doctor`)."""
+
+        async def settings(s: SessionProtocol) -> list[tuple[Any, ...]]:
+            return await s.fetchall(
+                "SELECT @@innodb_flush_log_at_trx_commit, @@log_bin, @@binlog_format"
+            )
+
+        flush, log_bin, binlog_format = (await self._dialect.run(settings))[0]
+        warnings: list[str] = []
+        if int(flush) != 1:
+            warnings.append(
+                f"innodb_flush_log_at_trx_commit is {flush}: a push can return before its job "
+                "is on disk, so a server crash can lose about a second of accepted jobs; set it "
+                "to 1"
+            )
+        if int(log_bin) and str(binlog_format).upper() == "STATEMENT":
+            warnings.append(
+                "binlog_format is STATEMENT: replicas may apply the queue's SKIP LOCKED claims "
+                "differently from the primary; set binlog_format to ROW (or MIXED)"
+            )
+        return warnings
+
     # Round trips are what a MySQL queue spends its time on (aiomysql parses
     # little; the wire and the server's turn-around dominate), so the two
     # per-job statements of the portable queue, a claim UPDATE and an
