@@ -38,17 +38,13 @@ checked as identifiers before any SQL is built from them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import json
-import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 import psycopg
-from psycopg import sql
 from typing_extensions import override
 
 from ..._clock import from_micros, to_micros, utcnow
@@ -64,11 +60,11 @@ from ._postgres import (
     NOW_US,
     Pool,
     PoolSettings,
-    connect_kwargs,
     describe_dsn,
     split_url,
     translated,
 )
+from ._postgres_listen import PAYLOAD_LIMIT, Listener, channel_for, notify_payload
 from .dialect import Dialect, Row, Session, Work
 from .schema import DEFAULT_PREFIX, Tables
 from .sqlite import _flag
@@ -79,12 +75,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-log = logging.getLogger(__name__)
 
 _MICROSECOND = timedelta(microseconds=1)
-_PAYLOAD_LIMIT = 1000
-"""A queue name longer than this (in bytes) is announced with an empty payload,
-which wakes every waiter: NOTIFY payloads must stay under 8000 bytes."""
 
 AnyConnection = psycopg.AsyncConnection[Any] | psycopg.AsyncCursor[Any]
 SyncConnection = psycopg.Connection[Any] | psycopg.Cursor[Any]
@@ -109,100 +101,6 @@ class _Session:
 
 
 # -- hearing about pushes --------------------------------------------------------
-
-
-@dataclass(eq=False, slots=True)
-class _Waiter:
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[None]
-    queues: frozenset[str]
-
-    def wake(self) -> None:
-        with contextlib.suppress(RuntimeError):  # its loop closed already
-            self.loop.call_soon_threadsafe(_resolve, self.future)
-
-    async def wait(self, timeout: timedelta) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self.future), max(0.0, timeout.total_seconds()))
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-class _Listener:
-    """One `LISTEN` connection per queue object, opened when a worker first waits.
-
-    Notifications carry the queue's name; an empty one wakes everybody.
-    Whenever the connection is (re)established, every waiter is woken, so a
-    push made while nobody was listening is found by their next reserve:
-    notifications can be lost, jobs cannot.
-    """
-
-    def __init__(self, dsn: str, channel: str, where: str) -> None:
-        self._dsn = dsn
-        self._channel = channel
-        self._where = where
-        self._waiters: set[_Waiter] = set()
-        self._task: asyncio.Task[None] | None = None
-        self.listening = False
-        """Whether the `LISTEN` connection is up now."""
-
-    def register(self, queues: Collection[str]) -> _Waiter:
-        loop = asyncio.get_running_loop()
-        waiter = _Waiter(loop, loop.create_future(), frozenset(queues))
-        self._waiters.add(waiter)
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._listen(), name=f"rainier-listen {self._channel}")
-        return waiter
-
-    def unregister(self, waiter: _Waiter) -> None:
-        self._waiters.discard(waiter)
-
-    def wake(self, queue: str | None) -> None:
-        for waiter in list(self._waiters):
-            if not queue or queue in waiter.queues:
-                waiter.wake()
-
-    async def _listen(self) -> None:
-        backoff = 0.1
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self._dsn, **connect_kwargs(self._dsn, "rainier-queue listener")
-                )
-                async with conn:
-                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-                    backoff = 0.1
-                    self.listening = True
-                    self.wake(None)  # anything pushed while we were deaf is found now
-                    async for note in conn.notifies():
-                        self.wake(note.payload)
-            except asyncio.CancelledError:
-                self.listening = False
-                raise
-            except Exception as exc:  # the connection dropped: poll meanwhile, reconnect
-                log.debug("LISTEN on %s lost (%s); reconnecting", self._where, exc)
-            self.listening = False
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
-
-    async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self.wake(None)
-
-
-def channel_for(tables: Tables) -> str:
-    """The `NOTIFY` channel of one set of tables: readable when short, hashed when long."""
-    name = f"{tables.schema}.{tables.prefix}jobs" if tables.schema else f"{tables.prefix}jobs"
-    if len(name) <= 60:
-        return name
-    return "rainier_" + hashlib.sha1(name.encode()).hexdigest()[:24]
 
 
 # -- the dialect -------------------------------------------------------------------
@@ -231,7 +129,7 @@ class PostgresDialect(Dialect):
         self.channel = channel_for(tables)
         self.where = describe_dsn(dsn)
         self.pool = Pool(dsn, pool, name="rainier-queue")
-        self.listener = _Listener(dsn, self.channel, self.where)
+        self.listener = Listener(dsn, self.channel, self.where)
         self._lock_key = f"rainier_queue migrate {tables.schema or ''}.{tables.prefix}"
 
     @override
@@ -296,11 +194,6 @@ class PostgresDialect(Dialect):
         return self.where
 
 
-def notify_payload(queue: str) -> str:
-    """What a push announces: the queue's name, or nothing (wake all) if it is too long."""
-    return queue if len(queue.encode()) <= _PAYLOAD_LIMIT else ""
-
-
 # -- the queue -------------------------------------------------------------------
 
 
@@ -338,7 +231,7 @@ class _PgStatements:
             f"SELECT {ENVELOPE}, clock.now + GREATEST(u.delay, 0) "
             f"FROM unnest({arrays}) AS u({names}), clock RETURNING queue) "
             "SELECT pg_notify(%s, CASE WHEN octet_length(q) <= "
-            f"{_PAYLOAD_LIMIT} THEN q ELSE '' END) FROM (SELECT DISTINCT queue AS q FROM ins) AS d",
+            f"{PAYLOAD_LIMIT} THEN q ELSE '' END) FROM (SELECT DISTINCT queue AS q FROM ins) AS d",
             claim=f"WITH clock AS (SELECT {NOW_US} AS now), "
             f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
             "WHERE queue = %s AND due_at <= (SELECT now FROM clock) "
