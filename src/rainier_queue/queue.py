@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import ClassVar, Protocol, Self, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from .envelope import QueuedJob
 from .errors import UnsupportedOperation
@@ -289,6 +289,20 @@ class Migratable(Protocol):
 
 
 @runtime_checkable
+class TransactionalEnqueue(Protocol):
+    """A backend that can push inside the application's own transaction.
+
+    The connection's type is the driver's client's (a psycopg connection for
+    PostgreSQL), so it is not spelled out here; the job exists exactly when
+    that transaction commits.
+    """
+
+    async def push_in(self, connection: Any, job: Any) -> str:
+        """Push `job` on `connection`'s open transaction; the job's id."""
+        ...
+
+
+@runtime_checkable
 class Diagnosable(Protocol):
     """A backend that can say how safely its server is set up (`rainier-queue doctor`)."""
 
@@ -306,5 +320,6 @@ __all__ = [
     "Migratable",
     "Queue",
     "Reservation",
+    "TransactionalEnqueue",
     "new_token",
 ]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rainier_queue.errors import UnsupportedOperation
-from rainier_queue.queue import Queue
+from rainier_queue.queue import Queue, TransactionalEnqueue
 
 from .backends import Backend
 from .conftest import OpenQueue
@@ -79,3 +79,13 @@ async def test_a_deferred_driver_does_not_run_the_job_when_it_is_pushed(queue: Q
     assert queue.capabilities.deferred
     await queue.push(a_job(name="not-registered-anywhere"))
     assert await queue.size("default") == 1
+
+
+async def test_a_driver_offers_transactional_enqueue_exactly_when_it_says_so(queue: Queue) -> None:
+    # What a commit and a rollback do is tested per driver, with the driver's own
+    # connection type; here the flag and the method must agree.
+    offers = isinstance(queue, TransactionalEnqueue)
+
+    assert offers == queue.capabilities.transactional_enqueue, (
+        f"{queue.name} declares transactional_enqueue={queue.capabilities.transactional_enqueue}"
+    )
