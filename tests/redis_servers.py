@@ -83,14 +83,18 @@ class RedisServers:
         self.procs.append(proc)
         return port
 
-    def restart(self, port: int) -> None:
-        """Stop the server on `port` and start a fresh one there (nothing kept on disk)."""
+    def stop_one(self, port: int) -> None:
+        """Terminate the server on `port` and forget it; its directory (and any AOF) stays."""
         index = self.ports.index(port)
         proc = self.procs.pop(index)
         self.ports.pop(index)
         proc.terminate()
         proc.wait(10)
-        self.start(port=port)
+
+    def restart(self, port: int, *extra: str) -> None:
+        """Stop the server on `port` and start it again there, with `extra` arguments."""
+        self.stop_one(port)
+        self.start(*extra, port=port)
 
     def stop(self) -> None:
         for proc in self.procs:

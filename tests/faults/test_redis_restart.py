@@ -45,20 +45,10 @@ def private_redis() -> Iterator[tuple[RedisServers, int]]:
     servers, port = standalone()
     try:
         # `standalone()` starts it without persistence; start it again with it.
-        _stop(servers, port)
-        servers.start(*PERSISTENT, port=port)
+        servers.restart(port, *PERSISTENT)
         yield servers, port
     finally:
         servers.stop()
-
-
-def _stop(servers: RedisServers, port: int) -> None:
-    """Terminate the server on `port` (by its process) and forget it; its directory stays."""
-    index = servers.ports.index(port)
-    servers.ports.pop(index)
-    proc = servers.procs.pop(index)
-    proc.terminate()
-    proc.wait(10)
 
 
 async def _appendonly(port: int) -> str:
@@ -124,7 +114,7 @@ async def _restart_under(
     assert isinstance(queue, RedisQueue)
     try:
         assert await queue.check_dataset() is True
-        _stop(servers, port)
+        servers.stop_one(port)
         await asyncio.sleep(2.5)
         assert proc.poll() is None, f"the worker died while Redis was down: {output(proc)}"
         servers.start(*PERSISTENT, port=port)  # same port, same directory: the AOF reloads
