@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: MIT
+"""The harness every adapter runs under: stdlib and redis-py only, so it loads in both venvs.
+
+An adapter module subclasses `Adapter` and calls `main(MyAdapter)`. The harness
+sets up, times the bulk enqueue, starts the workers, waits until the per-run
+Redis counter reaches N, checks that it stays at N, stops the workers, tears
+down, and prints one JSON line on stdout for `bench.compare.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[3]
+REDIS_URL = "redis://127.0.0.1:6379/0"
+PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+KEY_ENV = "RQCOMPARE_KEY"
+TAG_ENV = "RQCOMPARE_TAG"
+SETTLE = 0.5  # seconds the counter must stay at N once reached
+
+
+def counter_key() -> str:
+    return os.environ[KEY_ENV]
+
+
+def tag() -> str:
+    return os.environ[TAG_ENV]
+
+
+def bin_of(name: str) -> str:
+    """A console script of the venv the adapter runs in."""
+    return str(Path(sys.executable).parent / name)
+
+
+class Adapter:
+    backend = ""
+
+    def __init__(self, jobs: int, processes: int, concurrency: int, backend: str) -> None:
+        self.backend = backend or self.backend
+        self.jobs = jobs
+        self.processes = processes
+        self.concurrency = concurrency
+
+    def setup(self) -> None:
+        """Create schema / clear keys."""
+
+    def enqueue(self) -> float:
+        """Enqueue `self.jobs` jobs with the system's bulk API; return the seconds it took."""
+        raise NotImplementedError
+
+    def worker_commands(self) -> list[list[str]]:
+        """One command per worker process (or one that forks the workers itself)."""
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        """Drop schema / delete keys."""
+
+    notes = ""
+
+
+def _stop(procs: list[subprocess.Popen[bytes]], grace: float = 15.0) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    for proc in procs:  # children a worker forked and left behind
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
+    key = f"rqcompare:{args.tag}:count"
+    os.environ[KEY_ENV] = key
+    os.environ[TAG_ENV] = args.tag
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    client = redis.Redis.from_url(REDIS_URL)
+    client.delete(key)
+    adapter = adapter_cls(args.jobs, args.processes, args.concurrency, args.backend)
+    result: dict[str, Any] = {"ok": False, "jobs": args.jobs}
+    procs: list[subprocess.Popen[bytes]] = []
+    log = tempfile.NamedTemporaryFile(prefix="rqcompare-", suffix=".log", delete=False)  # noqa: SIM115
+    try:
+        adapter.setup()
+        result["enqueue_s"] = adapter.enqueue()
+        commands = adapter.worker_commands()
+        started = time.perf_counter()
+        procs = [
+            subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
+            for cmd in commands
+        ]
+        deadline = time.monotonic() + args.timeout
+        count = 0
+        while True:
+            count = int(client.get(key) or 0)
+            if count >= args.jobs:
+                break
+            if time.monotonic() > deadline:
+                result["error"] = f"timed out at {count}/{args.jobs}"
+                break
+            if all(p.poll() is not None for p in procs):
+                count = int(client.get(key) or 0)
+                if count < args.jobs:
+                    codes = [p.returncode for p in procs]
+                    result["error"] = f"workers exited {codes} at {count}/{args.jobs}"
+                break
+            time.sleep(0.005)
+        result["drain_s"] = time.perf_counter() - started
+        time.sleep(SETTLE)
+        count = int(client.get(key) or 0)
+        result["counter"] = count
+        if count != args.jobs and "error" not in result:
+            result["error"] = f"counter is {count}, expected {args.jobs}"
+        result["ok"] = "error" not in result
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    finally:
+        _stop(procs)
+        try:
+            adapter.teardown()
+        except Exception:
+            traceback.print_exc()
+        client.delete(key)
+        client.close()
+        log.close()
+        if not result["ok"]:
+            tail = Path(log.name).read_text(errors="replace")[-3000:]
+            print(f"--- worker log {log.name} ---\n{tail}", file=sys.stderr)
+        else:
+            os.unlink(log.name)
+    return result
+
+
+def main(adapter_cls: type[Adapter]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, required=True)
+    parser.add_argument("--processes", type=int, required=True)
+    parser.add_argument("--concurrency", type=int, required=True)
+    parser.add_argument("--tag", required=True)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--backend", default="", help="for adapters that serve both")
+    args = parser.parse_args()
+    print(json.dumps(run(adapter_cls, args)), flush=True)

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: MIT
+"""Procrastinate adapter: `Task.batch_defer_async` (its bulk API), `procrastinate worker` CLI.
+
+The schema lives in a PostgreSQL schema of its own (via `search_path`), dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import psycopg
+import redis.asyncio as aioredis
+from procrastinate import App, PsycopgConnector
+
+from ._common import PG_DSN, REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
+
+BATCH = 1000
+SCHEMA = f"rqcmp_proc_{os.environ.get(TAG_ENV, 'none')}"
+
+app = App(
+    connector=PsycopgConnector(conninfo=PG_DSN, kwargs={"options": f"-c search_path={SCHEMA}"})
+)
+_client: aioredis.Redis | None = None
+
+
+@app.task(name="compare_incr")
+async def incr(n: int) -> None:
+    global _client
+    if _client is None:
+        _client = aioredis.Redis.from_url(REDIS_URL)
+    await _client.incr(counter_key())
+
+
+class ProcrastinateAdapter(Adapter):
+    backend = "postgres"
+
+    def setup(self) -> None:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{SCHEMA}"')
+        asyncio.run(self._apply())
+
+    async def _apply(self) -> None:
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+
+    def enqueue(self) -> float:
+        return asyncio.run(self._enqueue())
+
+    async def _enqueue(self) -> float:
+        async with app.open_async():
+            started = time.perf_counter()
+            for i in range(0, self.jobs, BATCH):
+                chunk = range(i, min(self.jobs, i + BATCH))
+                await incr.batch_defer_async(*({"n": n} for n in chunk))
+            return time.perf_counter() - started
+
+    def worker_commands(self) -> list[list[str]]:
+        command = [
+            bin_of("procrastinate"),
+            "--app=bench.compare.peers.procrastinate.app",
+            "worker",
+            "--concurrency",
+            str(self.concurrency),
+        ]
+        return [command] * self.processes
+
+    def teardown(self) -> None:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
+
+
+if __name__ == "__main__":
+    main(ProcrastinateAdapter)
