@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -155,6 +156,11 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(adapter_cls: type[Adapter]) -> None:
+    if adapter_cls.__module__ == "__main__":
+        # Run with -m, the module is __main__: import it again under its real name so
+        # that the tasks it registers are named as the workers will import them.
+        real = sys.modules["__main__"].__spec__.name
+        adapter_cls = getattr(importlib.import_module(real), adapter_cls.__name__)
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, required=True)
     parser.add_argument("--processes", type=int, required=True)

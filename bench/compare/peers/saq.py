@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: MIT
+"""SAQ adapter: a Redis `Queue`, `saq <settings> --workers P` CLI.
+
+SAQ has no enqueue-only bulk API (`Queue.map` also waits for the results):
+`Queue.enqueue` is awaited concurrently, 1000 at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from saq import Queue
+
+from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
+
+BATCH = 1000
+NAME = f"rqcmp-saq-{os.environ.get(TAG_ENV, 'none')}"
+CONCURRENCY_ENV = "RQCOMPARE_CONCURRENCY"
+
+queue = Queue.from_url(REDIS_URL, name=NAME)
+_client: aioredis.Redis | None = None
+
+
+async def compare_incr(ctx: dict[str, Any], *, n: int) -> None:
+    global _client
+    if _client is None:
+        _client = aioredis.Redis.from_url(REDIS_URL)
+    await _client.incr(counter_key())
+
+
+settings = {
+    "queue": queue,
+    "functions": [compare_incr],
+    "concurrency": int(os.environ.get(CONCURRENCY_ENV, "10")),
+}
+
+
+class SaqAdapter(Adapter):
+    backend = "redis"
+
+    def enqueue(self) -> float:
+        return asyncio.run(self._enqueue())
+
+    async def _enqueue(self) -> float:
+        await queue.connect()
+        try:
+            started = time.perf_counter()
+            for i in range(0, self.jobs, BATCH):
+                chunk = range(i, min(self.jobs, i + BATCH))
+                await asyncio.gather(*(queue.enqueue("compare_incr", n=n) for n in chunk))
+            return time.perf_counter() - started
+        finally:
+            await queue.disconnect()
+
+    def worker_commands(self) -> list[list[str]]:
+        os.environ[CONCURRENCY_ENV] = str(self.concurrency)
+        return [
+            [
+                bin_of("saq"),
+                "bench.compare.peers.saq.settings",
+                "--workers",
+                str(self.processes),
+                "--quiet",
+            ]
+        ]
+
+    def teardown(self) -> None:
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"*{NAME}*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+if __name__ == "__main__":
+    main(SaqAdapter)

@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: MIT
+"""taskiq adapter: taskiq-redis's `RedisStreamBroker`, `taskiq worker --workers P` CLI.
+
+taskiq has no bulk enqueue: `.kiq()` is awaited concurrently, 1000 at a time.
+The consumer group starts at stream id 0 so that jobs enqueued before the
+workers start are read (the default `$` would skip them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import redis
+import redis.asyncio as aioredis
+from taskiq_redis import RedisStreamBroker
+
+from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
+
+BATCH = 1000
+STREAM = f"rqcmp:taskiq:{os.environ.get(TAG_ENV, 'none')}"
+
+broker = RedisStreamBroker(
+    REDIS_URL, queue_name=STREAM, consumer_group_name=f"{STREAM}:group", consumer_id="0"
+)
+_client: aioredis.Redis | None = None
+
+
+@broker.task(task_name="compare_incr")
+async def incr(n: int) -> None:
+    global _client
+    if _client is None:
+        _client = aioredis.Redis.from_url(REDIS_URL)
+    await _client.incr(counter_key())
+
+
+class TaskiqAdapter(Adapter):
+    backend = "redis"
+
+    def enqueue(self) -> float:
+        return asyncio.run(self._enqueue())
+
+    async def _enqueue(self) -> float:
+        await broker.startup()
+        try:
+            started = time.perf_counter()
+            for i in range(0, self.jobs, BATCH):
+                chunk = range(i, min(self.jobs, i + BATCH))
+                await asyncio.gather(*(incr.kiq(n) for n in chunk))
+            return time.perf_counter() - started
+        finally:
+            await broker.shutdown()
+
+    def worker_commands(self) -> list[list[str]]:
+        return [
+            [
+                bin_of("taskiq"),
+                "worker",
+                "bench.compare.peers.taskiq:broker",
+                "--workers",
+                str(self.processes),
+                "--max-async-tasks",
+                str(self.concurrency),
+                "--no-configure-logging",
+            ]
+        ]
+
+    def teardown(self) -> None:
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"{STREAM}*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+if __name__ == "__main__":
+    main(TaskiqAdapter)
