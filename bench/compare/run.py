@@ -169,7 +169,7 @@ def table_for(backend: str, stats: list[Stats], args: argparse.Namespace) -> tup
         ratio = "-"
         if ours and ours.ok and s.ok and s is not ours:
             ratio = f"{statistics.median(ours.e2e) / statistics.median(s.e2e):.2f}x"
-        e2e = fmt(s.e2e) if s.ok else f"FAILED ({fmt(s.e2e)} in ok runs)"
+        e2e = fmt(s.e2e) if s.ok else "[red]FAILED[/red]"
         table.add_row(s.system, fmt(s.enqueue) if s.ok else "-", e2e, f"{good}/{s.runs}", ratio)
     summary: dict[str, Any] = {"type": "summary", "backend": backend, "fastest_peer": None}
     if fastest is not None:
@@ -180,7 +180,7 @@ def table_for(backend: str, stats: list[Stats], args: argparse.Namespace) -> tup
             summary["ours_over_fastest_e2e"] = round(e2e_ratio, 3)
             summary["ours_over_fastest_enqueue"] = round(enq_ratio, 3)
             table.caption = (
-                f"rainier-queue / fastest peer ({fastest.system}): end-to-end "
+                f"rainier-queue / fastest peer end-to-end ({fastest.system}): end-to-end "
                 f"{e2e_ratio:.2f}x, enqueue {enq_ratio:.2f}x"
             )
     return table, summary
