@@ -104,3 +104,9 @@ def test_durations_are_written_with_units(text: str, seconds: float) -> None:
 def test_a_duration_without_a_known_unit_says_how_to_write_one() -> None:
     with pytest.raises(ConfigurationError, match="30s"):
         parse_duration("ten seconds", setting="lease")
+
+
+@pytest.mark.parametrize("text", ["maybe", "flase", "", "2"])
+def test_a_true_false_option_with_any_other_value_is_refused_not_read_as_no(text: str) -> None:
+    with pytest.raises(ConfigurationError, match="must be true or false"):
+        open_queue(f"sqlite:///never-created.db?migrate={text}")

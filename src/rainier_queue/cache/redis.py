@@ -28,7 +28,8 @@ from redis import exceptions as rx
 from redis.commands.core import AsyncScript
 from typing_extensions import override
 
-from ..drivers.redis.connection import Client, Ready, connect, is_true, split_options, translated
+from ..drivers.redis.connection import Client, Ready, connect, split_options, translated
+from ..flags import parse_flag
 from . import Cache
 
 DEFAULT_PREFIX = "rq:cache:"
@@ -86,7 +87,9 @@ class RedisCache(Cache):
     def from_url(cls, url: str) -> Self:
         """`redis://host:port/db?prefix=...`; or `rediss://`, `redis-cluster://`, `cluster=true`."""
         bare, options = split_options(url, {"prefix", "cluster"})
-        cluster = is_true(options.get("cluster", False)) or url.startswith("redis-cluster:")
+        cluster = parse_flag(options.get("cluster", False), setting="cluster") or url.startswith(
+            "redis-cluster:"
+        )
         return cls(
             connect(bare, cluster=cluster, decode=False, ours=("prefix", "cluster")),
             prefix=options.get("prefix", DEFAULT_PREFIX),

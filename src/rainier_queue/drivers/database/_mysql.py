@@ -394,19 +394,6 @@ def int_option(value: object, *, setting: str) -> int:
         raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
 
 
-def flag_option(value: object, *, setting: str) -> bool:
-    """A true/false option from a URL's query or a config file."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in ("true", "yes", "on", "1"):
-            return True
-        if text in ("false", "no", "off", "0"):
-            return False
-    raise ConfigurationError(f"`{setting}` must be true or false, not {value!r}")
-
-
 def merge_options(
     query: Mapping[str, str], options: Mapping[str, Any], known: frozenset[str], where: str
 ) -> dict[str, Any]:
@@ -428,7 +415,6 @@ __all__ = [
     "ServerAddress",
     "Session",
     "check_version",
-    "flag_option",
     "int_option",
     "merge_options",
     "parse_version",

@@ -47,6 +47,7 @@ from typing_extensions import override
 from ..._clock import from_micros
 from ...durations import parse_duration
 from ...errors import BrokerUnavailable, ConfigurationError
+from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
 from . import DatabaseQueue, _lost, job_from_row
 from ._mysql import (
@@ -54,7 +55,6 @@ from ._mysql import (
     MySQLPool,
     ServerAddress,
     Session,
-    flag_option,
     int_option,
     merge_options,
     wakeup_for,
@@ -160,7 +160,7 @@ class MySQLQueue(DatabaseQueue):
             url.split("?", 1)[0],
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
             prefix=merged.get("prefix", DEFAULT_PREFIX),
-            migrate=flag_option(merged.get("migrate", True), setting="migrate"),
+            migrate=parse_flag(merged.get("migrate", True), setting="migrate"),
             pool_min=int_option(merged.get("pool_min", 1), setting="pool_min"),
             pool_max=int_option(merged.get("pool_max", DEFAULT_POOL_MAX), setting="pool_max"),
             connect_timeout=(

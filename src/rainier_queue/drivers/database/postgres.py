@@ -52,6 +52,7 @@ from ...dispatch import DispatchOptions, build_envelope
 from ...durations import parse_duration
 from ...envelope import QueuedJob, encode_payload
 from ...errors import ConfigurationError, UnknownOption
+from ...flags import parse_flag
 from ...job import Job
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation
 from . import DatabaseQueue, _lost, job_from_row
@@ -67,7 +68,6 @@ from ._postgres import (
 from ._postgres_listen import PAYLOAD_LIMIT, Listener, channel_for, notify_payload
 from .dialect import Dialect, Row, Session, Work
 from .schema import DEFAULT_PREFIX, Tables
-from .sqlite import _flag
 from .statements import ENVELOPE
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ class PostgresQueue(DatabaseQueue):
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
             prefix=merged.get("prefix", DEFAULT_PREFIX),
             schema=merged.get("schema") or None,
-            migrate=_flag(merged.get("migrate", True), setting="migrate"),
+            migrate=parse_flag(merged.get("migrate", True), setting="migrate"),
             pool_min=_count(merged.get("pool_min", 1), setting="pool_min"),
             pool_max=_count(merged.get("pool_max", 10), setting="pool_max"),
             pool_timeout=(

@@ -37,7 +37,8 @@ from typing_extensions import override
 
 from ..._wakeup import Wakeup
 from ...durations import parse_duration
-from ...errors import ConfigurationError, UnknownOption
+from ...errors import UnknownOption
+from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities
 from . import DatabaseQueue
 from ._sqlite import SQLiteThread, path_from_url, resolve_file
@@ -180,7 +181,7 @@ class SQLiteQueue(DatabaseQueue):
                 if busy is None
                 else parse_duration(busy, setting="busy_timeout")
             ),
-            migrate=_flag(merged.get("migrate", True), setting="migrate"),
+            migrate=parse_flag(merged.get("migrate", True), setting="migrate"),
         )
 
     def __init__(
@@ -200,18 +201,6 @@ class SQLiteQueue(DatabaseQueue):
             prefix=prefix,
             migrate=migrate,
         )
-
-
-def _flag(value: object, *, setting: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in ("true", "yes", "on", "1"):
-            return True
-        if text in ("false", "no", "off", "0"):
-            return False
-    raise ConfigurationError(f"`{setting}` must be true or false, not {value!r}")
 
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SQLiteDialect", "SQLiteQueue"]

@@ -32,8 +32,6 @@ from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, Unk
 Client = Redis | RedisCluster
 """Either client; both speak the commands this package uses."""
 
-_TRUE = {"1", "true", "yes", "on"}
-
 
 def split_options(url: str, ours: Iterable[str]) -> tuple[str, dict[str, str]]:
     """`url` without the query parameters named in `ours`, and those parameters."""
@@ -47,10 +45,6 @@ def split_options(url: str, ours: Iterable[str]) -> tuple[str, dict[str, str]]:
         else:
             kept.append((key, value))
     return urlunsplit(parts._replace(query=urlencode(kept))), taken
-
-
-def is_true(value: object) -> bool:
-    return value is True or str(value).strip().lower() in _TRUE
 
 
 def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) -> Client:
@@ -216,7 +210,6 @@ __all__ = [
     "Ready",
     "connect",
     "diagnose",
-    "is_true",
     "split_options",
     "translated",
 ]

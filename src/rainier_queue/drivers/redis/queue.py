@@ -22,6 +22,7 @@ from ..._clock import utcnow
 from ...durations import parse_duration
 from ...envelope import QueuedJob, format_time
 from ...errors import ConfigurationError, LeaseLost, PayloadError
+from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities, Queue, Reservation, new_token
 from ...redact import redact_url
 from . import scripts
@@ -31,7 +32,6 @@ from .connection import (
     Ready,
     connect,
     diagnose,
-    is_true,
     split_options,
     translated,
 )
@@ -89,7 +89,7 @@ class RedisQueue(RedisFailedJobs, Queue):
         bare, from_url = split_options(url, cls.OPTIONS)
         settings: dict[str, Any] = {**from_url, **options}
         lease = settings.get("lease")
-        cluster = is_true(settings.get("cluster", False))
+        cluster = parse_flag(settings.get("cluster", False), setting="cluster")
         cluster = cluster or url.lower().startswith("redis-cluster:")
         try:
             prefix = check_prefix(str(settings.get("prefix", DEFAULT_PREFIX)))
