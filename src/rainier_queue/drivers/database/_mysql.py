@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import re
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -394,19 +394,6 @@ def int_option(value: object, *, setting: str) -> int:
         raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
 
 
-def merge_options(
-    query: Mapping[str, str], options: Mapping[str, Any], known: frozenset[str], where: str
-) -> dict[str, Any]:
-    """The URL's query options overridden by the config's, each checked against `known`."""
-    from ...errors import UnknownOption
-
-    merged: dict[str, Any] = {**query, **options}
-    for key in merged:
-        if key not in known:
-            raise UnknownOption(where, key, known)
-    return merged
-
-
 __all__ = [
     "MARIADB_MINIMUM",
     "MYSQL_MINIMUM",
@@ -416,7 +403,6 @@ __all__ = [
     "Session",
     "check_version",
     "int_option",
-    "merge_options",
     "parse_version",
     "translate",
     "wakeup_for",

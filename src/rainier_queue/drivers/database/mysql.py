@@ -49,6 +49,7 @@ from ...durations import parse_duration
 from ...errors import BrokerUnavailable, ConfigurationError
 from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
+from .._options import merge_options
 from . import DatabaseQueue, _lost, job_from_row
 from ._mysql import (
     NOW_US,
@@ -56,7 +57,6 @@ from ._mysql import (
     ServerAddress,
     Session,
     int_option,
-    merge_options,
     wakeup_for,
 )
 from .dialect import Dialect, Work

@@ -51,10 +51,11 @@ from ..._clock import from_micros, to_micros, utcnow
 from ...dispatch import DispatchOptions, build_envelope
 from ...durations import parse_duration
 from ...envelope import QueuedJob, encode_payload
-from ...errors import ConfigurationError, UnknownOption
+from ...errors import ConfigurationError
 from ...flags import parse_flag
 from ...job import Job
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation
+from .._options import merge_options
 from . import DatabaseQueue, _lost, job_from_row
 from ._postgres import (
     DEFAULT_POOL_TIMEOUT,
@@ -280,10 +281,7 @@ class PostgresQueue(DatabaseQueue):
         """`postgresql://user@host:5432/db`, with this driver's options in the URL's query
         or in `options` (which win); libpq's own query options pass through to it."""
         dsn, query = split_url(url, cls.OPTIONS)
-        merged: dict[str, Any] = {**query, **options}
-        for key in merged:
-            if key not in cls.OPTIONS:
-                raise UnknownOption("the `postgres` driver", key, cls.OPTIONS)
+        merged = merge_options(query, options, cls.OPTIONS, "the `postgres` driver")
         lease = merged.get("lease")
         timeout = merged.get("pool_timeout")
         return cls(

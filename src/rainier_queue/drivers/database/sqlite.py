@@ -37,9 +37,9 @@ from typing_extensions import override
 
 from ..._wakeup import Wakeup
 from ...durations import parse_duration
-from ...errors import UnknownOption
 from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities
+from .._options import merge_options
 from . import DatabaseQueue
 from ._sqlite import SQLiteThread, path_from_url, resolve_file
 from .dialect import Dialect, Row, Work
@@ -166,10 +166,7 @@ class SQLiteQueue(DatabaseQueue):
         """`sqlite:///relative.db` or `sqlite:////absolute/path.db`, options in the URL's
         query or in `options` (which win): `lease`, `prefix`, `busy_timeout`, `migrate`."""
         path, query = path_from_url(url, what="the sqlite driver")
-        merged: dict[str, Any] = {**query, **options}
-        for key in merged:
-            if key not in cls.OPTIONS:
-                raise UnknownOption("the `sqlite` driver", key, cls.OPTIONS)
+        merged = merge_options(query, options, cls.OPTIONS, "the `sqlite` driver")
         lease = merged.get("lease")
         busy = merged.get("busy_timeout")
         return cls(
