@@ -202,12 +202,22 @@ class QueuedJob:
         return cls.from_dict(data)
 
 
+# One encoder, made once: `json.dumps` with any non-default option builds a new
+# encoder on every call, which a bulk push of many small payloads pays per job.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode_payload(payload: JSONValue) -> str:
     """Payload as compact JSON text, or a `PayloadError` naming what is not JSON."""
     try:
-        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _COMPACT.encode(payload)
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"the payload is not JSON-serialisable: {exc}") from exc
+
+
+def encode_headers(headers: Mapping[str, str]) -> str:
+    """Headers as compact JSON text (`{}` when there are none, as there mostly are)."""
+    return _COMPACT.encode(dict(headers)) if headers else "{}"
 
 
 def decode_payload(text: str) -> JSONValue:

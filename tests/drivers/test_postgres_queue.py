@@ -18,10 +18,17 @@ import pytest
 
 from rainier_queue import Job, JobContext
 from rainier_queue.drivers import open_queue
-from rainier_queue.drivers.database import postgres as pg_module
+from rainier_queue.drivers.database import _postgres_push as push_module
+from rainier_queue.drivers.database._postgres_push import COPY_FROM
 from rainier_queue.drivers.database.postgres import PostgresQueue
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.errors import BrokerRejected, BrokerUnavailable, ConfigurationError, LeaseLost
+from rainier_queue.errors import (
+    BrokerRejected,
+    BrokerUnavailable,
+    ConfigurationError,
+    LeaseLost,
+    PayloadError,
+)
 from rainier_queue.queue import Diagnosable
 
 from ..postgres import PG_URL, drop_prefixed, require_postgres
@@ -59,8 +66,9 @@ async def opened(prefix: str) -> AsyncIterator[Callable[..., PostgresQueue]]:
 # -- LISTEN / NOTIFY --------------------------------------------------------------
 
 
+@pytest.mark.parametrize("batch", [1, COPY_FROM], ids=["one-insert", "copy"])
 async def test_a_push_from_another_connection_wakes_a_waiting_worker_without_polling(
-    opened: Callable[..., PostgresQueue],
+    opened: Callable[..., PostgresQueue], batch: int
 ) -> None:
     worker_side, pusher = opened(), opened()
     await worker_side.migrate()
@@ -68,13 +76,15 @@ async def test_a_push_from_another_connection_wakes_a_waiting_worker_without_pol
     while not worker_side.listening:
         await worker_side.wait_for_work(["default"], timedelta(milliseconds=50))
 
-    waiting = asyncio.create_task(worker_side.wait_for_work(["default"], timedelta(seconds=30)))
+    # Waits longer than the test may run: only the notification can end it in time.
+    waiting = asyncio.create_task(worker_side.wait_for_work(["default"], timedelta(minutes=5)))
     await asyncio.sleep(0.2)
     assert not waiting.done(), "nothing was pushed, so the worker is still waiting"
-    await pusher.push(a_job("wake up"))
+    await pusher.push_many([a_job("wake up") for _ in range(batch)])
 
-    await waiting  # well before its 30 s timeout, or the test's timeout fails it
-    assert [r.job.payload for r in await worker_side.reserve("default")] == ["wake up"]
+    await waiting
+    got = await worker_side.reserve("default", limit=batch)
+    assert [r.job.payload for r in got] == ["wake up"] * batch
 
 
 async def test_a_push_to_another_queue_does_not_wake_the_worker(
@@ -189,13 +199,15 @@ async def test_a_commit_wakes_a_waiting_worker(opened: Callable[..., PostgresQue
 # -- the server's clock -----------------------------------------------------------
 
 
+@pytest.mark.parametrize("batch", [1, COPY_FROM], ids=["one-insert", "copy"])
 async def test_leases_and_due_times_follow_the_servers_clock_not_the_workers(
-    opened: Callable[..., PostgresQueue], monkeypatch: pytest.MonkeyPatch
+    opened: Callable[..., PostgresQueue], monkeypatch: pytest.MonkeyPatch, batch: int
 ) -> None:
     queue = opened(lease="90s")
     ahead = datetime.now(UTC) + timedelta(hours=1)  # this process's clock is an hour fast
-    monkeypatch.setattr(pg_module, "utcnow", lambda: ahead)
-    await queue.push(QueuedJob.create("pg-test", "skewed").with_changes(available_at=ahead))
+    monkeypatch.setattr(push_module, "utcnow", lambda: ahead)
+    skewed = [a_job("skewed").with_changes(available_at=ahead) for _ in range(batch)]
+    await queue.push_many(skewed)
 
     got = await queue.reserve("default")
 
@@ -310,6 +322,103 @@ async def test_a_bulk_push_is_claimed_several_rows_at_a_time_in_order(
     assert [r.job.payload for r in first] == list(range(100))
     assert [r.job.payload for r in second] == list(range(100, 200))
     assert await queue.size("default") == 1800
+
+
+async def test_a_bulk_push_far_larger_than_one_copy_buffer_lands_whole_and_in_order(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    ids = await queue.push_many([a_job({"n": n, "pad": "x" * 100}) for n in range(20_000)])
+
+    assert await queue.size("default") == 20_000
+    got = await queue.reserve("default", limit=20_000)
+    assert [r.job.id for r in got] == ids
+    assert [r.job.payload["n"] for r in got] == list(range(20_000))
+
+
+async def test_a_bulk_push_keeps_every_field_of_the_envelope(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    made = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    special = a_job({"emoji": "🦀", "quote": '\\\t"', "none": None}).with_changes(
+        max_attempts=7,
+        attempts=2,
+        created_at=made,
+        unique_key="unique:pg-test:7",
+        headers={"traceparent": "00-abc-def-01", "ünï": "çødé"},
+    )
+    plain = [a_job(n) for n in range(COPY_FROM)]
+    await queue.push_many([special, *plain])
+
+    got = await queue.reserve("default", limit=COPY_FROM + 1)
+    job = got[0].job
+    assert job.id == special.id
+    assert job.payload == special.payload
+    assert (job.attempts, job.max_attempts) == (3, 7), "this delivery is counted on top"
+    assert job.created_at == made
+    assert job.available_at == special.available_at
+    assert job.unique_key == "unique:pg-test:7"
+    assert dict(job.headers) == {"traceparent": "00-abc-def-01", "ünï": "çødé"}
+    assert [r.job.payload for r in got[1:]] == list(range(COPY_FROM))
+
+
+async def test_delayed_jobs_in_a_bulk_push_wait_and_the_rest_are_due_at_once(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    later = datetime.now(UTC) + timedelta(hours=1)
+    jobs = [
+        a_job(n).with_changes(available_at=later) if n % 2 else a_job(n)
+        for n in range(2 * COPY_FROM)
+    ]
+    await queue.push_many(jobs)
+
+    got = await queue.reserve("default", limit=4 * COPY_FROM)
+    assert [r.job.payload for r in got] == list(range(0, 2 * COPY_FROM, 2))
+    assert await queue.size("default") == COPY_FROM, "the delayed half waits"
+
+
+@pytest.mark.parametrize("batch", [2, COPY_FROM], ids=["one-insert", "copy"])
+async def test_a_bulk_push_with_a_payload_that_is_not_json_writes_none_of_its_jobs(
+    opened: Callable[..., PostgresQueue], batch: int
+) -> None:
+    queue = opened()
+    jobs = [a_job(n) for n in range(batch)]
+    jobs[-1] = a_job({"when": datetime.now(UTC)})  # not JSON: fails as its row is encoded
+
+    with pytest.raises(PayloadError):
+        await queue.push_many(jobs)
+
+    assert await queue.size("default") == 0
+    await queue.push_many([a_job("after")] * 1)
+    assert [r.job.payload for r in await queue.reserve("default")] == ["after"]
+
+
+@pytest.mark.parametrize("batch", [2, COPY_FROM], ids=["one-insert", "copy"])
+async def test_a_bulk_push_the_server_refuses_writes_none_of_its_jobs(
+    opened: Callable[..., PostgresQueue], batch: int
+) -> None:
+    queue = opened()
+    jobs = [a_job(n) for n in range(batch)]
+    jobs[-1] = jobs[0]  # the same id twice: the unique index refuses the statement
+
+    with pytest.raises(BrokerRejected):
+        await queue.push_many(jobs)
+
+    assert await queue.size("default") == 0
+
+
+async def test_a_bulk_push_whose_notification_fails_still_succeeds(
+    opened: Callable[..., PostgresQueue], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = opened()
+    monkeypatch.setattr(queue._push, "notify", "SELECT no_such_function(%s, %s)")
+
+    ids = await queue.push_many([a_job(n) for n in range(COPY_FROM)])
+
+    got = await queue.reserve("default", limit=COPY_FROM)
+    assert [r.job.id for r in got] == ids, "committed before the notification was tried"
 
 
 class Greet(Job):

@@ -38,7 +38,6 @@ checked as identifiers before any SQL is built from them.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -47,10 +46,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 import psycopg
 from typing_extensions import override
 
-from ..._clock import from_micros, to_micros, utcnow
+from ..._clock import from_micros
 from ...dispatch import DispatchOptions, build_envelope
 from ...durations import parse_duration
-from ...envelope import QueuedJob, encode_payload
+from ...envelope import QueuedJob
 from ...errors import ConfigurationError
 from ...flags import parse_flag
 from ...job import Job
@@ -66,7 +65,8 @@ from ._postgres import (
     split_url,
     translated,
 )
-from ._postgres_listen import PAYLOAD_LIMIT, Listener, channel_for, notify_payload
+from ._postgres_listen import Listener, channel_for, notify_payload
+from ._postgres_push import COPY_FROM, PushStatements, copy_jobs
 from .dialect import Dialect, Row, Session, Work
 from .schema import DEFAULT_PREFIX, Tables
 from .statements import ENVELOPE
@@ -153,6 +153,11 @@ class PostgresDialect(Dialect):
             rows = await cur.fetchall() if cur.description is not None else []
             return cur.rowcount, rows
 
+    async def copy(self, statements: PushStatements, jobs: Sequence[QueuedJob]) -> None:
+        """Push `jobs` by `COPY` (see `_postgres_push`); returns once they are committed."""
+        async with self.pool.connection() as conn:
+            await copy_jobs(conn, statements, jobs, self.channel)
+
     @override
     async def now(self, session: Session) -> int:
         rows = await session.fetchall(f"SELECT {NOW_US}")
@@ -202,7 +207,6 @@ class PostgresDialect(Dialect):
 class _PgStatements:
     """The statements PostgreSQL runs in one round trip where portable SQL takes several."""
 
-    push: str
     claim: str
     acknowledge_many: str
     release: str
@@ -214,25 +218,7 @@ class _PgStatements:
     @classmethod
     def build(cls, tables: Tables) -> Self:
         jobs = tables.jobs
-        columns = (
-            "id text, queue text, name text, payload text, headers text, attempts int, "
-            "max_attempts int, available_at bigint, created_at bigint, unique_key text, "
-            "delay bigint"
-        )
-        arrays = ", ".join(
-            f"%s::{t}[]"
-            for t in ("text",) * 5 + ("int",) * 2 + ("bigint",) * 2 + ("text", "bigint")
-        )
-        names = ", ".join(c.split()[0] for c in columns.split(", "))
         return cls(
-            # One statement: the rows, their due times on the server's clock,
-            # and one NOTIFY per queue (delivered only when the transaction commits).
-            push=f"WITH clock AS (SELECT {NOW_US} AS now), "
-            f"ins AS (INSERT INTO {jobs} ({ENVELOPE}, due_at) "
-            f"SELECT {ENVELOPE}, clock.now + GREATEST(u.delay, 0) "
-            f"FROM unnest({arrays}) AS u({names}), clock RETURNING queue) "
-            "SELECT pg_notify(%s, CASE WHEN octet_length(q) <= "
-            f"{PAYLOAD_LIMIT} THEN q ELSE '' END) FROM (SELECT DISTINCT queue AS q FROM ins) AS d",
             claim=f"WITH clock AS (SELECT {NOW_US} AS now), "
             f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
             "WHERE queue = %s AND due_at <= (SELECT now FROM clock) "
@@ -320,6 +306,7 @@ class PostgresQueue(DatabaseQueue):
             self._pg_dialect, lease=lease, prefix=prefix, migrate=migrate, schema=schema
         )
         self._pg = _PgStatements.build(tables)
+        self._push = PushStatements(tables)
 
     @property
     def listening(self) -> bool:
@@ -356,36 +343,18 @@ class PostgresQueue(DatabaseQueue):
 
     # -- pushing ---------------------------------------------------------------
 
-    def _push_params(self, jobs: Sequence[QueuedJob | Job]) -> tuple[object, ...]:
-        envelopes = [_envelope(job) for job in jobs]
-        now = to_micros(utcnow())
-        columns: list[list[object]] = [[] for _ in range(11)]
-        for job in envelopes:
-            available = to_micros(job.available_at)
-            values = (
-                job.id,
-                job.queue,
-                job.name,
-                encode_payload(job.payload),
-                _headers(job),
-                job.attempts,
-                job.max_attempts,
-                available,
-                to_micros(job.created_at),
-                job.unique_key,
-                # A delay is kept as a delay, measured from the server's clock:
-                # a web server whose clock runs ahead must not hold jobs back.
-                available - now,
-            )
-            for column, value in zip(columns, values, strict=True):
-                column.append(value)
-        return (*columns, self._pg_dialect.channel)
+    def _push_params(self, jobs: Sequence[QueuedJob]) -> tuple[object, ...]:
+        return self._push.insert_params(jobs, self._pg_dialect.channel)
 
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         if not jobs:
             return []
-        await self._one(self._pg.push, self._push_params(jobs), binary=True)
+        if len(jobs) < COPY_FROM:
+            await self._one(self._push.insert, self._push_params(jobs), binary=True)
+        else:
+            await self._ensure_schema()
+            await self._pg_dialect.copy(self._push, jobs)
         self._dialect.pushed()
         return [job.id for job in jobs]
 
@@ -411,9 +380,9 @@ class PostgresQueue(DatabaseQueue):
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.AsyncConnection):
                 async with connection.cursor() as cur:
-                    await cur.execute(self._pg.push, params)
+                    await cur.execute(self._push.insert, params)
             else:
-                await connection.execute(self._pg.push, params)
+                await connection.execute(self._push.insert, params)
         return [job.id for job in envelopes]
 
     def push_in_sync(self, connection: SyncConnection, job: QueuedJob | Job) -> str:
@@ -435,9 +404,9 @@ class PostgresQueue(DatabaseQueue):
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.Connection):
                 with connection.cursor() as cur:
-                    cur.execute(self._pg.push, params)
+                    cur.execute(self._push.insert, params)
             else:
-                connection.execute(self._pg.push, params)
+                connection.execute(self._push.insert, params)
         return [job.id for job in envelopes]
 
     # -- reserving -------------------------------------------------------------
@@ -539,10 +508,6 @@ def _envelope(job: QueuedJob | Job) -> QueuedJob:
     cache, outside the transaction); dispatch unique jobs through the manager.
     """
     return job if isinstance(job, QueuedJob) else build_envelope(job, DispatchOptions())
-
-
-def _headers(job: QueuedJob) -> str:
-    return json.dumps(dict(job.headers), separators=(",", ":"), ensure_ascii=False)
 
 
 def _count(value: object, *, setting: str) -> int:
