@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +17,8 @@ import psycopg
 import pytest
 
 from rainier_queue import Job, JobContext
+from rainier_queue.cache.postgres import PostgresCache
+from rainier_queue.cache.stores import open_cache
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.database import _postgres_push as push_module
 from rainier_queue.drivers.database._postgres_push import COPY_FROM
@@ -264,6 +266,58 @@ async def test_a_libpq_option_passes_through_and_a_typo_is_refused_at_startup() 
     await queue.aclose()
     with pytest.raises(ConfigurationError, match="prefx"):
         open_queue(f"{PG_URL}?prefx=app_")
+
+
+# -- PgBouncer in transaction mode ------------------------------------------------
+
+
+async def _prepared_on_the_server(run: Callable[[str], Awaitable[object]]) -> int:
+    rows = await run("SELECT count(*) FROM pg_prepared_statements")
+    assert isinstance(rows, list)
+    return int(rows[0][0])
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+async def test_prepared_statements_can_be_turned_off_for_every_pooled_connection(
+    opened: Callable[..., PostgresQueue], prepared: bool
+) -> None:
+    queue = opened(pool_min=1, pool_max=1, prepared_statements=str(prepared).lower())
+    for _ in range(10):  # psycopg prepares a statement on its fifth run
+        await queue.reserve("default")
+
+    async def run(statement: str) -> object:
+        return (await queue._pg_dialect.one(statement, ()))[1]
+
+    count = await _prepared_on_the_server(run)
+    assert (count > 0) is prepared
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+async def test_the_cache_store_takes_the_prepared_statements_option_too(
+    prefix: str, prepared: bool
+) -> None:
+    cache = open_cache(f"{PG_URL}?prefix={prefix}&pool_max=1&prepared_statements={prepared}")
+    assert isinstance(cache, PostgresCache)
+    try:
+        for _ in range(10):
+            await cache.get("some-key")
+
+        async def run(statement: str) -> object:
+            async with cache._pool.connection() as conn:
+                return await (await conn.execute(statement)).fetchall()
+
+        assert (await _prepared_on_the_server(run) > 0) is prepared
+    finally:
+        await cache.aclose()
+
+
+def test_a_prepared_statements_value_that_is_not_true_or_false_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="prepared_statements"):
+        open_queue(f"{PG_URL}?prepared_statements=sometimes")
+    with pytest.raises(ConfigurationError, match="prepared_statements"):
+        open_queue(PG_URL, {"prepared_statements": "nope"})
+    with pytest.raises(ConfigurationError, match="prepared_statements"):
+        open_cache(f"{PG_URL}?prepared_statements=sometimes")
 
 
 def test_the_description_has_no_password() -> None:

@@ -38,12 +38,15 @@ from ..drivers.database._postgres import (
 )
 from ..drivers.database.schema import Tables
 from ..durations import parse_duration
+from ..flags import parse_flag
 from . import Cache
 
 _SWEEP_EVERY = 1000
 """Writes between sweeps of expired rows, so keys nobody reads again do not pile up."""
 
-_OPTIONS = frozenset({"prefix", "schema", "pool_min", "pool_max", "pool_timeout"})
+_OPTIONS = frozenset(
+    {"prefix", "schema", "pool_min", "pool_max", "pool_timeout", "prepared_statements"}
+)
 
 _NOT_A_NUMBER = (
     psycopg.errors.InvalidTextRepresentation,
@@ -61,7 +64,8 @@ class PostgresCache(Cache):
     @classmethod
     def from_url(cls, url: str) -> Self:
         """`postgresql://user@host/db`, with optional `prefix`, `schema`, `pool_min`,
-        `pool_max` and `pool_timeout` in the query (the rest goes to libpq)."""
+        `pool_max`, `pool_timeout` and `prepared_statements` in the query (the rest
+        goes to libpq)."""
         dsn, query = split_url(url, _OPTIONS)
         timeout = query.get("pool_timeout")
         return cls(
@@ -72,6 +76,9 @@ class PostgresCache(Cache):
             pool_max=int(query.get("pool_max", 10)),
             pool_timeout=(
                 parse_duration(timeout, setting="pool_timeout") if timeout else DEFAULT_POOL_TIMEOUT
+            ),
+            prepared_statements=parse_flag(
+                query.get("prepared_statements", True), setting="prepared_statements"
             ),
         )
 
@@ -84,6 +91,7 @@ class PostgresCache(Cache):
         pool_min: int = 1,
         pool_max: int = 10,
         pool_timeout: timedelta = DEFAULT_POOL_TIMEOUT,
+        prepared_statements: bool = True,
     ) -> None:
         tables = Tables.for_prefix(prefix, schema)
         self._schema = tables.schema
@@ -92,7 +100,12 @@ class PostgresCache(Cache):
         self._where = describe_dsn(clean)
         self._pool = Pool(
             clean,
-            PoolSettings(min_size=pool_min, max_size=pool_max, timeout=pool_timeout),
+            PoolSettings(
+                min_size=pool_min,
+                max_size=pool_max,
+                timeout=pool_timeout,
+                prepared_statements=prepared_statements,
+            ),
             name="rainier-cache",
         )
         self._created = False

@@ -102,11 +102,15 @@ def _first_line(exc: BaseException) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PoolSettings:
-    """How many connections to keep and how long to wait for one."""
+    """How many connections to keep, how long to wait for one, and how they run statements."""
 
     min_size: int = 1
     max_size: int = 10
     timeout: timedelta = DEFAULT_POOL_TIMEOUT
+    prepared_statements: bool = True
+    """Whether a statement run often is prepared on the server (psycopg's default).
+    Off for PgBouncer in transaction mode, where the next transaction may land on
+    a server connection that never saw the statement prepared."""
 
     def __post_init__(self) -> None:
         if self.min_size < 0 or self.max_size < 1 or self.min_size > self.max_size:
@@ -125,6 +129,8 @@ class Pool:
         self.where = describe_dsn(dsn)
         self._name = name
         self._kwargs = connect_kwargs(dsn, name)
+        if not settings.prepared_statements:
+            self._kwargs["prepare_threshold"] = None
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._closed = False
 

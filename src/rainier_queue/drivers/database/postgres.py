@@ -22,7 +22,8 @@ payment it is about does (`push_in`, `push_in_sync`). What it costs:
   about a push through `LISTEN` on a connection of its own, so it wakes
   within milliseconds, not at its next poll. `LISTEN` does not work through
   PgBouncer in transaction mode; there, workers fall back to polling at
-  their `--sleep`, and server-side prepared statements must be turned off.
+  their `--sleep`, and server-side prepared statements must be turned off
+  (`prepared_statements = false`).
 - **Clock: the server's.** Leases and due times are read from the database's
   clock (`clock_timestamp()`), so workers whose clocks disagree still agree
   on when a lease ends.
@@ -259,7 +260,16 @@ class PostgresQueue(DatabaseQueue):
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        {"lease", "prefix", "schema", "migrate", "pool_min", "pool_max", "pool_timeout"}
+        {
+            "lease",
+            "prefix",
+            "schema",
+            "migrate",
+            "pool_min",
+            "pool_max",
+            "pool_timeout",
+            "prepared_statements",
+        }
     )
 
     @classmethod
@@ -283,6 +293,9 @@ class PostgresQueue(DatabaseQueue):
                 if timeout is None
                 else parse_duration(timeout, setting="pool_timeout")
             ),
+            prepared_statements=parse_flag(
+                merged.get("prepared_statements", True), setting="prepared_statements"
+            ),
         )
 
     def __init__(
@@ -296,12 +309,17 @@ class PostgresQueue(DatabaseQueue):
         pool_min: int = 1,
         pool_max: int = 10,
         pool_timeout: timedelta = DEFAULT_POOL_TIMEOUT,
+        prepared_statements: bool = True,
     ) -> None:
         tables = Tables.for_prefix(prefix, schema)
         clean, _ = split_url(dsn, frozenset())
-        self._pg_dialect = PostgresDialect(
-            clean, tables, PoolSettings(min_size=pool_min, max_size=pool_max, timeout=pool_timeout)
+        settings = PoolSettings(
+            min_size=pool_min,
+            max_size=pool_max,
+            timeout=pool_timeout,
+            prepared_statements=prepared_statements,
         )
+        self._pg_dialect = PostgresDialect(clean, tables, settings)
         super().__init__(
             self._pg_dialect, lease=lease, prefix=prefix, migrate=migrate, schema=schema
         )
