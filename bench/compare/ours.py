@@ -1,32 +1,58 @@
 # SPDX-License-Identifier: MIT
-"""Our adapter for bench.compare: push_many in batches of 1000, CLI workers.
+"""Our adapter for bench.compare: push_many in batches of 1000, CLI workers, on every driver.
 
 Run by the project's venv: `python -m bench.compare.ours --backend postgres ...`.
+The backends are the drivers' URLs below. `memory://` lives inside one
+process, so on that backend there is no separate enqueue: one process
+(`bench.compare.ours_inproc`) pushes and works, and P is always 1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from rainier_queue import QueuedJob
 from rainier_queue.drivers import open_queue
 
 from ..latency import cleanup
 from .ours_jobs import Incr
-from .peers._common import PG_DSN, REDIS_URL, Adapter, main, tag
+from .peers._common import MYSQL_DSN, PG_DSN, REDIS_URL, Adapter, main, tag
 
 BATCH = 1000
+BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
+
+
+def sqlite_path() -> Path:
+    return Path(tempfile.gettempdir()) / f"rqcmp_{tag()}.db"
+
+
+def url_for(backend: str) -> str:
+    """The queue URL for one backend, with this run's table prefix, key prefix or file."""
+    if backend == "postgres":
+        return f"{PG_DSN}?prefix=rqcmp_{tag()}_"
+    if backend == "mysql":
+        return f"{MYSQL_DSN}?prefix=rqcmp_{tag()}_"
+    if backend == "redis":
+        return f"{REDIS_URL}?prefix=rqcmp:{tag()}:"
+    if backend == "sqlite":
+        return f"sqlite:///{sqlite_path()}"
+    if backend == "memory":
+        return "memory://"
+    raise SystemExit(f"ours: no such backend {backend!r} (have {', '.join(BACKENDS)})")
 
 
 class Ours(Adapter):
     def url(self) -> str:
-        if self.backend == "postgres":
-            return f"{PG_DSN}?prefix=rqcmp_{tag()}_"
-        return f"{REDIS_URL}?prefix=rqcmp:{tag()}:"
+        return url_for(self.backend)
 
-    def enqueue(self) -> float:
+    def enqueue(self) -> float | None:
+        if self.backend == "memory":
+            return None
         return asyncio.run(self._enqueue())
 
     async def _enqueue(self) -> float:
@@ -42,24 +68,26 @@ class Ours(Adapter):
             await queue.aclose()
 
     def worker_commands(self) -> list[list[str]]:
+        if self.backend == "memory":
+            command = [
+                *(sys.executable, "-m", "bench.compare.ours_inproc"),
+                *("--jobs", str(self.jobs), "--concurrency", str(self.concurrency)),
+            ]
+            return [[*command, "--feed"] if self.workload == "memory" else command]
         command = [
-            sys.executable,
-            "-m",
-            "rainier_queue",
-            "--app",
-            "bench.compare.ours_jobs:registry",
-            "--url",
-            self.url(),
-            "--quiet",
-            "work",
-            "--stop-when-empty",
-            "--concurrency",
-            str(self.concurrency),
+            *(sys.executable, "-m", "rainier_queue", "--app", "bench.compare.ours_jobs:registry"),
+            *("--url", self.url(), "--quiet", "work"),
+            *("--stop-when-empty", "--concurrency", str(self.concurrency)),
         ]
         return [command] * self.processes
 
     def teardown(self) -> None:
-        asyncio.run(cleanup(self.url()))
+        if self.backend == "sqlite":
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f"{sqlite_path()}{suffix}").unlink()
+        elif self.backend != "memory":
+            asyncio.run(cleanup(self.url()))
 
 
 if __name__ == "__main__":

@@ -1,34 +1,60 @@
 # SPDX-License-Identifier: MIT
-"""Side-by-side throughput of rainier-queue and peer libraries, same services, same workload.
+"""The whole comparison in one command: rainier-queue beside its peers, same services, same jobs.
 
-    .venv/bin/python -m bench.compare.run --jobs 5000 --processes 2 --concurrency 8 --rounds 3
+A performance claim is only worth what the benchmark behind it is, so this
+one runs everything a reader needs to check ours against what they would pick
+instead, on their own machine, in one go (`make bench` calls it):
 
-For each backend (PostgreSQL, Redis) every system enqueues N jobs with its own
-bulk API, then P worker processes at concurrency C drain them through the
-system's own worker CLI. Each job INCRs one per-run Redis key; a run whose
-counter does not end at exactly N is FAILED. Runs are interleaved (A B A B ...)
-for R rounds and the medians are reported. Peers run from bench/.peers-venv
-(created and filled from requirements-peers.txt on first use), each adapter
-in a subprocess so that no peer import touches the project's venv.
+    .venv/bin/python -m bench.compare.run                 # everything, under 15 min on 2 cores
+    .venv/bin/python -m bench.compare.run --workloads throughput --backend postgres --rounds 1
+
+Workloads:
+
+- **throughput**: every system enqueues N jobs with its own bulk API, then P
+  worker processes at concurrency C drain them through the system's own
+  worker CLI. Ours runs on every driver (memory, SQLite, PostgreSQL,
+  MySQL/MariaDB, Redis); the peers on theirs. Runs are interleaved
+  (A B C A B C ...) for R rounds and the medians reported.
+- **latency**: ours on every driver, an idle worker, jobs pushed one at a
+  time at a fixed rate; push-to-start p50/p99 (bench/compare/latency_run.py).
+- **memory**: a long run (200,000 jobs by default) through one worker process,
+  with its resident memory at the first job, at the last job, and the peak.
+
+Every job INCRs one per-run Redis key (the latency job writes one line); a
+run whose count does not land exactly on N is FAILED and gives no number.
+Peers run from bench/.peers-venv, created and filled from the pinned
+requirements-peers.txt on first use; each adapter runs in a subprocess so no
+peer import touches the project's venv. The output is rich tables with
+ratios to the fastest peer per backend, JSON lines appended to
+bench/results/compare-<date>.jsonl, the whole result in
+bench/results/latest.json, and a PNG chart drawn by the peers' venv
+(matplotlib lives there, not in the project). `--write-readme` rewrites the
+marked block of README.md from this run; `python -m bench.compare.readme`
+does the same later from latest.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import hashlib
 import json
 import os
 import secrets
-import statistics
+import shlex
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
-from rich.table import Table
+
+from . import report
+from .report import OURS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -37,13 +63,20 @@ PEERS_PYTHON = PEERS_VENV / "bin" / "python"
 REQUIREMENTS = HERE / "requirements-peers.txt"
 STAMP = PEERS_VENV / ".requirements.sha256"
 RESULTS = ROOT / "bench" / "results"
-OURS = "rainier-queue"
+CHART = RESULTS / "compare.png"
+LATEST = RESULTS / "latest.json"
+COMMAND_ENV = "RQBENCH_COMMAND"  # set by `make bench` so the README names the command typed
+WORKLOADS = ("throughput", "latency", "memory")
 
-# (system, backend, adapter module); ours first, then the peers in the brief's order.
+# (system, backend, adapter module): ours first on each backend, then the peers.
 SYSTEMS: list[tuple[str, str, str]] = [
+    (OURS, "memory", "bench.compare.ours"),
+    (OURS, "sqlite", "bench.compare.ours"),
+    ("huey", "sqlite", "bench.compare.peers.huey"),
     (OURS, "postgres", "bench.compare.ours"),
     ("pgqueuer", "postgres", "bench.compare.peers.pgqueuer"),
     ("procrastinate", "postgres", "bench.compare.peers.procrastinate"),
+    (OURS, "mysql", "bench.compare.ours"),
     (OURS, "redis", "bench.compare.ours"),
     ("taskiq", "redis", "bench.compare.peers.taskiq"),
     ("saq", "redis", "bench.compare.peers.saq"),
@@ -52,22 +85,41 @@ SYSTEMS: list[tuple[str, str, str]] = [
     ("rq", "redis", "bench.compare.peers.rq"),
     ("celery", "redis", "bench.compare.peers.celery"),
 ]
+LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
+MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
 
-console = Console()
+console = Console(width=max(Console().width, 100))  # tables stay readable in a log
 
 
 @dataclass(slots=True)
-class Stats:
+class Runs:
+    """Every run of one system on one backend in one workload."""
+
     system: str
     backend: str
     enqueue: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
     runs: int = 0
     errors: list[str] = field(default_factory=list)
+    last: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.runs > 0 and not self.errors
+
+    def row(self) -> dict[str, Any]:
+        enqueue = report.median(self.enqueue) if self.ok else None
+        e2e = report.median(self.e2e) if self.ok else None
+        return {
+            "system": self.system,
+            "backend": self.backend,
+            "ok": self.ok,
+            "runs": self.runs,
+            "runs_ok": self.runs - len(self.errors),
+            "enqueue_jobs_s": round(enqueue, 1) if enqueue is not None else None,
+            "e2e_jobs_s": round(e2e, 1) if e2e is not None else None,
+            "errors": self.errors,
+        }
 
 
 def ensure_peers_venv() -> None:
@@ -90,7 +142,11 @@ def python_for(system: str) -> str:
     return sys.executable if system == OURS else str(PEERS_PYTHON)
 
 
-def available(system: str, module: str) -> str | None:
+def adapter_env(tag: str, backend: str) -> dict[str, str]:
+    return {**os.environ, "RQCOMPARE_TAG": tag, "RQCOMPARE_BACKEND": backend}
+
+
+def available(system: str, backend: str, module: str) -> str | None:
     """None if the adapter can be imported by its venv, else why not."""
     path = ROOT / Path(*module.split(".")).with_suffix(".py")
     if not path.exists():
@@ -100,38 +156,36 @@ def available(system: str, module: str) -> str | None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "RQCOMPARE_TAG": "probe"},
+        env=adapter_env("probe", backend),
     )
     if probe.returncode:
         return (probe.stderr.strip().splitlines() or ["import failed"])[-1]
     return None
 
 
-def run_once(system: str, backend: str, module: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_adapter(
+    system: str,
+    backend: str,
+    module: str,
+    *,
+    jobs: int,
+    processes: int,
+    concurrency: int,
+    timeout: float,
+    workload: str = "throughput",
+) -> dict[str, Any]:
+    """One run of one adapter in its own subprocess; its JSON result."""
     tag = secrets.token_hex(4)
     command = [
-        python_for(system),
-        "-m",
-        module,
-        "--jobs",
-        str(args.jobs),
-        "--processes",
-        str(args.processes),
-        "--concurrency",
-        str(args.concurrency),
-        "--tag",
-        tag,
-        "--timeout",
-        str(args.timeout),
-        "--backend",
-        backend,
+        *(python_for(system), "-m", module, "--jobs", str(jobs)),
+        *("--processes", str(processes), "--concurrency", str(concurrency)),
+        *("--tag", tag, "--timeout", str(timeout), "--backend", backend),
+        *("--workload", workload),
     ]
+    if workload == "memory":
+        command.append("--rss")
     proc = subprocess.run(
-        command,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "RQCOMPARE_TAG": tag},
+        command, cwd=ROOT, capture_output=True, text=True, env=adapter_env(tag, backend)
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     try:
@@ -146,120 +200,343 @@ def run_once(system: str, backend: str, module: str, args: argparse.Namespace) -
     return result
 
 
-def fmt(values: list[float]) -> str:
-    return f"{statistics.median(values):,.0f}" if values else "-"
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def table_for(backend: str, stats: list[Stats], args: argparse.Namespace) -> tuple[Table, dict]:
-    ours = next((s for s in stats if s.system == OURS), None)
-    peers = [s for s in stats if s.system != OURS and s.ok]
-    fastest = max(peers, key=lambda s: statistics.median(s.e2e), default=None)
-    title = (
-        f"{backend}: {args.jobs} jobs, {args.processes} processes x concurrency "
-        f"{args.concurrency}, median of {args.rounds} rounds"
-    )
-    table = Table(title=title)
-    table.add_column("system")
-    table.add_column("enqueue jobs/s", justify="right")
-    table.add_column("end-to-end jobs/s", justify="right")
-    table.add_column("runs ok", justify="right")
-    table.add_column("ours / this (e2e)", justify="right")
-    for s in stats:
-        good = s.runs - len(s.errors)
-        ratio = "-"
-        if ours and ours.ok and s.ok and s is not ours:
-            ratio = f"{statistics.median(ours.e2e) / statistics.median(s.e2e):.2f}x"
-        e2e = fmt(s.e2e) if s.ok else "[red]FAILED[/red]"
-        table.add_row(s.system, fmt(s.enqueue) if s.ok else "-", e2e, f"{good}/{s.runs}", ratio)
-    summary: dict[str, Any] = {"type": "summary", "backend": backend, "fastest_peer": None}
-    if fastest is not None:
-        summary["fastest_peer"] = fastest.system
-        if ours and ours.ok:
-            e2e_ratio = statistics.median(ours.e2e) / statistics.median(fastest.e2e)
-            enq_ratio = statistics.median(ours.enqueue) / statistics.median(fastest.enqueue)
-            summary["ours_over_fastest_e2e"] = round(e2e_ratio, 3)
-            summary["ours_over_fastest_enqueue"] = round(enq_ratio, 3)
-            table.caption = (
-                f"rainier-queue / fastest peer end-to-end ({fastest.system}): end-to-end "
-                f"{e2e_ratio:.2f}x, enqueue {enq_ratio:.2f}x"
-            )
-    return table, summary
+def emit(sink: TextIO, row: dict[str, Any]) -> None:
+    sink.write(json.dumps(row) + "\n")
+    sink.flush()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=5000)
-    parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")
-    parser.add_argument("--only", help="comma-separated peers to run (ours always runs)")
-    parser.add_argument("--backend", choices=["postgres", "redis"], help="only this backend")
-    args = parser.parse_args()
-    only = {name.strip() for name in args.only.split(",")} if args.only else None
-
-    ensure_peers_venv()
+def choose(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     chosen: list[tuple[str, str, str]] = []
     for system, backend, module in SYSTEMS:
-        if args.backend and backend != args.backend:
+        if args.backend and backend not in args.backend:
             continue
-        if only is not None and system != OURS and system not in only:
+        if args.only is not None and system != OURS and system not in args.only:
             continue
-        why = available(system, module)
+        if args.no_peers and system != OURS:
+            continue
+        why = available(system, backend, module)
         if why:
             console.print(f"[yellow]skipping {system} ({backend})[/yellow]: {why}")
             continue
         chosen.append((system, backend, module))
+    return chosen
 
+
+def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    chosen = choose(args)
+    runs = {(s, b): Runs(s, b) for s, b, _ in chosen}
+    common = {"jobs": args.jobs, "processes": args.processes, "concurrency": args.concurrency}
+    for round_no in range(1, args.rounds + 1):
+        for system, backend, module in chosen:
+            console.print(f"throughput round {round_no}/{args.rounds}: {system} ({backend}) ...")
+            processes = 1 if backend == "memory" else args.processes
+            result = run_adapter(
+                system,
+                backend,
+                module,
+                jobs=args.jobs,
+                processes=processes,
+                concurrency=args.concurrency,
+                timeout=args.timeout,
+            )
+            entry = runs[system, backend]
+            entry.runs += 1
+            ok = bool(result.get("ok"))
+            row: dict[str, Any] = {
+                "type": "run",
+                "workload": "throughput",
+                "at": now(),
+                "round": round_no,
+                "system": system,
+                "backend": backend,
+                **common,
+                "processes": processes,
+                "ok": ok,
+                "counter": result.get("counter"),
+                "counter_ok": result.get("counter") == args.jobs,
+            }
+            if ok:
+                if result.get("enqueue_s"):
+                    row["enqueue_jobs_s"] = round(args.jobs / result["enqueue_s"], 1)
+                    entry.enqueue.append(row["enqueue_jobs_s"])
+                row["e2e_jobs_s"] = round(args.jobs / result["drain_s"], 1)
+                entry.e2e.append(row["e2e_jobs_s"])
+            else:
+                row["error"] = result.get("error")
+                entry.errors.append(str(result.get("error")))
+            emit(sink, row)
+    rows = [entry.row() for entry in runs.values()]
+    for row in rows:
+        emit(
+            sink,
+            {
+                "type": "result",
+                "workload": "throughput",
+                **row,
+                **common,
+                "rounds": args.rounds,
+                "counter_ok": row["ok"],
+            },
+        )
+    for summary in report.summaries(rows):
+        emit(sink, {"type": "summary", "workload": "throughput", **summary})
+    return rows
+
+
+def latency_urls(tmp: Path) -> dict[str, str]:
+    tag = secrets.token_hex(4)
+    return {
+        "memory": "memory://",
+        "sqlite": f"sqlite:///{tmp / 'latency.db'}",
+        "postgres": f"postgresql://postgres@127.0.0.1:5432/test?prefix=rqcmplat_{tag}_",
+        "mysql": f"mysql://root@127.0.0.1:3306/test?prefix=rqcmplat_{tag}_",
+        "redis": f"redis://127.0.0.1:6379/0?prefix=rqcmplat:{tag}:",
+    }
+
+
+def latency(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    from .latency_run import measure
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        urls = latency_urls(Path(tmp))
+        for backend in LATENCY_BACKENDS:
+            if args.backend and backend not in args.backend:
+                continue
+            console.print(f"latency: {OURS} ({backend}) ...")
+            out = asyncio.run(measure(urls[backend], args.latency_rate, args.latency_samples))
+            if not out["ok"]:
+                console.print(f"[red]{OURS} ({backend}) latency FAILED[/red]: {out.get('error')}")
+            row = {"system": OURS, "backend": backend, **out}
+            rows.append(row)
+            emit(
+                sink,
+                {
+                    "type": "result",
+                    "workload": "latency",
+                    "at": now(),
+                    **row,
+                    "rate": args.latency_rate,
+                    "counter_ok": out["ok"],
+                },
+            )
+    return rows
+
+
+def memory(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    plan = [(OURS, b, "bench.compare.ours") for b in args.memory_backends]
+    for name in args.memory_peers:
+        backend, module = MEMORY_PEERS[name]
+        why = available(name, backend, module)
+        if why:
+            console.print(f"[yellow]skipping {name} ({backend}) memory run[/yellow]: {why}")
+            continue
+        plan.append((name, backend, module))
+    rows: list[dict[str, Any]] = []
+    for system, backend, module in plan:
+        if args.backend and backend not in args.backend:
+            continue
+        console.print(f"memory: {system} ({backend}), {args.memory_jobs:,} jobs, 1 process ...")
+        result = run_adapter(
+            system,
+            backend,
+            module,
+            jobs=args.memory_jobs,
+            processes=1,
+            concurrency=args.concurrency,
+            timeout=args.memory_timeout,
+            workload="memory",
+        )
+        ok = bool(result.get("ok"))
+        row: dict[str, Any] = {
+            "system": system,
+            "backend": backend,
+            "ok": ok,
+            "jobs": args.memory_jobs,
+            "e2e_jobs_s": round(args.memory_jobs / result["drain_s"], 1) if ok else None,
+            **{k: result.get(k) for k in ("rss_start_kib", "rss_end_kib", "rss_peak_kib")},
+            "rss_growth_kib": result.get("rss_growth_kib"),
+            "error": result.get("error"),
+        }
+        rows.append(row)
+        emit(
+            sink,
+            {
+                "type": "result",
+                "workload": "memory",
+                "at": now(),
+                **row,
+                "concurrency": args.concurrency,
+                "counter": result.get("counter"),
+                "counter_ok": result.get("counter") == args.memory_jobs,
+            },
+        )
+    return rows
+
+
+def draw_chart(result: dict[str, Any], path: Path) -> bool:
+    """Draw the PNG with the peers' venv (matplotlib lives there); False if it could not."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(result, handle)
+    try:
+        proc = subprocess.run(
+            [str(PEERS_PYTHON), "-m", "bench.compare.chart", handle.name, str(path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        os.unlink(handle.name)
+    if proc.returncode:
+        console.print(f"[yellow]no chart[/yellow]: {proc.stderr.strip()[-500:]}")
+        return False
+    return True
+
+
+def command_line(argv: list[str]) -> str:
+    typed = os.environ.get(COMMAND_ENV)
+    if typed:
+        return typed
+    return shlex.join([".venv/bin/python", "-m", "bench.compare.run", *argv])
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="[%(default)s]")
+    parser.add_argument("--jobs", type=int, default=5000, help="throughput N [%(default)s]")
+    parser.add_argument("--processes", type=int, default=2, help="[%(default)s]")
+    parser.add_argument("--concurrency", type=int, default=8, help="[%(default)s]")
+    parser.add_argument("--rounds", type=int, default=3, help="[%(default)s]")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per run, s [%(default)s]")
+    parser.add_argument("--only", help="comma-separated peers to run (ours always runs)")
+    parser.add_argument("--no-peers", action="store_true", help="ours only (no peers' venv)")
+    parser.add_argument(
+        "--backend",
+        help="comma-separated backends (memory,sqlite,postgres,mysql,redis) [all]",
+    )
+    parser.add_argument("--latency-rate", type=float, default=50.0, help="[%(default)s]/s")
+    parser.add_argument("--latency-samples", type=int, default=300, help="[%(default)s]")
+    parser.add_argument("--memory-jobs", type=int, default=200_000, help="[%(default)s]")
+    parser.add_argument(
+        "--memory-backends", default="memory,redis", help="ours, comma-separated [%(default)s]"
+    )
+    parser.add_argument(
+        "--memory-peers",
+        default="huey",
+        help=f"peers in the memory run ({', '.join(MEMORY_PEERS)}, or none) [%(default)s]",
+    )
+    parser.add_argument("--memory-timeout", type=float, default=600.0, help="s [%(default)s]")
+    parser.add_argument("--chart", type=Path, default=CHART, help="PNG path [bench/results/...]")
+    parser.add_argument("--no-chart", action="store_true")
+    parser.add_argument(
+        "--write-readme",
+        nargs="?",
+        const=ROOT / "README.md",
+        type=Path,
+        metavar="PATH",
+        help="rewrite the <!-- bench:start/end --> block of this README [README.md]",
+    )
+    args = parser.parse_args(argv)
+
+    def split(text: str | None) -> list[str] | None:
+        if text is None:
+            return None
+        return [part.strip() for part in text.split(",") if part.strip()]
+
+    args.workloads = split(args.workloads) or []
+    unknown = set(args.workloads) - set(WORKLOADS)
+    if unknown:
+        parser.error(f"unknown workloads {sorted(unknown)}; choose from {', '.join(WORKLOADS)}")
+    args.backend = split(args.backend)
+    args.only = split(args.only)
+    args.memory_backends = split(args.memory_backends) or []
+    peers = split(args.memory_peers) or []
+    args.memory_peers = [] if peers == ["none"] or args.no_peers else peers
+    for name in args.memory_peers:
+        if name not in MEMORY_PEERS:
+            parser.error(f"--memory-peers: no memory adapter for {name!r}")
+    if args.jobs < 1 or args.rounds < 1 or args.memory_jobs < 1 or args.latency_samples < 1:
+        parser.error("--jobs, --rounds, --memory-jobs and --latency-samples must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    began = time.monotonic()
+    if not args.no_peers:
+        ensure_peers_venv()
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"compare-{dt.date.today().isoformat()}.jsonl"
-    stats = {(s, b): Stats(s, b) for s, b, _ in chosen}
-    common = {"jobs": args.jobs, "processes": args.processes, "concurrency": args.concurrency}
+    result: dict[str, Any] = {
+        "date": dt.date.today().isoformat(),
+        "started_at": now(),
+        "machine": report.machine(),
+        "command": command_line(argv),
+        "params": {
+            "jobs": args.jobs,
+            "processes": args.processes,
+            "concurrency": args.concurrency,
+            "rounds": args.rounds,
+            "latency_rate": args.latency_rate,
+            "latency_samples": args.latency_samples,
+            "memory_jobs": args.memory_jobs,
+        },
+        "throughput": [],
+        "latency": [],
+        "memory": [],
+    }
     with out.open("a") as sink:
-        for round_no in range(1, args.rounds + 1):
-            for system, backend, module in chosen:
-                console.print(f"round {round_no}/{args.rounds}: {system} ({backend}) ...")
-                result = run_once(system, backend, module, args)
-                entry = stats[system, backend]
-                entry.runs += 1
-                row: dict[str, Any] = {
-                    "type": "run",
-                    "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                    "round": round_no,
-                    "system": system,
-                    "backend": backend,
-                    **common,
-                    "ok": bool(result.get("ok")),
-                }
-                if result.get("ok"):
-                    row["enqueue_jobs_s"] = round(args.jobs / result["enqueue_s"], 1)
-                    row["e2e_jobs_s"] = round(args.jobs / result["drain_s"], 1)
-                    entry.enqueue.append(row["enqueue_jobs_s"])
-                    entry.e2e.append(row["e2e_jobs_s"])
-                else:
-                    row["error"] = result.get("error")
-                    row["counter"] = result.get("counter")
-                    entry.errors.append(str(result.get("error")))
-                sink.write(json.dumps(row) + "\n")
-                sink.flush()
-        for backend in ("postgres", "redis"):
-            group = [s for (_, b), s in stats.items() if b == backend]
-            if not group:
-                continue
-            table, summary = table_for(backend, group, args)
-            console.print(table)
-            summary.update(common, rounds=args.rounds)
-            summary["systems"] = {
-                s.system: {
-                    "ok": s.ok,
-                    "runs": s.runs,
-                    "enqueue_jobs_s": statistics.median(s.enqueue) if s.enqueue else None,
-                    "e2e_jobs_s": statistics.median(s.e2e) if s.e2e else None,
-                }
-                for s in group
-            }
-            sink.write(json.dumps(summary) + "\n")
-    console.print(f"results appended to {out.relative_to(ROOT)}")
+        if "throughput" in args.workloads:
+            result["throughput"] = throughput(args, sink)
+        if "latency" in args.workloads:
+            result["latency"] = latency(args, sink)
+        if "memory" in args.workloads:
+            result["memory"] = memory(args, sink)
+    result["summaries"] = report.summaries(result["throughput"])
+
+    p = result["params"]
+    rows = result["throughput"]
+    for backend in report.ordered_backends(r["backend"] for r in rows):
+        title = (
+            f"{p['jobs']:,} jobs, {p['processes']} processes x concurrency "
+            f"{p['concurrency']}, median of {p['rounds']} rounds"
+        )
+        if backend == "memory":
+            title = title.replace(f"{p['processes']} processes", "1 process")
+        console.print(report.throughput_table(rows, backend, title))
+    if result["latency"]:
+        title = f"{p['latency_samples']} jobs at {p['latency_rate']:g}/s, idle worker"
+        console.print(report.latency_table(result["latency"], title))
+    if result["memory"]:
+        title = f"{p['memory_jobs']:,} jobs through one worker process"
+        console.print(report.memory_table(result["memory"], title))
+
+    chart: str | None = None
+    if rows and not args.no_chart and not args.no_peers and draw_chart(result, args.chart):
+        chart = os.path.relpath(args.chart, ROOT)
+        console.print(f"chart: {chart}")
+    result["chart"] = chart
+    result["total_s"] = round(time.monotonic() - began, 1)
+    LATEST.write_text(json.dumps(result, indent=1) + "\n")
+    console.print(f"JSON lines appended to {out.relative_to(ROOT)}; whole run in {LATEST.name}")
+    if args.write_readme is not None:
+        report.write_readme(args.write_readme, result, chart)
+        console.print(f"rewrote the bench block of {args.write_readme}")
+    failed = [
+        f"{r['system']} ({r['backend']}, {kind})"
+        for kind in ("throughput", "latency", "memory")
+        for r in result[kind]
+        if not r["ok"]
+    ]
+    if failed:
+        console.print(f"[red]FAILED[/red]: {', '.join(failed)}")
+    total = result["total_s"]
+    console.print(f"total run time: {int(total // 60)} min {total % 60:.0f} s")
 
 
 if __name__ == "__main__":

@@ -25,11 +25,15 @@ from typing import Any
 
 import redis
 
+from ..procmem import RssSampler
+
 ROOT = Path(__file__).resolve().parents[3]
 REDIS_URL = "redis://127.0.0.1:6379/0"
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+MYSQL_DSN = "mysql://root@127.0.0.1:3306/test"
 KEY_ENV = "RQCOMPARE_KEY"
 TAG_ENV = "RQCOMPARE_TAG"
+BACKEND_ENV = "RQCOMPARE_BACKEND"  # for adapters that serve more than one backend
 SETTLE = 0.5  # seconds the counter must stay at N once reached
 
 
@@ -49,17 +53,22 @@ def bin_of(name: str) -> str:
 class Adapter:
     backend = ""
 
-    def __init__(self, jobs: int, processes: int, concurrency: int, backend: str) -> None:
+    def __init__(
+        self, jobs: int, processes: int, concurrency: int, backend: str, workload: str = ""
+    ) -> None:
         self.backend = backend or self.backend
         self.jobs = jobs
         self.processes = processes
         self.concurrency = concurrency
+        self.workload = workload or "throughput"
 
     def setup(self) -> None:
         """Create schema / clear keys."""
 
-    def enqueue(self) -> float:
-        """Enqueue `self.jobs` jobs with the system's bulk API; return the seconds it took."""
+    def enqueue(self) -> float | None:
+        """Enqueue `self.jobs` jobs with the system's bulk API; return the seconds it took.
+
+        None: the worker process enqueues for itself (the in-process memory driver)."""
         raise NotImplementedError
 
     def worker_commands(self) -> list[list[str]]:
@@ -99,7 +108,7 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
     )
     client = redis.Redis.from_url(REDIS_URL)
     client.delete(key)
-    adapter = adapter_cls(args.jobs, args.processes, args.concurrency, args.backend)
+    adapter = adapter_cls(args.jobs, args.processes, args.concurrency, args.backend, args.workload)
     result: dict[str, Any] = {"ok": False, "jobs": args.jobs}
     procs: list[subprocess.Popen[bytes]] = []
     log = tempfile.NamedTemporaryFile(prefix="rqcompare-", suffix=".log", delete=False)  # noqa: SIM115
@@ -112,10 +121,13 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
             subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
             for cmd in commands
         ]
+        sampler = RssSampler([p.pid for p in procs]) if args.rss else None
         deadline = time.monotonic() + args.timeout
         count = 0
         while True:
             count = int(client.get(key) or 0)
+            if sampler is not None:
+                sampler.poll(count)
             if count >= args.jobs:
                 break
             if time.monotonic() > deadline:
@@ -129,6 +141,9 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
                 break
             time.sleep(0.005)
         result["drain_s"] = time.perf_counter() - started
+        if sampler is not None:
+            sampler.finish()
+            result.update(sampler.summary())
         time.sleep(SETTLE)
         count = int(client.get(key) or 0)
         result["counter"] = count
@@ -156,17 +171,25 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(adapter_cls: type[Adapter]) -> None:
-    if adapter_cls.__module__ == "__main__":
-        # Run with -m, the module is __main__: import it again under its real name so
-        # that the tasks it registers are named as the workers will import them.
-        real = sys.modules["__main__"].__spec__.name
-        adapter_cls = getattr(importlib.import_module(real), adapter_cls.__name__)
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, required=True)
     parser.add_argument("--processes", type=int, required=True)
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--tag", required=True)
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--backend", default="", help="for adapters that serve both")
+    parser.add_argument("--backend", default="", help="for adapters that serve more than one")
+    parser.add_argument("--workload", default="throughput", choices=["throughput", "memory"])
+    parser.add_argument("--rss", action="store_true", help="sample the workers' resident memory")
     args = parser.parse_args()
+    # Module-level names (queue names, the backend) are read from the environment at import.
+    os.environ[TAG_ENV] = args.tag
+    if args.backend:
+        os.environ[BACKEND_ENV] = args.backend
+    if adapter_cls.__module__ == "__main__":
+        # Run with -m, the module is __main__: import it again under its real name so
+        # that the tasks it registers are named as the workers will import them.
+        spec = sys.modules["__main__"].__spec__
+        assert spec is not None, "run adapters with python -m"
+        real = spec.name
+        adapter_cls = getattr(importlib.import_module(real), adapter_cls.__name__)
     print(json.dumps(run(adapter_cls, args)), flush=True)

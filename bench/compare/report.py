@@ -1,0 +1,343 @@
+# SPDX-License-Identifier: MIT
+"""What bench.compare prints and writes: tables, ratios, the machine, and the README block.
+
+Kept apart from the runner and free of any queue library so that the
+arithmetic that readers see (medians, ratios to the fastest peer, FAILED
+instead of a number) can be tested quickly, without services or the peers'
+venv. Every function here works on the plain dicts of `latest.json`:
+
+- throughput rows: system, backend, ok, runs, runs_ok, enqueue_jobs_s,
+  e2e_jobs_s (medians, None when failed), errors;
+- latency rows: system, backend, ok, samples, expected, p50_ms, p99_ms, error;
+- memory rows: system, backend, ok, jobs, e2e_jobs_s, rss_start_kib,
+  rss_end_kib, rss_peak_kib, rss_growth_kib, error.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+OURS = "rainier-queue"
+BACKEND_ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka")
+BACKEND_NAMES = {
+    "memory": "memory (in-process)",
+    "sqlite": "SQLite",
+    "postgres": "PostgreSQL",
+    "mysql": "MySQL/MariaDB",
+    "redis": "Redis",
+    "kafka": "Kafka",
+}
+NO_PEER = {
+    "memory": "no peer: an in-process queue is not a deployment peers offer",
+    "sqlite": "no peer run here on SQLite",
+    "mysql": (
+        "no peer run here on MySQL/MariaDB: PgQueuer and Procrastinate are PostgreSQL-only, "
+        "taskiq, SAQ, Dramatiq and RQ have no MySQL backend"
+    ),
+}
+TIMES = "\u00d7"  # the README writes ratios as 1.33\u00d7
+START = "<!-- bench:start -->"
+END = "<!-- bench:end -->"
+
+Row = dict[str, Any]
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def backend_name(backend: str) -> str:
+    return BACKEND_NAMES.get(backend, backend)
+
+
+def ordered_backends(backends: Iterable[str]) -> list[str]:
+    seen = list(dict.fromkeys(backends))
+    rank = {name: i for i, name in enumerate(BACKEND_ORDER)}
+    return sorted(seen, key=lambda b: (rank.get(b, len(rank)), b))
+
+
+def fastest_peer(rows: Sequence[Row], backend: str) -> Row | None:
+    """The peer with the highest median end-to-end rate on `backend`; failed ones never count."""
+    peers = [
+        r
+        for r in rows
+        if r["backend"] == backend and r["system"] != OURS and r["ok"] and r["e2e_jobs_s"]
+    ]
+    return max(peers, key=lambda r: r["e2e_jobs_s"], default=None)
+
+
+def ours_row(rows: Sequence[Row], backend: str) -> Row | None:
+    return next((r for r in rows if r["backend"] == backend and r["system"] == OURS), None)
+
+
+def ratio(ours: Row | None, other: Row | None, key: str = "e2e_jobs_s") -> float | None:
+    """ours[key] / other[key], or None if either failed or has no number."""
+    if ours is None or other is None or not ours["ok"] or not other["ok"]:
+        return None
+    mine, theirs = ours.get(key), other.get(key)
+    if not mine or not theirs:
+        return None
+    return float(mine) / float(theirs)
+
+
+def summaries(rows: Sequence[Row]) -> list[Row]:
+    """One line per backend: the fastest peer and ours over it (e2e and enqueue)."""
+    out: list[Row] = []
+    for backend in ordered_backends(r["backend"] for r in rows):
+        best = fastest_peer(rows, backend)
+        ours = ours_row(rows, backend)
+        entry: Row = {"backend": backend, "fastest_peer": best["system"] if best else None}
+        e2e = ratio(ours, best)
+        enq = ratio(ours, best, "enqueue_jobs_s")
+        entry["ours_over_fastest_e2e"] = round(e2e, 3) if e2e is not None else None
+        entry["ours_over_fastest_enqueue"] = round(enq, 3) if enq is not None else None
+        out.append(entry)
+    return out
+
+
+def num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def mib(kib: int | None) -> str:
+    return "-" if kib is None else f"{kib / 1024:,.1f}"
+
+
+def signed_mib(kib: int | None) -> str:
+    return "-" if kib is None else f"{kib / 1024:+,.1f}"
+
+
+def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
+    """[system, enqueue, e2e, runs ok, ours / this] per system; FAILED instead of numbers."""
+    ours = ours_row(rows, backend)
+    cells: list[list[str]] = []
+    for r in rows:
+        if r["backend"] != backend:
+            continue
+        if r["ok"]:
+            enqueue, e2e = num(r.get("enqueue_jobs_s")), num(r.get("e2e_jobs_s"))
+        else:
+            enqueue, e2e = "-", "FAILED"
+        mine = ratio(ours, r) if r["system"] != OURS else None
+        cells.append(
+            [
+                r["system"],
+                enqueue,
+                e2e,
+                f"{r['runs_ok']}/{r['runs']}",
+                "-" if mine is None else f"{mine:.2f}x",
+            ]
+        )
+    return cells
+
+
+def caption(rows: Sequence[Row], backend: str) -> str:
+    best = fastest_peer(rows, backend)
+    if best is None:
+        if any(r["backend"] == backend and r["system"] != OURS for r in rows):
+            return "no peer finished every run"
+        return NO_PEER.get(backend, "no peer run on this backend")
+    ours = ours_row(rows, backend)
+    e2e = ratio(ours, best)
+    if e2e is None:
+        return f"fastest peer: {best['system']}; rainier-queue FAILED"
+    text = f"rainier-queue / fastest peer ({best['system']}): end-to-end {e2e:.2f}x"
+    enq = ratio(ours, best, "enqueue_jobs_s")
+    if enq is not None:
+        text += f", enqueue {enq:.2f}x"
+    return text
+
+
+def throughput_table(rows: Sequence[Row], backend: str, title: str) -> Table:
+    table = Table(title=f"{backend_name(backend)} throughput: {title}", caption=None)
+    for name, justify in (
+        ("system", "left"),
+        ("enqueue jobs/s", "right"),
+        ("end-to-end jobs/s", "right"),
+        ("runs ok", "right"),
+        ("ours / this (e2e)", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for cells in throughput_cells(rows, backend):
+        if cells[2] == "FAILED":
+            cells[2] = "[red]FAILED[/red]"
+        table.add_row(*cells)
+    table.caption = caption(rows, backend)
+    return table
+
+
+def latency_table(rows: Sequence[Row], title: str) -> Table:
+    table = Table(title=f"push-to-start latency: {title}")
+    for name in ("system", "backend", "samples", "p50 ms", "p99 ms", "max ms"):
+        table.add_column(name, justify="left" if name in ("system", "backend") else "right")
+    for r in rows:
+        if not r["ok"]:
+            table.add_row(r["system"], backend_name(r["backend"]), "[red]FAILED[/red]", "", "", "")
+            continue
+        table.add_row(
+            r["system"],
+            backend_name(r["backend"]),
+            f"{r['samples']}/{r['expected']}",
+            num(r["p50_ms"], 2),
+            num(r["p99_ms"], 2),
+            num(r.get("max_ms"), 2),
+        )
+    return table
+
+
+def memory_table(rows: Sequence[Row], title: str) -> Table:
+    table = Table(title=f"worker memory: {title}")
+    for name in ("system", "backend", "jobs", "jobs/s", "RSS start MiB", "RSS end MiB"):
+        table.add_column(name, justify="left" if name in ("system", "backend") else "right")
+    table.add_column("peak MiB", justify="right")
+    table.add_column("end - start MiB", justify="right")
+    for r in rows:
+        if not r["ok"]:
+            table.add_row(
+                r["system"], backend_name(r["backend"]), f"{r['jobs']:,}", "[red]FAILED[/red]"
+            )
+            continue
+        table.add_row(
+            r["system"],
+            backend_name(r["backend"]),
+            f"{r['jobs']:,}",
+            num(r["e2e_jobs_s"]),
+            mib(r["rss_start_kib"]),
+            mib(r["rss_end_kib"]),
+            mib(r["rss_peak_kib"]),
+            signed_mib(r["rss_growth_kib"]),
+        )
+    return table
+
+
+# -- the machine ---------------------------------------------------------------------------
+
+
+def machine(proc: Path = Path("/proc")) -> Row:
+    """Cores, memory and CPU model, from /proc (None where it cannot be read)."""
+    info: Row = {"cores": os.cpu_count(), "memory_gib": None, "cpu": None}
+    try:
+        for line in (proc / "meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["memory_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+    except OSError:
+        pass
+    try:
+        for line in (proc / "cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return info
+
+
+# -- the README block -------------------------------------------------------------------------
+
+
+def markdown_block(result: Row, chart: str | None) -> str:
+    """The markdown that goes between the bench markers in README.md."""
+    box = result["machine"]
+    memory = f"{box['memory_gib']:g} GiB" if box.get("memory_gib") else "unknown memory"
+    cpu = f" ({box['cpu']})" if box.get("cpu") else ""
+    p = result["params"]
+    lines = [
+        f"Measured on {result['date']} on a {box['cores']}-core, {memory} machine{cpu}, "
+        "with every service on the same machine, by",
+        "",
+        "```sh",
+        result["command"],
+        "```",
+        "",
+        f"which took {result['total_s'] / 60:.1f} minutes. Throughput: {p['jobs']:,} jobs, "
+        f"{p['processes']} worker processes at concurrency {p['concurrency']}, medians of "
+        f"{p['rounds']} interleaved rounds; every run checks that a Redis counter reached "
+        "exactly N, and a run that did not is FAILED, not a number. Absolute numbers drift "
+        "on a shared machine; the ratios are the point.",
+        "",
+    ]
+    rows = result.get("throughput", [])
+    if rows:
+        lines += [
+            "| backend | system | enqueue jobs/s | end-to-end jobs/s | rainier-queue ÷ it |",
+            "|---|---|---|---|---|",
+        ]
+        for backend in ordered_backends(r["backend"] for r in rows):
+            for system, enqueue, e2e, _runs, mine in throughput_cells(rows, backend):
+                name = f"**{system}**" if system == OURS else system
+                if system == OURS and e2e != "FAILED":
+                    e2e = f"**{e2e}**"
+                cell = "" if system == OURS else ("—" if mine == "-" else mine.replace("x", TIMES))
+                lines.append(f"| {backend_name(backend)} | {name} | {enqueue} | {e2e} | {cell} |")
+        lines.append("")
+        notes = [
+            f"{backend_name(b)}: {caption(rows, b)}."
+            for b in ordered_backends(r["backend"] for r in rows)
+        ]
+        lines += [f"- {note}" for note in notes] + [""]
+    latency = result.get("latency", [])
+    if latency:
+        lp = result["params"]
+        lines += [
+            f"Push-to-start latency of an idle worker ({lp['latency_samples']} jobs pushed one "
+            f"at a time at {lp['latency_rate']:g}/s):",
+            "",
+            "| system | backend | p50 ms | p99 ms |",
+            "|---|---|---|---|",
+        ]
+        for r in latency:
+            p50 = num(r["p50_ms"], 1) if r["ok"] else "FAILED"
+            p99 = num(r["p99_ms"], 1) if r["ok"] else "FAILED"
+            lines.append(f"| {r['system']} | {backend_name(r['backend'])} | {p50} | {p99} |")
+        lines.append("")
+    memory_rows = result.get("memory", [])
+    if memory_rows:
+        lines += [
+            "Resident memory of one worker process over a long run:",
+            "",
+            "| system | backend | jobs | RSS at start MiB | RSS at end MiB | end - start MiB |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in memory_rows:
+            if r["ok"]:
+                start, end = mib(r["rss_start_kib"]), mib(r["rss_end_kib"])
+                growth = signed_mib(r["rss_growth_kib"])
+            else:
+                start = end = growth = "FAILED"
+            lines.append(
+                f"| {r['system']} | {backend_name(r['backend'])} | {r['jobs']:,} | "
+                f"{start} | {end} | {growth} |"
+            )
+        lines.append("")
+    if chart:
+        lines += [f"![End-to-end jobs/s per system, per backend]({chart})", ""]
+    return "\n".join(lines)
+
+
+def replace_block(text: str, block: str) -> str:
+    """`text` with everything between the bench markers replaced by `block`.
+
+    The markers stay. Raises ValueError unless each marker occurs exactly once,
+    start before end, so that a README without them is never rewritten by guess.
+    """
+    starts, ends = text.count(START), text.count(END)
+    if starts != 1 or ends != 1:
+        raise ValueError(f"expected one {START} and one {END} marker, found {starts} and {ends}")
+    head, rest = text.split(START, 1)
+    if END not in rest:
+        raise ValueError(f"{END} comes before {START}")
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{block.strip()}\n{END}{tail}"
+
+
+def write_readme(path: Path, result: Row, chart: str | None) -> None:
+    """Rewrite the marked block of the README at `path` from one run's result."""
+    text = path.read_text()
+    path.write_text(replace_block(text, markdown_block(result, chart)))
