@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install demo check lint typecheck pytest test clean
+.PHONY: help install demo check lint typecheck pytest test clean bench
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -34,3 +34,9 @@ test: install check  ## set up and run every check, as CI does
 
 clean:  ## remove caches and the venv
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+BENCH_ARGS ?=
+bench: install  ## the comparison with peers: throughput, latency, memory (<15 min; BENCH_ARGS=...)
+	scripts/services.sh postgres mariadb redis
+	RQBENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
+		$(BIN)/python -m bench.compare.run $(BENCH_ARGS)
