@@ -202,17 +202,41 @@ class QueuedJob:
         return cls.from_dict(data)
 
 
-# One encoder, made once: `json.dumps` with any non-default option builds a new
-# encoder on every call, which a bulk push of many small payloads pays per job.
+# Encoders made once, not per payload: `json.dumps` with any non-default option
+# builds a new encoder, and its C core, on every call, which a bulk push of many
+# small payloads pays per job. The C core is the one `json` itself uses, but
+# built without circular-reference bookkeeping (its table is left dirty by a
+# failed call, so it cannot be shared between calls); a circular payload still
+# fails, as too deep to encode.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_c_compact: Any = (
+    None
+    if _C_ENCODER is None
+    else _C_ENCODER(
+        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
 
 
 def encode_payload(payload: JSONValue) -> str:
     """Payload as compact JSON text, or a `PayloadError` naming what is not JSON."""
     try:
-        return _COMPACT.encode(payload)
+        if _c_compact is None:
+            return _COMPACT.encode(payload)
+        return "".join(_c_compact(payload, 0))
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"the payload is not JSON-serialisable: {exc}") from exc
+    except RecursionError:
+        raise PayloadError(
+            "the payload is not JSON-serialisable: it refers to itself, or is nested too deeply"
+        ) from None
 
 
 def encode_headers(headers: Mapping[str, str]) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,7 @@ from uuid import UUID
 import pytest
 
 from rainier_queue import Job, JobContext, JobRegistry, PayloadError, UnknownJob, job
-from rainier_queue.envelope import QueuedJob
+from rainier_queue.envelope import QueuedJob, decode_payload, encode_payload
 
 
 class Colour(enum.Enum):
@@ -202,3 +203,37 @@ def test_an_envelope_round_trips_through_its_documented_json_form() -> None:
 def test_a_body_that_is_not_an_envelope_is_a_clear_payload_error(body: str | bytes) -> None:
     with pytest.raises(PayloadError, match="not a job envelope"):
         QueuedJob.from_json(body)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        None,
+        'é\u2028\x00"\\',
+        [1, -0.0, 1e300, 10**30, {"a": [True, False, None]}],
+        {2: "int key", True: "bool key", None: "none key", 1.5: "float key"},
+    ],
+)
+def test_a_payload_is_encoded_exactly_as_compact_json_dumps_would(payload: object) -> None:
+    expected = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+    assert encode_payload(payload) == expected
+    assert decode_payload(encode_payload(payload)) == json.loads(expected)
+
+
+def _circular() -> list[object]:
+    loop: list[object] = []
+    loop.append(loop)
+    return loop
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [float("nan"), {"when": datetime.now(UTC)}, {(1, 2): "tuple key"}, {1, 2}, _circular()],
+    ids=["nan", "datetime", "tuple-key", "set", "circular"],
+)
+def test_a_payload_that_is_not_json_is_a_payload_error_every_time(payload: object) -> None:
+    for _ in range(2):  # a failed encode leaves nothing behind for the next one
+        with pytest.raises(PayloadError, match="not JSON-serialisable"):
+            encode_payload(payload)
+    assert encode_payload({"after": [1, 2]}) == '{"after":[1,2]}'
