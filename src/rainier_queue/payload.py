@@ -83,6 +83,10 @@ def check_supported(tp: Any, where: str) -> None:
 
 def to_json(value: Any, tp: Any, path: str = "") -> JSONValue:
     """`value`, checked against `tp`, as a JSON-ready value. Raises `_Mismatch`."""
+    # The common case first: a plain scalar of exactly its declared type.
+    # Every job's fields pass through here twice per run, so this matters.
+    if (tp is str or tp is int or tp is bool) and type(value) is tp:
+        return value
     if tp is Any or tp is object:
         _require_json(value, path)
         return value
@@ -169,6 +173,8 @@ def to_json(value: Any, tp: Any, path: str = "") -> JSONValue:
 
 def from_json(data: JSONValue, tp: Any, path: str = "") -> Any:
     """A JSON value read back as `tp`. Raises `_Mismatch`."""
+    if (tp is str or tp is int or tp is bool) and type(data) is tp:
+        return data
     if tp is Any or tp is object:
         return data
     if tp is None or tp is type(None):

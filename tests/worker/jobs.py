@@ -106,6 +106,21 @@ class Hangs(Job):
         journal_of(ctx).hooks.append((self.name, ctx.attempt, error))
 
 
+class Stubborn(Job):
+    """Swallows the cancellation its 50 ms timeout brings, then returns as if all went well."""
+
+    name = "stubborn"
+    tries = 1
+    timeout: ClassVar[timedelta | float | None] = timedelta(milliseconds=50)
+
+    async def handle(self, ctx: JobContext) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            journal_of(ctx).cancelled.append(self.name)
+        journal_of(ctx).ran.append(self.name)
+
+
 class HangsForWorkersTimeout(Hangs):
     """`Hangs` without a timeout of its own, so the worker's applies."""
 
@@ -261,6 +276,7 @@ ALL_JOBS: Sequence[type[Job]] = (
     Flaky,
     Doomed,
     Hangs,
+    Stubborn,
     HangsForWorkersTimeout,
     BrokenHook,
     Patient,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from typing_extensions import override
@@ -10,7 +11,7 @@ from typing_extensions import override
 from rainier_queue.drivers.memory import MemoryQueue
 from rainier_queue.queue import Reservation
 
-from .jobs import Journal, Meet, push, quick, worker_for
+from .jobs import Journal, Meet, Note, eventually, push, quick, worker_for
 
 
 class AckLog(MemoryQueue):
@@ -38,4 +39,40 @@ async def test_jobs_that_finish_together_are_acknowledged_in_one_batch() -> None
     assert sum(queue.batches) == 6, "every job acknowledged exactly once"
     assert len(queue.batches) < 6, f"six jobs released at once took {queue.batches} round trips"
     assert await queue.size("default") == 0
+    assert queue.reserved_count() == 0
+
+
+class SlowAcks(MemoryQueue):
+    """Acknowledgements wait until the test opens `gate`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.recorded = 0
+
+    @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        await self.gate.wait()
+        outcomes = await super().acknowledge_many(reservations)
+        self.recorded += len(reservations)
+        return outcomes
+
+
+async def test_the_next_job_starts_while_the_last_ones_acknowledgement_is_on_its_way() -> None:
+    queue = SlowAcks()
+    for text in ("first", "second", "third"):
+        await push(queue, Note(text=text))
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(concurrency=1, stop_when_empty=True))
+    running = asyncio.create_task(worker.run())
+
+    await eventually(lambda: len(journal.ran) == 2, "a second job while the first is unrecorded")
+    assert queue.recorded == 0, "no acknowledgement has gone through yet"
+    assert queue.reserved_count() == 2, "a concurrency of one holds at most one unrecorded job"
+    assert journal.ran == ["first", "second"], "the third waits: only one settle may be pending"
+    queue.gate.set()
+    stats = await running
+
+    assert stats.processed == 3
+    assert journal.ran == ["first", "second", "third"]
     assert queue.reserved_count() == 0

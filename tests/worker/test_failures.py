@@ -26,6 +26,7 @@ from .jobs import (
     Note,
     Patient,
     Recorder,
+    Stubborn,
     eventually_async,
     push,
     quick,
@@ -240,3 +241,18 @@ async def test_a_failed_hook_that_raises_is_logged_and_changes_nothing(
     assert (stats.failed, stats.processed) == (1, 1)
     assert len(await queue.failed_jobs()) == 1
     assert any("failed() hook" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_handler_that_swallows_its_timeout_is_still_recorded_as_timed_out() -> None:
+    queue = MemoryQueue()
+    await push(queue, Stubborn())
+    journal = Journal()
+
+    stats = await worker_for(queue, journal, quick(stop_when_empty=True)).run()
+
+    assert journal.cancelled == ["stubborn"], "the timeout reached the handler as a cancellation"
+    assert journal.ran == ["stubborn"]
+    assert stats.failed == 1
+    assert stats.processed == 0
+    [failed] = await queue.failed_jobs()
+    assert "exceeded its 0.05s timeout" in failed.error

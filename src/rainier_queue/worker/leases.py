@@ -64,6 +64,8 @@ class LeaseKeeper:
         self._leases: dict[str, Lease] = {}
         self._changed = asyncio.Event()
         self._renews = queue.capabilities.renews_leases
+        self._wakes_at = 0.0
+        """Monotonic time the keeper's task next wakes by itself (inf: not before told)."""
 
     def track(self, reservation: Reservation) -> Lease:
         """Start keeping `reservation` alive; returns its `Lease`."""
@@ -75,7 +77,11 @@ class LeaseKeeper:
         if interval is not None:
             lease.next_renewal = time.monotonic() + interval
             self._leases[reservation.token] = lease
-            self._changed.set()
+            # Under load a lease starts with every job; waking the keeper for
+            # each would cost a task switch per job for nothing, since the new
+            # renewal is almost always later than the one it already waits for.
+            if lease.next_renewal < self._wakes_at:
+                self._changed.set()
         return lease
 
     def forget(self, lease: Lease) -> None:
@@ -94,6 +100,7 @@ class LeaseKeeper:
                 continue
             soonest = min((lease.next_renewal for lease in self._leases.values()), default=None)
             wait = None if soonest is None else max(0.0, soonest - now)
+            self._wakes_at = float("inf") if soonest is None else soonest
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait)
 

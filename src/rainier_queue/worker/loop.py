@@ -82,6 +82,9 @@ class Worker:
         self._fatal: BrokerError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running: dict[str, _Slot] = {}
+        """Every job this worker holds, from reservation until its settle is done."""
+        self._handling = 0
+        """How many of them are still running their handler (what `concurrency` limits)."""
         self._signals: list[signal.Signals] = []
         # Created per run, on the running loop.
         self._changed = asyncio.Event()
@@ -231,7 +234,12 @@ class Worker:
                     await asyncio.wait_for(self._stop_event.wait(), delay.total_seconds())
 
     def _free_slots(self) -> int:
-        free = self.options.concurrency - len(self._running)
+        # A slot frees when its handler returns, not when the broker has
+        # recorded the result: the next batch is reserved while the last one's
+        # acknowledgements are on their way, so a worker is not idle for a
+        # round trip per batch. At most `concurrency` settles may be pending.
+        concurrency = self.options.concurrency
+        free = min(concurrency - self._handling, 2 * concurrency - len(self._running))
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self._stats.total - len(self._running))
         return free
@@ -273,6 +281,7 @@ class Worker:
     def _start(self, reservation: Reservation) -> None:
         slot = _Slot(reservation=reservation, lease=self._keeper.track(reservation))
         self._running[reservation.token] = slot
+        self._handling += 1
         if self._hard:
             slot.control.interrupt()
         job = reservation.job
@@ -280,6 +289,7 @@ class Worker:
 
     async def _work(self, slot: _Slot) -> None:
         job = slot.reservation.job
+        handling = True
         try:
             if self._events is not None:
                 try:
@@ -287,6 +297,9 @@ class Worker:
                 except Exception:
                     log.exception("the event dispatcher failed on JobProcessing; ignored")
             attempt = await self._runner.run(slot.reservation, slot.control)
+            handling = False
+            self._handling -= 1
+            self._changed.set()
             if slot.lease.lost:
                 log.info(
                     "job `%s` %s ended after its lease was lost; not recorded", job.name, job.id
@@ -300,6 +313,8 @@ class Worker:
                 job.id,
             )
         finally:
+            if handling:
+                self._handling -= 1
             self._keeper.forget(slot.lease)
             self._running.pop(slot.reservation.token, None)
             self._changed.set()

@@ -234,7 +234,7 @@ class Settler:
                 )
                 return False
             except BrokerError as exc:
-                delay = self._outage.failed(exc)
+                delay = self._outage.failed(exc, "settle")
                 if delay is None:
                     self._give_up(exc)
                     return False
@@ -255,7 +255,7 @@ class Settler:
                     )
                     return False
             else:
-                self._outage.succeeded()
+                self._outage.succeeded("settle")
                 return True
 
     async def _release_unique(self, queued: QueuedJob) -> None:
