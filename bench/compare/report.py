@@ -35,10 +35,10 @@ BACKEND_NAMES = {
 }
 NO_PEER = {
     "memory": "no peer: an in-process queue is not a deployment peers offer",
-    "sqlite": "no peer run here on SQLite",
+    "sqlite": "no peer ran on SQLite (of the peers here, only Huey has SQLite storage)",
     "mysql": (
-        "no peer run here on MySQL/MariaDB: PgQueuer and Procrastinate are PostgreSQL-only, "
-        "taskiq, SAQ, Dramatiq and RQ have no MySQL backend"
+        "no peer ran on MySQL/MariaDB (of the peers here, only Huey has MySQL storage, "
+        "SqlHuey; PgQueuer and Procrastinate are PostgreSQL-only)"
     ),
 }
 TIMES = "\u00d7"  # the README writes ratios as 1.33\u00d7

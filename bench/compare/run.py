@@ -77,6 +77,7 @@ SYSTEMS: list[tuple[str, str, str]] = [
     ("pgqueuer", "postgres", "bench.compare.peers.pgqueuer"),
     ("procrastinate", "postgres", "bench.compare.peers.procrastinate"),
     (OURS, "mysql", "bench.compare.ours"),
+    ("huey", "mysql", "bench.compare.peers.huey"),
     (OURS, "redis", "bench.compare.ours"),
     ("taskiq", "redis", "bench.compare.peers.taskiq"),
     ("saq", "redis", "bench.compare.peers.saq"),

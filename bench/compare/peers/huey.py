@@ -1,12 +1,19 @@
 # SPDX-License-Identifier: MIT
-"""Huey adapter: `RedisHuey` or `SqliteHuey`, P `huey_consumer <huey> -k thread -w C` processes.
+"""Huey adapter: Redis, SQLite or MySQL storage, P `huey_consumer <huey> -k thread -w C` processes.
 
 Huey has no bulk enqueue: the task is called once per job. The backend comes
 from `RQCOMPARE_BACKEND` (set by bench.compare.run for the adapter and so
-for its workers): `redis` (the default) or `sqlite`, one file per run with
-Huey's defaults (WAL; SQLite's default `synchronous`, FULL). Huey's SQLite
-storage deletes a task as it dequeues it, so a worker that dies mid-task
-loses it; ours keeps a lease. The two are not the same guarantee.
+for its workers):
+
+- `redis` (the default): `RedisHuey`;
+- `sqlite`: `SqliteHuey`, one file per run, Huey's defaults (WAL; SQLite's
+  default `synchronous`, FULL);
+- `mysql`: `SqlHuey` from `huey.contrib.sql_huey` (peewee and PyMySQL), in a
+  database of its own per run (`rqcmp_huey_<tag>`), dropped afterwards,
+  since its tables have fixed names (`task`, `kv`, ...).
+
+Huey's SQL storages delete a task as they dequeue it, so a worker that dies
+mid-task loses it; ours keeps a lease. The two are not the same guarantee.
 """
 
 from __future__ import annotations
@@ -16,20 +23,43 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from huey import Huey, RedisHuey, SqliteHuey
+from huey import Huey, MemoryHuey, RedisHuey, SqliteHuey
 
-from ._common import BACKEND_ENV, REDIS_URL, TAG_ENV, Adapter, bin_of, main
+from ._common import BACKEND_ENV, MYSQL_DSN, REDIS_URL, TAG_ENV, Adapter, bin_of, main
 from ._sync import delete_matching, incr_counter
 
 NAME = f"rqcmp-huey-{os.environ.get(TAG_ENV, 'none')}"
 BACKEND = os.environ.get(BACKEND_ENV) or "redis"
 SQLITE_FILE = Path(tempfile.gettempdir()) / f"{NAME}.db"
+MYSQL_DB = f"rqcmp_huey_{os.environ.get(TAG_ENV, 'none')}"
+
+
+def _mysql(database: str | None = None) -> object:
+    import pymysql
+
+    dsn = urlsplit(MYSQL_DSN)
+    return pymysql.connect(
+        host=dsn.hostname, port=dsn.port or 3306, user=dsn.username, database=database
+    )
 
 
 def make_huey() -> Huey:
     if BACKEND == "sqlite":
         return SqliteHuey(NAME, filename=str(SQLITE_FILE), results=False)
+    if BACKEND == "mysql":
+        import pymysql  # noqa: F401  (the import probe checks that both load)
+        from huey.contrib.sql_huey import SqlHuey
+
+        if os.environ.get(TAG_ENV, "probe") == "probe":
+            return MemoryHuey(NAME)  # an import probe: create no database
+        conn = _mysql()  # the database must exist before SqlHuey creates its tables
+        with conn.cursor() as cur:  # type: ignore[attr-defined]
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{MYSQL_DB}`")
+        conn.close()  # type: ignore[attr-defined]
+        url = f"mysql://{urlsplit(MYSQL_DSN).netloc}/{MYSQL_DB}"
+        return SqlHuey(NAME, database=url, results=False)
     if BACKEND == "redis":
         return RedisHuey(NAME, url=REDIS_URL, results=False)
     raise SystemExit(f"huey adapter: no backend {BACKEND!r} here")
@@ -69,6 +99,12 @@ class HueyAdapter(Adapter):
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     Path(f"{SQLITE_FILE}{suffix}").unlink()
+        elif BACKEND == "mysql":
+            huey.storage.close()
+            conn = _mysql()
+            with conn.cursor() as cur:  # type: ignore[attr-defined]
+                cur.execute(f"DROP DATABASE IF EXISTS `{MYSQL_DB}`")
+            conn.close()  # type: ignore[attr-defined]
         else:
             delete_matching(f"*{NAME.replace('-', '')}*")  # huey drops the dashes
 
