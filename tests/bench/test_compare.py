@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: MIT
+"""bench.compare's arithmetic and bookkeeping, without services or the peers' venv.
+
+What a reader takes from the benchmark is a handful of ratios and the word
+FAILED where a count did not land; these tests pin exactly that: medians,
+the fastest peer (never a failed one), the README block rewrite (only
+between the markers, never by guess), the exact-count check of the latency
+workload, and the memory sampler's reading of /proc.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench.compare import report
+from bench.compare.latency_run import check_counts, count_lines
+from bench.compare.procmem import RssSampler, descendants, rss_kib, tree_rss_kib
+from bench.compare.report import END, OURS, START
+
+
+def row(system: str, backend: str, e2e: float | None, enqueue: float | None = 1000.0) -> Any:
+    ok = e2e is not None
+    return {
+        "system": system,
+        "backend": backend,
+        "ok": ok,
+        "runs": 3,
+        "runs_ok": 3 if ok else 2,
+        "enqueue_jobs_s": enqueue if ok else None,
+        "e2e_jobs_s": e2e,
+        "errors": [] if ok else ["counter is 4999, expected 5000"],
+    }
+
+
+ROWS = [
+    row(OURS, "postgres", 3000.0, 40000.0),
+    row("pgqueuer", "postgres", 1000.0, 80000.0),
+    row("procrastinate", "postgres", None),
+    row(OURS, "mysql", 2000.0),
+    row(OURS, "redis", None),
+    row("huey", "redis", 500.0),
+]
+
+
+def result(**extra: Any) -> dict[str, Any]:
+    return {
+        "date": "2026-12-02",
+        "machine": {"cores": 2, "memory_gib": 23.5, "cpu": "Test CPU"},
+        "command": "make bench",
+        "total_s": 600.0,
+        "params": {
+            "jobs": 5000,
+            "processes": 2,
+            "concurrency": 8,
+            "rounds": 3,
+            "latency_rate": 50.0,
+            "latency_samples": 300,
+            "memory_jobs": 200000,
+        },
+        "throughput": ROWS,
+        "latency": [
+            {
+                "system": OURS,
+                "backend": "redis",
+                "ok": True,
+                "samples": 300,
+                "expected": 300,
+                "p50_ms": 1.7,
+                "p99_ms": 2.6,
+            },
+            {
+                "system": OURS,
+                "backend": "mysql",
+                "ok": False,
+                "samples": 299,
+                "expected": 300,
+                "p50_ms": 500.0,
+                "p99_ms": 990.0,
+            },
+        ],
+        "memory": [
+            {
+                "system": OURS,
+                "backend": "redis",
+                "ok": True,
+                "jobs": 200000,
+                "e2e_jobs_s": 4000.0,
+                "rss_start_kib": 40960,
+                "rss_end_kib": 41984,
+                "rss_peak_kib": 42000,
+                "rss_growth_kib": 1024,
+            },
+        ],
+        **extra,
+    }
+
+
+def test_a_failed_peer_is_never_the_fastest() -> None:
+    best = report.fastest_peer(ROWS, "postgres")
+    assert best is not None
+    assert best["system"] == "pgqueuer"
+
+
+def test_ratios_to_the_fastest_peer_and_none_when_ours_failed() -> None:
+    by_backend = {s["backend"]: s for s in report.summaries(ROWS)}
+    assert by_backend["postgres"]["ours_over_fastest_e2e"] == 3.0
+    assert by_backend["postgres"]["ours_over_fastest_enqueue"] == 0.5
+    assert by_backend["redis"]["fastest_peer"] == "huey"
+    assert by_backend["redis"]["ours_over_fastest_e2e"] is None
+    assert by_backend["mysql"]["fastest_peer"] is None
+
+
+def test_failed_rows_show_failed_not_a_number() -> None:
+    cells = {c[0]: c for c in report.throughput_cells(ROWS, "postgres")}
+    assert cells["procrastinate"][2] == "FAILED"
+    assert cells["procrastinate"][3] == "2/3"
+    assert cells["pgqueuer"][4] == "3.00x"
+    redis = {c[0]: c for c in report.throughput_cells(ROWS, "redis")}
+    assert redis[OURS][2] == "FAILED"
+    assert redis["huey"][4] == "-"  # no ratio against a failed ours
+
+
+def test_captions_name_the_fastest_peer_or_say_there_is_none() -> None:
+    assert "pgqueuer" in report.caption(ROWS, "postgres")
+    assert "3.00x" in report.caption(ROWS, "postgres")
+    assert "no peer ran on MySQL" in report.caption(ROWS, "mysql")
+    assert "FAILED" in report.caption(ROWS, "redis")
+
+
+def test_backends_are_ordered_embedded_first() -> None:
+    assert report.ordered_backends(["redis", "zz", "memory", "postgres"]) == [
+        "memory",
+        "postgres",
+        "redis",
+        "zz",
+    ]
+
+
+def test_replace_block_keeps_everything_outside_the_markers() -> None:
+    text = f"# Title\n\nbefore\n{START}\nold table\n{END}\nafter\n"
+    out = report.replace_block(text, "new table\n")
+    assert out == f"# Title\n\nbefore\n{START}\nnew table\n{END}\nafter\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["no markers at all\n", f"{START}\n{START}\n{END}\n", f"{END}\nx\n{START}\n", f"{START}\n"],
+)
+def test_replace_block_refuses_to_guess(text: str) -> None:
+    with pytest.raises(ValueError, match="marker|before"):
+        report.replace_block(text, "new")
+
+
+def test_write_readme_on_a_temp_file(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n\n{START}\nstale\n{END}\n\n## Developing\n")
+    report.write_readme(readme, result(), "bench/results/compare.png")
+    text = readme.read_text()
+    assert text.startswith("intro\n\n")
+    assert text.endswith(f"{END}\n\n## Developing\n")
+    assert "stale" not in text
+    block = text.split(START)[1].split(END)[0]
+    assert "2026-12-02" in block
+    assert "2-core, 23.5 GiB machine (Test CPU)" in block
+    assert "```sh\nmake bench\n```" in block
+    assert "10.0 minutes" in block
+    assert "| PostgreSQL | **rainier-queue** | 40,000 | **3,000** |  |" in block
+    assert "| PostgreSQL | pgqueuer | 80,000 | 1,000 | 3.00\u00d7 |" in block
+    assert "| PostgreSQL | procrastinate | - | FAILED | \u2014 |" in block
+    assert "| Redis | **rainier-queue** | - | FAILED |  |" in block
+    assert "| rainier-queue | Redis | 1.7 | 2.6 |" in block
+    assert "| rainier-queue | MySQL/MariaDB | FAILED | FAILED |" in block
+    assert "| rainier-queue | Redis | 200,000 | 40.0 | 41.0 | +1.0 |" in block
+    assert "![End-to-end jobs/s per system, per backend](bench/results/compare.png)" in block
+    # Running it again changes nothing: the block is replaced, not appended to.
+    report.write_readme(readme, result(), "bench/results/compare.png")
+    assert readme.read_text() == text
+
+
+def test_machine_reads_cores_memory_and_cpu(tmp_path: Path) -> None:
+    (tmp_path / "meminfo").write_text("MemTotal:       24683584 kB\nMemFree: 1 kB\n")
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Some CPU @ 2GHz\n")
+    box = report.machine(tmp_path)
+    assert box["memory_gib"] == 23.5
+    assert box["cpu"] == "Some CPU @ 2GHz"
+    assert report.machine(tmp_path / "missing")["memory_gib"] is None
+
+
+def test_latency_count_must_land_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "samples.txt"
+    path.write_text("-1 1.0 1.1\n0 2.0 2.1\n1 3.0 3.1\n2 4.0")  # the last line is unfinished
+    seen = count_lines(path)
+    assert seen == Counter({-1: 1, 0: 1, 1: 1})
+    assert check_counts(seen, 2) is None
+    assert check_counts(seen, 3) == "1 jobs never started"
+    seen[0] += 1
+    assert check_counts(seen, 2) == "1 jobs started more than once"
+    assert check_counts(Counter({-1: 1, 0: 1, 5: 1}), 1) == "1 unexpected jobs"
+    assert count_lines(tmp_path / "none.txt") == Counter()
+
+
+def fake_proc(root: Path, tree: dict[int, tuple[int | None, list[int]]]) -> Path:
+    """A /proc with pid -> (VmRSS kB or None for a zombie, children)."""
+    for pid, (rss, children) in tree.items():
+        task = root / str(pid) / "task" / str(pid)
+        task.mkdir(parents=True)
+        (task / "children").write_text(" ".join(map(str, children)) + (" " if children else ""))
+        lines = ["Name:\tpython", "State:\tS (sleeping)"]
+        if rss is not None:
+            lines.append(f"VmRSS:\t  {rss} kB")
+        (root / str(pid) / "status").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_rss_sums_a_worker_and_the_children_it_forked(tmp_path: Path) -> None:
+    proc = fake_proc(
+        tmp_path, {10: (1000, [11, 12]), 11: (200, [13]), 12: (None, []), 13: (30, [])}
+    )
+    assert rss_kib(10, proc) == 1000
+    assert rss_kib(12, proc) is None  # a zombie
+    assert rss_kib(99, proc) is None  # gone
+    assert sorted(descendants(10, proc)) == [10, 11, 12, 13]
+    assert tree_rss_kib([10], proc) == 1230
+    assert tree_rss_kib([99], proc) is None
+
+
+def test_sampler_starts_at_the_first_job_and_ends_on_finish(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, {10: (1000, [])})
+    sampler = RssSampler([10], interval=0.0, proc=proc)
+    sampler.poll(0)  # nothing has run yet: no sample
+    assert sampler.samples == 0
+    sampler.poll(1)
+    (proc / "10" / "status").write_text("VmRSS:\t 5000 kB\n")
+    sampler.poll(500)
+    (proc / "10" / "status").write_text("VmRSS:\t 1500 kB\n")
+    sampler.finish()
+    assert sampler.summary() == {
+        "rss_start_kib": 1000,
+        "rss_end_kib": 1500,
+        "rss_peak_kib": 5000,
+        "rss_growth_kib": 500,
+        "rss_samples": 3,
+    }
