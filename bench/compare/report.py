@@ -114,7 +114,7 @@ def signed_mib(kib: int | None) -> str:
 
 
 def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
-    """[system, enqueue, e2e, runs ok, ours / this] per system; FAILED instead of numbers."""
+    """[system, enqueue, e2e, steady, runs ok, ours / this] per system; FAILED, not numbers."""
     ours = ours_row(rows, backend)
     cells: list[list[str]] = []
     for r in rows:
@@ -122,14 +122,16 @@ def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
             continue
         if r["ok"]:
             enqueue, e2e = num(r.get("enqueue_jobs_s")), num(r.get("e2e_jobs_s"))
+            steady = num(r.get("steady_jobs_s"))
         else:
-            enqueue, e2e = "-", "FAILED"
+            enqueue, e2e, steady = "-", "FAILED", "-"
         mine = ratio(ours, r) if r["system"] != OURS else None
         cells.append(
             [
                 r["system"],
                 enqueue,
                 e2e,
+                steady,
                 f"{r['runs_ok']}/{r['runs']}",
                 "-" if mine is None else f"{mine:.2f}x",
             ]
@@ -160,6 +162,7 @@ def throughput_table(rows: Sequence[Row], backend: str, title: str) -> Table:
         ("system", "left"),
         ("enqueue jobs/s", "right"),
         ("end-to-end jobs/s", "right"),
+        ("steady jobs/s", "right"),
         ("runs ok", "right"),
         ("ours / this (e2e)", "right"),
     ):
@@ -258,24 +261,29 @@ def markdown_block(result: Row, chart: str | None) -> str:
         "",
         f"which took {result['total_s'] / 60:.1f} minutes. Throughput: {p['jobs']:,} jobs, "
         f"{p['processes']} worker processes at concurrency {p['concurrency']}, medians of "
-        f"{p['rounds']} interleaved rounds; every run checks that a Redis counter reached "
-        "exactly N, and a run that did not is FAILED, not a number. Absolute numbers drift "
-        "on a shared machine; the ratios are the point.",
+        f"{p['rounds']} interleaved rounds. End to end counts from starting the workers to the "
+        "last job, start-up included; steady is the rate between 10% and 90% of the jobs. "
+        "Every run checks that a Redis counter reached exactly N; a run that did not is "
+        "FAILED, not a number. Absolute numbers drift on a shared machine; the ratios are "
+        "the point.",
         "",
     ]
     rows = result.get("throughput", [])
     if rows:
         lines += [
-            "| backend | system | enqueue jobs/s | end-to-end jobs/s | rainier-queue ÷ it |",
-            "|---|---|---|---|---|",
+            "| backend | system | enqueue jobs/s | end-to-end jobs/s | steady jobs/s "
+            "| rainier-queue ÷ it, end to end |",
+            "|---|---|---|---|---|---|",
         ]
         for backend in ordered_backends(r["backend"] for r in rows):
-            for system, enqueue, e2e, _runs, mine in throughput_cells(rows, backend):
+            for system, enqueue, e2e, steady, _runs, mine in throughput_cells(rows, backend):
                 name = f"**{system}**" if system == OURS else system
                 if system == OURS and e2e != "FAILED":
                     e2e = f"**{e2e}**"
                 cell = "" if system == OURS else ("—" if mine == "-" else mine.replace("x", TIMES))
-                lines.append(f"| {backend_name(backend)} | {name} | {enqueue} | {e2e} | {cell} |")
+                lines.append(
+                    f"| {backend_name(backend)} | {name} | {enqueue} | {e2e} | {steady} | {cell} |"
+                )
         lines.append("")
         notes = [
             f"{backend_name(b)}: {caption(rows, b)}."

@@ -100,6 +100,7 @@ class Runs:
     backend: str
     enqueue: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
+    steady: list[float] = field(default_factory=list)
     runs: int = 0
     errors: list[str] = field(default_factory=list)
     last: dict[str, Any] = field(default_factory=dict)
@@ -111,6 +112,7 @@ class Runs:
     def row(self) -> dict[str, Any]:
         enqueue = report.median(self.enqueue) if self.ok else None
         e2e = report.median(self.e2e) if self.ok else None
+        steady = report.median(self.steady) if self.ok else None
         return {
             "system": self.system,
             "backend": self.backend,
@@ -119,6 +121,7 @@ class Runs:
             "runs_ok": self.runs - len(self.errors),
             "enqueue_jobs_s": round(enqueue, 1) if enqueue is not None else None,
             "e2e_jobs_s": round(e2e, 1) if e2e is not None else None,
+            "steady_jobs_s": round(steady, 1) if steady is not None else None,
             "errors": self.errors,
         }
 
@@ -266,6 +269,9 @@ def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                     entry.enqueue.append(row["enqueue_jobs_s"])
                 row["e2e_jobs_s"] = round(args.jobs / result["drain_s"], 1)
                 entry.e2e.append(row["e2e_jobs_s"])
+                if result.get("steady_s"):
+                    row["steady_jobs_s"] = round(result["steady_jobs"] / result["steady_s"], 1)
+                    entry.steady.append(row["steady_jobs_s"])
             else:
                 row["error"] = result.get("error")
                 entry.errors.append(str(result.get("error")))

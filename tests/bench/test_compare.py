@@ -31,6 +31,7 @@ def row(system: str, backend: str, e2e: float | None, enqueue: float | None = 10
         "runs_ok": 3 if ok else 2,
         "enqueue_jobs_s": enqueue if ok else None,
         "e2e_jobs_s": e2e,
+        "steady_jobs_s": e2e * 1.2 if e2e is not None else None,
         "errors": [] if ok else ["counter is 4999, expected 5000"],
     }
 
@@ -116,11 +117,12 @@ def test_ratios_to_the_fastest_peer_and_none_when_ours_failed() -> None:
 def test_failed_rows_show_failed_not_a_number() -> None:
     cells = {c[0]: c for c in report.throughput_cells(ROWS, "postgres")}
     assert cells["procrastinate"][2] == "FAILED"
-    assert cells["procrastinate"][3] == "2/3"
-    assert cells["pgqueuer"][4] == "3.00x"
+    assert cells["procrastinate"][4] == "2/3"
+    assert cells["pgqueuer"][5] == "3.00x"
+    assert cells["pgqueuer"][3] == "1,200"
     redis = {c[0]: c for c in report.throughput_cells(ROWS, "redis")}
     assert redis[OURS][2] == "FAILED"
-    assert redis["huey"][4] == "-"  # no ratio against a failed ours
+    assert redis["huey"][5] == "-"  # no ratio against a failed ours
 
 
 def test_captions_name_the_fastest_peer_or_say_there_is_none() -> None:
@@ -167,10 +169,10 @@ def test_write_readme_on_a_temp_file(tmp_path: Path) -> None:
     assert "2-core, 23.5 GiB machine (Test CPU)" in block
     assert "```sh\nmake bench\n```" in block
     assert "10.0 minutes" in block
-    assert "| PostgreSQL | **rainier-queue** | 40,000 | **3,000** |  |" in block
-    assert "| PostgreSQL | pgqueuer | 80,000 | 1,000 | 3.00\u00d7 |" in block
-    assert "| PostgreSQL | procrastinate | - | FAILED | \u2014 |" in block
-    assert "| Redis | **rainier-queue** | - | FAILED |  |" in block
+    assert "| PostgreSQL | **rainier-queue** | 40,000 | **3,000** | 3,600 |  |" in block
+    assert "| PostgreSQL | pgqueuer | 80,000 | 1,000 | 1,200 | 3.00\u00d7 |" in block
+    assert "| PostgreSQL | procrastinate | - | FAILED | - | \u2014 |" in block
+    assert "| Redis | **rainier-queue** | - | FAILED | - |  |" in block
     assert "| rainier-queue | Redis | 1.7 | 2.6 |" in block
     assert "| rainier-queue | MySQL/MariaDB | FAILED | FAILED |" in block
     assert "| rainier-queue | Redis | 200,000 | 40.0 | 41.0 | +1.0 |" in block
@@ -244,3 +246,18 @@ def test_sampler_starts_at_the_first_job_and_ends_on_finish(tmp_path: Path) -> N
         "rss_growth_kib": 500,
         "rss_samples": 3,
     }
+
+
+def test_steady_state_is_the_rate_between_ten_and_ninety_percent() -> None:
+    from bench.compare.peers._common import Steady
+
+    steady = Steady(1000)
+    steady.poll(50, 1.0)  # start-up: below 10%
+    steady.poll(100, 2.0)  # 10% reached
+    steady.poll(500, 3.0)
+    steady.poll(950, 4.0)  # past 90%
+    steady.poll(1000, 9.0)  # a slow tail does not count
+    assert steady.seconds() == (800, 2.0)
+    short = Steady(1000)
+    short.poll(1000, 1.0)  # everything seen at once: no window to measure
+    assert short.seconds() is None

@@ -35,6 +35,27 @@ KEY_ENV = "RQCOMPARE_KEY"
 TAG_ENV = "RQCOMPARE_TAG"
 BACKEND_ENV = "RQCOMPARE_BACKEND"  # for adapters that serve more than one backend
 SETTLE = 0.5  # seconds the counter must stay at N once reached
+STEADY = (0.1, 0.9)  # steady state: the rate between these fractions of N, past start-up and tail
+
+
+class Steady:
+    """When the counter first reached 10% and 90% of N: the rate in between is the steady state."""
+
+    def __init__(self, jobs: int) -> None:
+        self.marks = [max(1, int(jobs * f)) for f in STEADY]
+        self.times: list[float | None] = [None, None]
+
+    def poll(self, count: int, now: float) -> None:
+        for i, mark in enumerate(self.marks):
+            if self.times[i] is None and count >= mark:
+                self.times[i] = now
+
+    def seconds(self) -> tuple[int, float] | None:
+        """(jobs, seconds) between the two marks, if both were seen far enough apart."""
+        low, high = self.times
+        if low is None or high is None or high - low < 0.05:
+            return None
+        return self.marks[1] - self.marks[0], high - low
 
 
 def counter_key() -> str:
@@ -122,10 +143,12 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
             for cmd in commands
         ]
         sampler = RssSampler([p.pid for p in procs]) if args.rss else None
+        steady = Steady(args.jobs)
         deadline = time.monotonic() + args.timeout
         count = 0
         while True:
             count = int(client.get(key) or 0)
+            steady.poll(count, time.perf_counter())
             if sampler is not None:
                 sampler.poll(count)
             if count >= args.jobs:
@@ -141,6 +164,8 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
                 break
             time.sleep(0.005)
         result["drain_s"] = time.perf_counter() - started
+        if (window := steady.seconds()) is not None:
+            result["steady_jobs"], result["steady_s"] = window
         if sampler is not None:
             sampler.finish()
             result.update(sampler.summary())
