@@ -87,6 +87,7 @@ SYSTEMS: list[tuple[str, str, str]] = [
     ("celery", "redis", "bench.compare.peers.celery"),
 ]
 LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
+LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker
 MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
 
 console = Console(width=max(Console().width, 100))  # tables stay readable in a log
@@ -150,8 +151,18 @@ def adapter_env(tag: str, backend: str) -> dict[str, str]:
     return {**os.environ, "RQCOMPARE_TAG": tag, "RQCOMPARE_BACKEND": backend}
 
 
+_available: dict[tuple[str, str, str], str | None] = {}
+
+
 def available(system: str, backend: str, module: str) -> str | None:
-    """None if the adapter can be imported by its venv, else why not."""
+    """None if the adapter can be imported by its venv, else why not (asked once per run)."""
+    key = (system, backend, module)
+    if key not in _available:
+        _available[key] = _probe(system, backend, module)
+    return _available[key]
+
+
+def _probe(system: str, backend: str, module: str) -> str | None:
     path = ROOT / Path(*module.split(".")).with_suffix(".py")
     if not path.exists():
         return "no adapter"
@@ -177,6 +188,7 @@ def run_adapter(
     concurrency: int,
     timeout: float,
     workload: str = "throughput",
+    rate: float = 50.0,
 ) -> dict[str, Any]:
     """One run of one adapter in its own subprocess; its JSON result."""
     tag = secrets.token_hex(4)
@@ -188,6 +200,8 @@ def run_adapter(
     ]
     if workload == "memory":
         command.append("--rss")
+    if workload == "latency":
+        command += ["--rate", str(rate)]
     proc = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, env=adapter_env(tag, backend)
     )
@@ -213,7 +227,7 @@ def emit(sink: TextIO, row: dict[str, Any]) -> None:
     sink.flush()
 
 
-def choose(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+def choose(args: argparse.Namespace, quiet: bool = False) -> list[tuple[str, str, str]]:
     chosen: list[tuple[str, str, str]] = []
     for system, backend, module in SYSTEMS:
         if args.backend and backend not in args.backend:
@@ -224,7 +238,8 @@ def choose(args: argparse.Namespace) -> list[tuple[str, str, str]]:
             continue
         why = available(system, backend, module)
         if why:
-            console.print(f"[yellow]skipping {system} ({backend})[/yellow]: {why}")
+            if not quiet:
+                console.print(f"[yellow]skipping {system} ({backend})[/yellow]: {why}")
             continue
         chosen.append((system, backend, module))
     return chosen
@@ -308,17 +323,35 @@ def latency_urls(tmp: Path) -> dict[str, str]:
 def latency(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
     from .latency_run import measure
 
+    plan: list[tuple[str, str, str]] = []
+    for system, backend, module in choose(args, quiet=True):
+        if system == OURS and backend not in LATENCY_BACKENDS:
+            continue
+        if system != OURS and not args.latency_peers:
+            continue
+        plan.append((system, backend, module))
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         urls = latency_urls(Path(tmp))
-        for backend in LATENCY_BACKENDS:
-            if args.backend and backend not in args.backend:
-                continue
-            console.print(f"latency: {OURS} ({backend}) ...")
-            out = asyncio.run(measure(urls[backend], args.latency_rate, args.latency_samples))
-            if not out["ok"]:
-                console.print(f"[red]{OURS} ({backend}) latency FAILED[/red]: {out.get('error')}")
-            row = {"system": OURS, "backend": backend, **out}
+        for system, backend, module in plan:
+            console.print(f"latency: {system} ({backend}) ...")
+            if system == OURS:
+                out = asyncio.run(measure(urls[backend], args.latency_rate, args.latency_samples))
+            else:
+                out = run_adapter(
+                    system,
+                    backend,
+                    module,
+                    jobs=args.latency_samples,
+                    processes=1,
+                    concurrency=LATENCY_CONCURRENCY,
+                    timeout=args.timeout,
+                    workload="latency",
+                    rate=args.latency_rate,
+                )
+            if not out.get("ok"):
+                console.print(f"[red]{system} ({backend}) latency FAILED[/red]: {out.get('error')}")
+            row = {"system": system, "backend": backend, **out, "ok": bool(out.get("ok"))}
             rows.append(row)
             emit(
                 sink,
@@ -328,7 +361,7 @@ def latency(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                     "at": now(),
                     **row,
                     "rate": args.latency_rate,
-                    "counter_ok": out["ok"],
+                    "counter_ok": row["ok"],
                 },
             )
     return rows
@@ -427,6 +460,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--latency-rate", type=float, default=50.0, help="[%(default)s]/s")
     parser.add_argument("--latency-samples", type=int, default=300, help="[%(default)s]")
+    parser.add_argument(
+        "--no-latency-peers", dest="latency_peers", action="store_false", help="ours only"
+    )
     parser.add_argument("--memory-jobs", type=int, default=200_000, help="[%(default)s]")
     parser.add_argument(
         "--memory-backends", default="memory,redis", help="ours, comma-separated [%(default)s]"

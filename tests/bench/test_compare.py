@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from bench.compare import report
-from bench.compare.latency_run import check_counts, count_lines
+from bench.compare.latency_check import check_counts, count_lines, summary
 from bench.compare.procmem import RssSampler, descendants, rss_kib, tree_rss_kib
 from bench.compare.report import END, OURS, START
 
@@ -261,3 +261,18 @@ def test_steady_state_is_the_rate_between_ten_and_ninety_percent() -> None:
     short = Steady(1000)
     short.poll(1000, 1.0)  # everything seen at once: no window to measure
     assert short.seconds() is None
+
+
+def test_latency_summary_gives_percentiles_only_with_an_exact_count(tmp_path: Path) -> None:
+    path = tmp_path / "samples.txt"
+    lines = ["-1 0.0 0.5"] + [f"{seq} {seq}.0 {seq}.{seq + 1:03d}" for seq in range(5)]
+    path.write_text("\n".join(lines) + "\n")
+    out = summary(path, 5)
+    assert out["ok"] is True
+    assert out["samples"] == 5
+    assert out["p50_ms"] == pytest.approx(3.0)
+    assert out["max_ms"] == pytest.approx(5.0)
+    path.write_text("\n".join([*lines, "2 2.0 2.500"]) + "\n")  # job 2 ran twice
+    twice = summary(path, 5)
+    assert twice["ok"] is False
+    assert twice["error"] == "1 jobs started more than once"

@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from ..latency_check import OUT_ENV, WARM_UP, read_latencies, summary
 from ..procmem import RssSampler
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -98,6 +99,15 @@ class Adapter:
 
     def teardown(self) -> None:
         """Drop schema / delete keys."""
+
+    def push_one(self, seq: int, pushed_at: float) -> None:
+        """Latency workload: push one job that calls `latency_check.record(seq, pushed_at)`.
+
+        Called with an idle worker running; an adapter without it has no latency row."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Latency workload: release what `push_one` opened (a client, an event loop)."""
 
     notes = ""
 
@@ -195,6 +205,82 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+READY_TIMEOUT = 60.0  # for the warm-up job: the worker is up once it has run
+
+
+def _wait_for(path: Path, want: set[int], timeout: float, procs: list[Any]) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if want <= read_latencies(path).keys():
+            return True
+        if all(p.poll() is not None for p in procs):
+            return False
+        time.sleep(0.02)
+    return False
+
+
+def run_latency(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
+    """Idle worker, jobs pushed one at a time at `args.rate`/s: push-to-start percentiles.
+
+    The same steps as ours (bench/latency.py): one worker process, one warm-up
+    job, 0.5 s to fall idle again, then `args.jobs` jobs on a schedule that does
+    not drift, and an exact count of the lines the jobs wrote.
+    """
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    out_dir = tempfile.mkdtemp(prefix="rqcompare-latency-")
+    path = Path(out_dir) / "samples.txt"
+    os.environ[OUT_ENV] = str(path)
+    os.environ[KEY_ENV] = f"rqcompare:{args.tag}:count"  # unused by latency jobs; set for imports
+    adapter = adapter_cls(args.jobs, 1, args.concurrency, args.backend, "latency")
+    result: dict[str, Any] = {"ok": False, "expected": args.jobs, "samples": 0}
+    procs: list[subprocess.Popen[bytes]] = []
+    log = tempfile.NamedTemporaryFile(prefix="rqcompare-", suffix=".log", delete=False)  # noqa: SIM115
+    try:
+        adapter.setup()
+        procs = [
+            subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
+            for cmd in adapter.worker_commands()
+        ]
+        adapter.push_one(WARM_UP, time.time())
+        if not _wait_for(path, {WARM_UP}, READY_TIMEOUT, procs):
+            raise RuntimeError(f"the worker did not start a job within {READY_TIMEOUT:.0f}s")
+        time.sleep(0.5)  # let it settle back into its idle wait
+        start = time.monotonic()
+        for seq in range(args.jobs):
+            delay = start + seq / args.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            adapter.push_one(seq, time.time())
+        _wait_for(path, set(range(args.jobs)), args.jobs / args.rate + 30, procs)
+        time.sleep(SETTLE)  # a late double start shows up here
+        result.update(summary(path, args.jobs))
+    except NotImplementedError:
+        result["error"] = "this adapter has no latency run"
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    finally:
+        _stop(procs)
+        for step in (adapter.close, adapter.teardown):
+            try:
+                step()
+            except Exception:
+                traceback.print_exc()
+        log.close()
+        if not result["ok"]:
+            tail = Path(log.name).read_text(errors="replace")[-3000:]
+            print(f"--- worker log {log.name} ---\n{tail}", file=sys.stderr)
+        else:
+            os.unlink(log.name)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        with contextlib.suppress(OSError):
+            os.rmdir(out_dir)
+    return result
+
+
 def main(adapter_cls: type[Adapter]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, required=True)
@@ -203,7 +289,10 @@ def main(adapter_cls: type[Adapter]) -> None:
     parser.add_argument("--tag", required=True)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--backend", default="", help="for adapters that serve more than one")
-    parser.add_argument("--workload", default="throughput", choices=["throughput", "memory"])
+    parser.add_argument(
+        "--workload", default="throughput", choices=["throughput", "memory", "latency"]
+    )
+    parser.add_argument("--rate", type=float, default=50.0, help="latency: jobs pushed per second")
     parser.add_argument("--rss", action="store_true", help="sample the workers' resident memory")
     args = parser.parse_args()
     # Module-level names (queue names, the backend) are read from the environment at import.
@@ -217,4 +306,5 @@ def main(adapter_cls: type[Adapter]) -> None:
         assert spec is not None, "run adapters with python -m"
         real = spec.name
         adapter_cls = getattr(importlib.import_module(real), adapter_cls.__name__)
-    print(json.dumps(run(adapter_cls, args)), flush=True)
+    runner = run_latency if args.workload == "latency" else run
+    print(json.dumps(runner(adapter_cls, args)), flush=True)

@@ -12,6 +12,7 @@ import time
 
 from celery import Celery
 
+from ..latency_check import record
 from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, main
 from ._sync import delete_matching, incr_counter
 
@@ -29,6 +30,11 @@ app.conf.update(
 @app.task(name="compare_incr")
 def compare_incr(n: int) -> None:
     incr_counter()
+
+
+@app.task(name="compare_latency")
+def compare_latency(seq: int, pushed_at: float) -> None:
+    record(seq, pushed_at)
 
 
 class CeleryAdapter(Adapter):
@@ -60,6 +66,9 @@ class CeleryAdapter(Adapter):
             "WARNING",
         ]
         return [[*command, "--hostname", f"w{i}@%h"] for i in range(self.processes)]
+
+    def push_one(self, seq: int, pushed_at: float) -> None:
+        compare_latency.apply_async((seq, pushed_at))
 
     def teardown(self) -> None:
         delete_matching(f"*{QUEUE}*")

@@ -12,6 +12,7 @@ import time
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
+from ..latency_check import record
 from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, main
 from ._sync import delete_matching, incr_counter
 
@@ -24,6 +25,11 @@ dramatiq.set_broker(broker)
 @dramatiq.actor(actor_name="compare_incr", max_retries=0)
 def compare_incr(n: int) -> None:
     incr_counter()
+
+
+@dramatiq.actor(actor_name="compare_latency", max_retries=0)
+def compare_latency(seq: int, pushed_at: float) -> None:
+    record(seq, pushed_at)
 
 
 class DramatiqAdapter(Adapter):
@@ -46,6 +52,9 @@ class DramatiqAdapter(Adapter):
                 str(self.concurrency),
             ]
         ]
+
+    def push_one(self, seq: int, pushed_at: float) -> None:
+        compare_latency.send(seq, pushed_at)
 
     def teardown(self) -> None:
         delete_matching(f"{NAMESPACE}*")

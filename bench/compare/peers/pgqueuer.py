@@ -19,10 +19,12 @@ from pgqueuer.db import AsyncpgDriver
 from pgqueuer.models import Job
 from pgqueuer.queries import Queries
 
+from ..latency_check import record
 from ._common import PG_DSN, REDIS_URL, Adapter, bin_of, counter_key, main, tag
 
 BATCH = 1000
 ENTRYPOINT = "compare_incr"
+LATENCY = "compare_latency"
 
 
 def _schema() -> str:
@@ -41,6 +43,11 @@ async def create_pgqueuer() -> AsyncIterator[PgQueuer]:
     async def incr(job: Job) -> None:
         await client.incr(key)
 
+    @pgq.entrypoint(LATENCY)
+    async def latency(job: Job) -> None:
+        seq, pushed_at = (job.payload or b"").decode().split()
+        record(int(seq), float(pushed_at))
+
     try:
         yield pgq
     finally:
@@ -49,6 +56,7 @@ async def create_pgqueuer() -> AsyncIterator[PgQueuer]:
 
 class PgQueuerAdapter(Adapter):
     backend = "postgres"
+    runner: asyncio.Runner | None = None
 
     def setup(self) -> None:
         os.environ["PGQUEUER_SCHEMA"] = _schema()
@@ -89,6 +97,19 @@ class PgQueuerAdapter(Adapter):
             str(max(1, min(10, self.concurrency // 2))),
         ]
         return [command] * self.processes
+
+    def push_one(self, seq: int, pushed_at: float) -> None:
+        if self.runner is None:
+            self.runner = asyncio.Runner()
+            self.connection = self.runner.run(asyncpg.connect(PG_DSN))
+            self.queries = Queries(AsyncpgDriver(self.connection))
+        payload = f"{seq} {pushed_at!r}".encode()
+        self.runner.run(self.queries.enqueue([LATENCY], [payload], [0]))
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.run(self.connection.close())
+            self.runner.close()
 
     def teardown(self) -> None:
         asyncio.run(self._drop())

@@ -14,6 +14,7 @@ import psycopg
 import redis.asyncio as aioredis
 from procrastinate import App, PsycopgConnector
 
+from ..latency_check import record
 from ._common import PG_DSN, REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
 
 BATCH = 1000
@@ -33,8 +34,14 @@ async def incr(n: int) -> None:
     await _client.incr(counter_key())
 
 
+@app.task(name="compare_latency")
+async def compare_latency(seq: int, pushed_at: float) -> None:
+    record(seq, pushed_at)
+
+
 class ProcrastinateAdapter(Adapter):
     backend = "postgres"
+    runner: asyncio.Runner | None = None
 
     def setup(self) -> None:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
@@ -65,6 +72,20 @@ class ProcrastinateAdapter(Adapter):
             str(self.concurrency),
         ]
         return [command] * self.processes
+
+    def push_one(self, seq: int, pushed_at: float) -> None:
+        if self.runner is None:
+            self.runner = asyncio.Runner()
+            self.runner.run(self._open())
+        self.runner.run(compare_latency.defer_async(seq=seq, pushed_at=pushed_at))
+
+    async def _open(self) -> None:
+        await app.open_async()
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.run(app.close_async())
+            self.runner.close()
 
     def teardown(self) -> None:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:

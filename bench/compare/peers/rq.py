@@ -14,6 +14,7 @@ import time
 import redis
 from rq import Queue
 
+from ..latency_check import record
 from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, main
 from ._sync import delete_matching, incr_counter
 
@@ -23,6 +24,10 @@ NAME = f"rqcmp-rq-{os.environ.get(TAG_ENV, 'none')}"
 
 def compare_incr(n: int) -> None:
     incr_counter()
+
+
+def compare_latency(seq: int, pushed_at: float) -> None:
+    record(seq, pushed_at)
 
 
 class RqAdapter(Adapter):
@@ -50,7 +55,7 @@ class RqAdapter(Adapter):
         command = [
             bin_of("rq"),
             "worker",
-            "--burst",
+            *(["--burst"] if self.workload != "latency" else []),
             "--quiet",
             "--url",
             REDIS_URL,
@@ -59,6 +64,17 @@ class RqAdapter(Adapter):
             NAME,
         ]
         return [command] * self.processes
+
+    def push_one(self, seq: int, pushed_at: float) -> None:
+        if not hasattr(self, "queue"):
+            self.connection = redis.Redis.from_url(REDIS_URL)
+            self.queue = Queue(NAME, connection=self.connection)
+        job = self.queue.enqueue(compare_latency, seq, pushed_at, result_ttl=0)
+        self.ids = [*getattr(self, "ids", []), job.id]
+
+    def close(self) -> None:
+        if hasattr(self, "connection"):
+            self.connection.close()
 
     def teardown(self) -> None:
         delete_matching(f"*{NAME}*")

@@ -16,6 +16,7 @@ import redis
 import redis.asyncio as aioredis
 from saq import Queue
 
+from ..latency_check import record
 from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
 
 BATCH = 1000
@@ -33,15 +34,20 @@ async def compare_incr(ctx: dict[str, Any], *, n: int) -> None:
     await _client.incr(counter_key())
 
 
+async def compare_latency(ctx: dict[str, Any], *, seq: int, pushed_at: float) -> None:
+    record(seq, pushed_at)
+
+
 settings = {
     "queue": queue,
-    "functions": [compare_incr],
+    "functions": [compare_incr, compare_latency],
     "concurrency": int(os.environ.get(CONCURRENCY_ENV, "10")),
 }
 
 
 class SaqAdapter(Adapter):
     backend = "redis"
+    runner: asyncio.Runner | None = None
 
     def enqueue(self) -> float:
         return asyncio.run(self._enqueue())
@@ -68,6 +74,17 @@ class SaqAdapter(Adapter):
                 "--quiet",
             ]
         ]
+
+    def push_one(self, seq: int, pushed_at: float) -> None:
+        if self.runner is None:
+            self.runner = asyncio.Runner()
+            self.runner.run(queue.connect())
+        self.runner.run(queue.enqueue("compare_latency", seq=seq, pushed_at=pushed_at))
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.run(queue.disconnect())
+            self.runner.close()
 
     def teardown(self) -> None:
         client = redis.Redis.from_url(REDIS_URL)

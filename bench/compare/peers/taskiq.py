@@ -16,6 +16,7 @@ import redis
 import redis.asyncio as aioredis
 from taskiq_redis import RedisStreamBroker
 
+from ..latency_check import record
 from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
 
 BATCH = 1000
@@ -35,8 +36,14 @@ async def incr(n: int) -> None:
     await _client.incr(counter_key())
 
 
+@broker.task(task_name="compare_latency")
+async def compare_latency(seq: int, pushed_at: float) -> None:
+    record(seq, pushed_at)
+
+
 class TaskiqAdapter(Adapter):
     backend = "redis"
+    runner: asyncio.Runner | None = None
 
     def enqueue(self) -> float:
         return asyncio.run(self._enqueue())
@@ -65,6 +72,17 @@ class TaskiqAdapter(Adapter):
                 "--no-configure-logging",
             ]
         ]
+
+    def push_one(self, seq: int, pushed_at: float) -> None:
+        if self.runner is None:
+            self.runner = asyncio.Runner()
+            self.runner.run(broker.startup())
+        self.runner.run(compare_latency.kiq(seq, pushed_at))
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.run(broker.shutdown())
+            self.runner.close()
 
     def teardown(self) -> None:
         client = redis.Redis.from_url(REDIS_URL)
