@@ -20,6 +20,7 @@ import pymysql  # type: ignore[import-untyped]
 import pytest
 
 from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.database import _mysql_push as push_module
 from rainier_queue.drivers.database._mysql import check_version, parse_version, translate
 from rainier_queue.drivers.database.mysql import MySQLQueue
 from rainier_queue.envelope import QueuedJob
@@ -27,6 +28,7 @@ from rainier_queue.errors import (
     BrokerRejected,
     BrokerUnavailable,
     ConfigurationError,
+    PayloadError,
     UnknownOption,
 )
 from rainier_queue.queue import Diagnosable, Queue
@@ -108,6 +110,87 @@ async def test_a_value_too_long_for_its_column_is_refused_not_cut_short(queue: Q
         await queue.push(a_job(name="x" * 300))
 
     assert await queue.size("default") == 0
+
+
+# -- bulk pushes ------------------------------------------------------------------
+
+AWKWARD = ["it's", 'say "hi"', "back\\slash", "nul\x00byte", "new\nline\r\x1a", "100% %s %(x)s"]
+
+
+async def test_awkward_text_round_trips_through_a_bulk_push_exactly(queue: Queue) -> None:
+    jobs = [
+        QueuedJob.create(f"name {text}", {"text": text}, queue=f"q {text}").with_changes(
+            headers={"h": text}, unique_key=f"unique:{text}"
+        )
+        for text in AWKWARD
+    ]
+    await queue.push_many(jobs)
+
+    for text in AWKWARD:
+        [reservation] = await queue.reserve(f"q {text}")
+        job = reservation.job
+        assert (job.name, job.payload, dict(job.headers), job.unique_key) == (
+            f"name {text}",
+            {"text": text},
+            {"h": text},
+            f"unique:{text}",
+        )
+
+
+async def test_a_batch_bigger_than_one_statement_lands_whole_and_in_order(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(push_module, "STATEMENT_LIMIT", 4096)  # a few dozen rows a statement
+    ids = await queue.push_many([a_job({"n": n, "text": FOUR_BYTES}) for n in range(500)])
+
+    got = await queue.reserve("default", limit=500)
+    assert [r.job.id for r in got] == ids
+    assert [r.job.payload["n"] for r in got] == list(range(500))
+
+
+async def test_a_batch_split_into_statements_is_still_all_or_nothing(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(push_module, "STATEMENT_LIMIT", 4096)
+    jobs = [a_job(n) for n in range(500)]
+    jobs[-1] = jobs[0]  # the same id twice: the last statement is refused
+
+    with pytest.raises(BrokerRejected, match="Duplicate"):
+        await queue.push_many(jobs)
+
+    assert await queue.size("default") == 0
+
+
+async def test_a_bulk_push_with_a_payload_that_is_not_json_writes_nothing(queue: Queue) -> None:
+    jobs = [a_job(n) for n in range(50)]
+    jobs[-1] = a_job({"not json": {1, 2}})
+
+    with pytest.raises(PayloadError):
+        await queue.push_many(jobs)
+
+    assert await queue.size("default") == 0
+
+
+def test_statements_split_at_the_limit_counting_bytes_not_characters() -> None:
+    jobs = [a_job("🦀" * 100) for _ in range(10)]
+    one = next(push_module.statements("t", jobs[:1], 0, 1 << 20))
+    row_bytes = len(one.encode()) - len(one.split(" VALUES ", 1)[0]) - len(" VALUES ")
+
+    split = list(push_module.statements("t", jobs, 0, 3 * row_bytes + 200))
+
+    assert [s.count("'mysql-test'") for s in split] == [3, 3, 3, 1]
+    assert all(len(s.encode()) <= 3 * row_bytes + 200 for s in split)
+
+
+async def test_delayed_jobs_in_a_bulk_push_wait_and_the_rest_are_due_at_once(
+    queue: Queue,
+) -> None:
+    later = QueuedJob.create("mysql-test", "later", delay=timedelta(hours=1))
+    await queue.push_many([a_job("now"), later, a_job("also now")])
+
+    got = await queue.reserve("default", limit=10)
+    assert [r.job.payload for r in got] == ["now", "also now"]
+    assert await queue.size("default") == 1
 
 
 # -- claims ---------------------------------------------------------------------

@@ -46,6 +46,7 @@ from typing_extensions import override
 
 from ..._clock import from_micros
 from ...durations import parse_duration
+from ...envelope import QueuedJob
 from ...errors import BrokerUnavailable, ConfigurationError
 from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
@@ -59,6 +60,7 @@ from ._mysql import (
     int_option,
     wakeup_for,
 )
+from ._mysql_push import insert_jobs
 from .dialect import Dialect, Work
 from .dialect import Session as SessionProtocol
 from .schema import DEFAULT_PREFIX, check_prefix
@@ -238,10 +240,20 @@ class MySQLQueue(DatabaseQueue):
     # acknowledging DELETE per row, become one statement per batch here.
 
     @override
-    async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
-        if limit < 1:
+    async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        if not jobs:
             return []
+        table = self._tables.jobs
 
+        async def work(s: SessionProtocol) -> None:
+            await insert_jobs(s, table, jobs)
+
+        await self._run(work)
+        self._dialect.pushed()
+        return [job.id for job in jobs]
+
+    @override
+    def _reserve_work(self, queue: str, limit: int) -> Work[list[Reservation]]:
         async def work(s: SessionProtocol) -> list[Reservation]:
             rows = await s.fetchall(self._claimable, (queue, limit))
             if not rows:
@@ -270,16 +282,16 @@ class MySQLQueue(DatabaseQueue):
                 )
             return out
 
-        return await self._run(work)
+        return work
 
     @override
-    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
-        if not reservations:
-            return []
+    def _acknowledge_work(
+        self, reservations: Sequence[Reservation]
+    ) -> Work[list[Exception | None]]:
         ids = [r.job.id for r in reservations]
         marks = ", ".join(["%s"] * len(ids))
 
-        async def work(s: SessionProtocol) -> set[tuple[str, str]]:
+        async def work(s: SessionProtocol) -> list[Exception | None]:
             # Lock the rows first and keep those still holding our token, so
             # each reservation gets its own answer, not just a total.
             rows = await s.fetchall(self._lock_held.format(marks=marks), ids)
@@ -288,15 +300,14 @@ class MySQLQueue(DatabaseQueue):
             if ours:
                 done = [job_id for job_id, _ in ours]
                 await s.execute(self._delete_ids.format(marks=", ".join(["%s"] * len(done))), done)
-            return ours
+            results: list[Exception | None] = []
+            for r in reservations:  # the same reservation twice is settled once
+                key = (r.job.id, r.token)
+                results.append(None if key in ours else _lost(r))
+                ours.discard(key)
+            return results
 
-        ours = await self._run(work)
-        results: list[Exception | None] = []
-        for r in reservations:  # the same reservation twice is settled once
-            key = (r.job.id, r.token)
-            results.append(None if key in ours else _lost(r))
-            ours.discard(key)
-        return results
+        return work
 
 
 __all__ = ["MySQLDialect", "MySQLQueue"]
