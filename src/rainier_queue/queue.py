@@ -59,6 +59,9 @@ class Capabilities:
     """An acknowledged push can still vanish (Redis acknowledges before fsync)."""
     delayed_job_steps_aside: bool = True
     """A job that is not due lets the ones behind it run. False for a log (Kafka)."""
+    reserved_job_steps_aside: bool = True
+    """A job a worker holds lets the ones behind it be reserved. False for a log (Kafka),
+    where a partition hands out one job at a time and the next waits for it to settle."""
     renews_leases: bool = True
     """`renew` really extends a reservation's lease."""
     reclaims_lapsed_leases: bool = True
@@ -181,6 +184,28 @@ class Queue(abc.ABC):
                 results.append(None)
         return results
 
+    async def acknowledge_and_reserve(
+        self, reservations: Sequence[Reservation], queue: str, *, limit: int
+    ) -> tuple[list[Exception | None], list[Reservation]]:
+        """Acknowledge `reservations`, then reserve up to `limit` from `queue`, in one go.
+
+        A busy worker does exactly this after every batch. A driver that can
+        do both in one round trip and one transaction overrides it and says
+        so in `combines_acknowledge_and_reserve`; the worker then sends its
+        acknowledgements this way, so a batch costs one trip to the broker
+        instead of two. The default below shows the meaning, and the worker
+        does not use it. Returns what `acknowledge_many` and `reserve` would.
+        An override that raises must have done neither (or, as for any call
+        whose answer was lost, left the outcome unknown).
+        """
+        outcomes = await self.acknowledge_many(reservations) if reservations else []
+        return outcomes, await self.reserve(queue, limit=limit)
+
+    @property
+    def combines_acknowledge_and_reserve(self) -> bool:
+        """Whether `acknowledge_and_reserve` is one round trip and one transaction here."""
+        return False
+
     @abc.abstractmethod
     async def release(
         self,
@@ -221,6 +246,14 @@ class Queue(abc.ABC):
     @abc.abstractmethod
     async def clear(self, queue: str) -> int:
         """Discard every waiting job on `queue` and return how many."""
+
+    async def on_worker_stop(self) -> None:  # noqa: B027 - optional hook, nothing to do by default
+        """Called by a worker that stops, after its last job is settled or handed back.
+
+        For a driver that holds something on behalf of the worker between jobs
+        (the Kafka driver's partition leases), so the next worker need not wait
+        for it to lapse. The queue stays usable; the default does nothing.
+        """
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, nothing to free by default
         """Free connections and threads. The queue is unusable afterwards."""

@@ -89,3 +89,25 @@ async def test_a_driver_offers_transactional_enqueue_exactly_when_it_says_so(que
     assert offers == queue.capabilities.transactional_enqueue, (
         f"{queue.name} declares transactional_enqueue={queue.capabilities.transactional_enqueue}"
     )
+
+
+async def test_a_reserved_job_holds_up_the_ones_behind_it_exactly_when_the_driver_says_so(
+    queue: Queue,
+) -> None:
+    # One unique key, so that on a log both are records of the same partition.
+    first = a_job(payload="first").with_changes(unique_key="k")
+    second = a_job(payload="second").with_changes(unique_key="k")
+    await queue.push(first)
+    await queue.push(second)
+
+    held = await queue.reserve("default", limit=2)
+
+    if queue.capabilities.reserved_job_steps_aside:
+        assert sorted(r.job.payload for r in held) == ["first", "second"]
+    else:
+        assert [r.job.payload for r in held] == ["first"], (
+            f"{queue.name} says the job behind a held one waits for it to be settled"
+        )
+        assert await queue.reserve("default") == []
+        await queue.acknowledge(held[0])
+        assert [r.job.payload for r in await queue.reserve("default")] == ["second"]

@@ -53,8 +53,9 @@ async def test_a_delayed_job_is_handed_out_once_it_is_due(queue: Queue) -> None:
 
 
 async def test_a_delayed_job_does_not_hold_up_the_ones_behind_it(queue: Queue) -> None:
-    later = a_job(payload="later", delay=timedelta(minutes=5))
-    now = a_job(payload="now")
+    # One unique key, so that on a log both are records of the same partition.
+    later = a_job(payload="later", delay=timedelta(minutes=5)).with_changes(unique_key="k")
+    now = a_job(payload="now").with_changes(unique_key="k")
     await queue.push(later)
     await queue.push(now)
 

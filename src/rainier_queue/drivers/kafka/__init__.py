@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: MIT
+"""The Kafka driver: jobs as records on a topic, for when the jobs already live in a log.
+
+## Read this before choosing it
+
+Kafka is a log, not a queue. A reader of a partition has one number, the
+offset it has read up to; nothing in Kafka acknowledges one record, hands one
+record out again, or holds one back until later. Every port operation has to
+be built out of that, and the costs do not go away:
+
+| The port asks to  | A log offers    | So this driver                                  |
+|--------------------|-----------------|-------------------------------------------------|
+| reserve a job      | a cursor        | leases the partition, hands out the record at   |
+|                    | per partition   | the cursor: **one job in flight per partition** |
+| acknowledge it     | move the cursor | sets the cursor to offset + 1 (lock store)      |
+| release it         | nothing         | produces a copy at the end of the topic with a  |
+|                    |                 | `retry-of` header, then moves past the original |
+| fail it            | nothing         | produces it to `{topic}.failed`, then moves on  |
+| count what waits   | end - cursor    | reports the lag, summed over partitions         |
+| clear the queue    | no deletes      | moves every cursor to the end; says how many    |
+
+- **Concurrency is the partition count.** A cursor is one number, so two
+  workers on one partition would run each job twice. A six-partition topic
+  runs six jobs at once however many workers there are; set each worker's
+  concurrency to about partitions ÷ workers.
+- **A delayed job blocks its partition.** A retry with a backoff is a new
+  record at the end of the topic; when a worker reaches it before it is due,
+  that partition waits. A queue lets a delayed job step aside; a log has
+  nowhere for it to step.
+- **Order holds per key only.** Records are keyed by the job's unique key (or
+  its id), so jobs sharing a unique key share a partition and run in push
+  order; across keys nothing is ordered, and a retry loses its place.
+- **It needs a shared lock store** (Redis or a database) for the leases,
+  cursors and delivery counts, named by the `locks` option. One that other
+  processes cannot see is refused: every worker would own every partition.
+- **No failed-job store.** Failed jobs are records on `{topic}.failed` for
+  whatever reads that topic; they cannot be listed, retried or forgotten here.
+  If that topic does not exist, the failure is logged and the partition
+  moves on, never stalls.
+- **Topics are never created by the queue.** The partition count is a
+  decision (it is the concurrency), so a missing topic is an error naming it.
+- **Kafka tooling does not see the consumers.** No consumer group is joined,
+  so lag lives in the lock store, and `size` is where to read it.
+
+## When it is right anyway
+
+When the jobs already are events somebody else produces to a topic, and a
+queue would need a bridge process that only copies them. When per-key order
+matters more than throughput: everything about one account, in order. When
+the same stream also feeds other readers and nobody wants it written twice.
+Otherwise the PostgreSQL driver is the better job queue and needs no new
+infrastructure.
+
+## Why no consumer group
+
+Kafka's group protocol hands partitions out and takes them back by
+rebalancing, and its committed offsets assume a consumer that processes in
+order and commits as it goes. A job queue must also renew a lease while one
+slow job runs, count deliveries of a record that crashed its worker, and
+never skip a record by resetting to the latest offset. Leases and cursors in
+the lock store do that with a few atomic operations, and a subtly wrong
+rebalance state machine is worse than none.
+
+## How it works
+
+- `reserve` walks the topic's partitions, those this worker already holds
+  first. For each it takes (or keeps) the lease, reads the cursor, and hands
+  out the record there. A partition it passes by is given back at once.
+- A partition never read starts at its **earliest** retained record, so jobs
+  pushed before the first worker started are run, not skipped. A cursor that
+  retention has overtaken is reported as lost jobs (an error naming the
+  partition and the offsets) and the partition rejoins at its earliest record.
+- `attempts` is what the record carries plus how many times this offset was
+  handed out (a counter in the lock store, kept 24 hours), so a job that
+  kills its worker every time still reaches its last attempt and the failed
+  topic.
+- Every cursor move is a compare-and-set from the value read when the job
+  was handed out, so a worker whose lease lapsed cannot settle over the one
+  that took the partition: it gets `LeaseLost`.
+- A job handed back unrun by a stopping worker stays where it is (the cursor
+  never moved) without its delivery counted, and keeps its place in order.
+- A record that is not a job is skipped with an error log.
+- The reservation carries the record's position; the job's payload is never
+  touched.
+- A stopping worker calls `on_worker_stop`, which gives back its leases.
+
+## Configuration
+
+    kafka://broker-1:9092,broker-2:9092/?locks=<URL-encoded lock store URL>
+
+Options, in the query or the connection's table: `locks` (required),
+`group` (default `rainier`: workers in one group share the jobs, each group
+gets all of them), `topic_prefix`, `lease` (default 90s; must outlast the
+longest job between two renewals), `max_wait` (a reserve's fetch wait,
+default 100ms), `batch_bytes` (producer batch size), `client_id`, `tls`,
+`sasl_mechanism` (with user and password in the URL).
+
+A queue name of letters, digits, `_` and `-` is its own topic name (after
+the prefix); other characters are escaped as `.` and two hex digits.
+
+Producing waits for every in-sync replica (`acks=all`), so an accepted job is
+on as many brokers as the topic's `min.insync.replicas` says.
+"""
+
+from __future__ import annotations
+
+from .names import FAILED_SUFFIX, KafkaPosition
+from .queue import KafkaQueue, require_shared
+
+__all__ = ["FAILED_SUFFIX", "KafkaPosition", "KafkaQueue", "require_shared"]

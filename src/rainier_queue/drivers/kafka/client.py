@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: MIT
+"""aiokafka underneath: one producer, one consumer, and the one place errors are translated.
+
+The consumer never joins a consumer group (see the package docstring): it
+is assigned partitions by hand, every partition it is not working on is
+paused, and it reads from wherever the lock store's cursor says. Nothing is
+committed to Kafka; `auto_offset_reset` is `none`, so a position that fell
+out of the log is an error the driver reports instead of a silent jump.
+
+Topics are looked up in the cluster's metadata (every topic at once, which
+never asks a broker to create one) and the answer is kept for half a
+minute: a partition count changes when somebody repartitions a topic, not
+between two reserves. A missing topic is not remembered, so creating it
+takes effect at once.
+
+Every call that reaches the broker goes through `translated()`, so the worker
+sees `BrokerUnavailable` (wait and retry) or `BrokerRejected` (a refusal),
+never an aiokafka class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import errors as kx
+
+from ...envelope import QueuedJob
+from ...errors import BrokerRejected, BrokerUnavailable
+from .config import KafkaSettings
+
+METADATA_TTL = 30.0
+"""Seconds a topic's partition list is trusted before it is asked for again."""
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    kx.KafkaConnectionError,
+    kx.KafkaTimeoutError,
+    kx.NodeNotReadyError,
+    kx.RequestTimedOutError,
+    kx.KafkaUnavailableError,
+    kx.ConsumerStoppedError,
+)
+
+
+@contextlib.asynccontextmanager
+async def translated(what: str) -> AsyncIterator[None]:
+    """Turn aiokafka's exceptions into this library's, naming what was being done."""
+    try:
+        yield
+    except kx.OffsetOutOfRangeError:
+        raise  # the driver handles this one itself: it means jobs were lost to retention
+    except _UNAVAILABLE as exc:
+        raise BrokerUnavailable(f"Kafka is unreachable while trying to {what}: {exc}") from exc
+    except kx.KafkaError as exc:
+        if getattr(exc, "retriable", False):
+            raise BrokerUnavailable(f"Kafka could not {what} for now: {exc}") from exc
+        raise BrokerRejected(f"Kafka refused to {what}: {exc}") from exc
+    except OSError as exc:
+        raise BrokerUnavailable(f"Kafka is unreachable while trying to {what}: {exc}") from exc
+
+
+def record_key(job: QueuedJob) -> bytes:
+    """The record key: the job's uniqueness key if it has one, else its id.
+
+    The key picks the partition, so jobs that share a unique key share a
+    partition and run in the order they were pushed.
+    """
+    return (job.unique_key or job.id).encode()
+
+
+def record_headers(
+    job: QueuedJob, extra: Mapping[str, str] | None = None
+) -> list[tuple[str, bytes]]:
+    """Headers a person reading the topic with Kafka's own tools can make sense of."""
+    headers = {"job": job.name, "attempts": str(job.attempts), **(extra or {})}
+    return [(name, value.encode()) for name, value in headers.items()]
+
+
+class KafkaClients:
+    """The producer, the consumer and the topic metadata, started on first use."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self.settings = settings
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._starting: asyncio.Lock | None = None
+        self._topics: dict[str, tuple[float, list[int]]] = {}
+
+    async def _start(self) -> tuple[AIOKafkaProducer, AIOKafkaConsumer]:
+        if self._producer is not None and self._consumer is not None:
+            return self._producer, self._consumer
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._producer is None or self._consumer is None:
+                args = self.settings.client_arguments()
+                producer = AIOKafkaProducer(
+                    acks="all", linger_ms=0, max_batch_size=self.settings.batch_bytes, **args
+                )
+                consumer = AIOKafkaConsumer(
+                    group_id=None,
+                    enable_auto_commit=False,
+                    auto_offset_reset="none",
+                    fetch_max_wait_ms=int(self.settings.max_wait.total_seconds() * 1000),
+                    **args,
+                )
+                async with translated("connect to the brokers"):
+                    try:
+                        await producer.start()
+                        await consumer.start()
+                    except BaseException:
+                        await producer.stop()
+                        await consumer.stop()
+                        raise
+                self._producer, self._consumer = producer, consumer
+        assert self._producer is not None
+        assert self._consumer is not None
+        return self._producer, self._consumer
+
+    async def producer(self) -> AIOKafkaProducer:
+        return (await self._start())[0]
+
+    async def consumer(self) -> AIOKafkaConsumer:
+        return (await self._start())[1]
+
+    async def partitions(self, topic: str) -> list[int] | None:
+        """The partition numbers of `topic`, or None if the cluster has no such topic."""
+        known = self._topics.get(topic)
+        if known is not None and time.monotonic() - known[0] < METADATA_TTL:
+            return known[1]
+        consumer = await self.consumer()
+        async with translated(f"read the metadata of topic {topic!r}"):
+            # Every topic at once: a lookup by name may make a broker create the topic.
+            # The consumer's own view holds only the topics it is assigned, so the
+            # answer is read from the fresh metadata itself.
+            cluster = await consumer._client.fetch_all_metadata()
+        now = time.monotonic()
+        for name in cluster.topics():
+            found = cluster.partitions_for_topic(name)
+            if found:
+                self._topics[name] = (now, sorted(found))
+        known = self._topics.get(topic)
+        if known is None or known[0] != now:
+            self._topics.pop(topic, None)
+            return None
+        return known[1]
+
+    async def send(
+        self, topic: str, job: QueuedJob, extra: Mapping[str, str] | None = None
+    ) -> asyncio.Future[Any]:
+        """Hand the job's record to the producer; the future resolves once the brokers have it."""
+        producer = await self.producer()
+        async with translated(f"produce to topic {topic!r}"):
+            sent: asyncio.Future[Any] = await producer.send(
+                topic,
+                job.to_json().encode(),
+                key=record_key(job),
+                headers=record_headers(job, extra),
+            )
+        return sent
+
+    async def produce(
+        self, topic: str, job: QueuedJob, extra: Mapping[str, str] | None = None
+    ) -> None:
+        """Produce one record and wait until every in-sync replica has it (acks=all)."""
+        sent = await self.send(topic, job, extra)
+        async with translated(f"produce to topic {topic!r}"):
+            await sent
+
+    async def aclose(self) -> None:
+        producer, consumer = self._producer, self._consumer
+        self._producer = self._consumer = None
+        with contextlib.suppress(kx.KafkaError, OSError):
+            if consumer is not None:
+                await consumer.stop()
+        with contextlib.suppress(kx.KafkaError, OSError):
+            if producer is not None:
+                await producer.stop()
+
+
+__all__ = ["KafkaClients", "record_headers", "record_key", "translated"]

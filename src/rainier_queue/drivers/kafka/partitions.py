@@ -1,0 +1,335 @@
+# SPDX-License-Identifier: MIT
+"""Partitions as this process sees them: who owns each, where it is read up to, what is buffered.
+
+A partition is worked by one worker at a time, and that worker is whoever
+holds its lease in the shared lock store. The lease is taken when a reserve
+wants a job from the partition, kept (and renewed by the worker) while that
+job runs, kept across the next reserve if the partition still has work, and
+given back as soon as a reserve passes it by: a worker never sits on a
+partition it is not serving, so a second worker process finds idle
+partitions to take instead of waiting out a lease.
+
+The cursor (the next offset to run) lives in the lock store too, and every
+move of it is a compare-and-set from the value read when the job was handed
+out. That is the fence: if a lease lapsed and two workers ran one record,
+only the first to settle moves the cursor; the other gets `LeaseLost`.
+
+Records read ahead of the cursor are kept per partition while the consumer
+reads on. A log never changes what is at an offset, so what was read stays
+good after the lease is given back and taken again: the buffer is checked
+against the cursor (read afresh every time) and only dropped when the
+cursor has moved outside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import errors as kx
+
+from ...cache import Cache, Lock, LockManager
+from .client import KafkaClients, translated
+from .names import attempts_key, cursor_key, lease_name
+
+log = logging.getLogger("rainier_queue.kafka")
+
+ATTEMPTS_TTL = timedelta(hours=24)
+"""How long a delivery count outlives the delivery it counts."""
+
+FIRST_FETCH = 2.0
+"""Seconds a reserve may wait, at most, for the broker to answer a partition just placed."""
+
+FETCH_SLICE = 0.02
+"""Seconds between looks at whether the broker has answered an empty fetch."""
+
+
+@dataclass(eq=False, slots=True)
+class Delivery:
+    """The one job handed out from a partition and not yet settled."""
+
+    token: str
+    record: ConsumerRecord[bytes, bytes]
+    cursor: int | None
+    """The cursor as read when the job was handed out; settling moves it from exactly this."""
+    deadline: float
+    """Monotonic time the lease runs out unless renewed."""
+
+
+@dataclass(eq=False, slots=True)
+class PartitionState:
+    """What this process knows about one partition of one topic."""
+
+    tp: TopicPartition
+    lock: Lock | None = None
+    extended_at: float = 0.0
+    buffer: deque[ConsumerRecord[bytes, bytes]] = field(default_factory=deque)
+    positioned: bool = False
+    """The consumer reads on from `next_offset` (or from the start, see `from_start`)."""
+    next_offset: int | None = None
+    from_start: bool = False
+    """Positioned at the earliest record because the group never read this partition."""
+    resumed: bool = False
+    cursor: int | None = None
+    """The cursor as last read from the lock store."""
+    delivery: Delivery | None = None
+    not_before: datetime | None = None
+    """The record at the head is a job not due before this; nothing behind it may pass."""
+
+
+def lost_range(cursor: int, earliest: int) -> tuple[int, int] | None:
+    """The offsets `[first, end)` retention removed before they were read, if any."""
+    return (cursor, earliest) if cursor < earliest else None
+
+
+class Partitions:
+    """The partition bookkeeping of one `KafkaQueue`."""
+
+    def __init__(
+        self, clients: KafkaClients, locks: LockManager, *, group: str, lease: timedelta
+    ) -> None:
+        self.clients = clients
+        self.locks = locks
+        self.cache: Cache = locks.cache
+        self.group = group
+        self.lease = lease
+        self._states: dict[TopicPartition, PartitionState] = {}
+
+    def all(self) -> list[PartitionState]:
+        return list(self._states.values())
+
+    def get(self, topic: str, partition: int) -> PartitionState | None:
+        return self._states.get(TopicPartition(topic, partition))
+
+    async def of(self, topic: str, numbers: Sequence[int]) -> list[PartitionState]:
+        """The states of `topic`'s partitions, assigning new ones to the consumer (paused)."""
+        wanted = [TopicPartition(topic, n) for n in numbers]
+        if any(tp not in self._states for tp in wanted):
+            for tp in wanted:
+                self._states.setdefault(tp, PartitionState(tp))
+            consumer = await self.clients.consumer()
+            # A new assignment forgets every position, so each partition is placed
+            # again before it is next read; buffered records are dropped with it.
+            consumer.assign(list(self._states))
+            consumer.pause(*self._states)
+            for state in self._states.values():
+                state.buffer.clear()
+                state.positioned = state.resumed = False
+        return [self._states[tp] for tp in wanted]
+
+    # -- leases ----------------------------------------------------------------------
+
+    async def own(self, state: PartitionState) -> bool:
+        """Take or keep the lease on a partition; False when another worker holds it."""
+        now = time.monotonic()
+        if state.lock is not None:
+            if now - state.extended_at < self.lease.total_seconds() / 3:
+                return True  # taken or renewed moments ago: certainly still ours
+            if await self.locks.extend(state.lock, self.lease):
+                state.extended_at = now
+                return True
+            log.warning(
+                "the lease on partition %d of topic %r lapsed while this worker held it",
+                state.tp.partition,
+                state.tp.topic,
+            )
+            state.lock = None
+        lock = await self.locks.acquire(self._lease_name(state), self.lease)
+        if lock is None:
+            return False
+        state.lock, state.extended_at = lock, now
+        return True
+
+    async def renew(self, state: PartitionState) -> bool:
+        """Extend the lease of a partition whose job is running; False if it is not ours."""
+        if state.lock is None or not await self.locks.extend(state.lock, self.lease):
+            state.lock = None
+            return False
+        state.extended_at = time.monotonic()
+        return True
+
+    async def let_go(self, states: Iterable[PartitionState]) -> None:
+        """Give back the lease of every one of `states` that has no job running, and pause it."""
+        consumer = await self.clients.consumer()
+        for state in states:
+            if state.delivery is not None or state.lock is None:
+                continue
+            lock, state.lock = state.lock, None
+            if state.resumed:
+                consumer.pause(state.tp)
+                state.resumed = False
+            if not await self.locks.release(lock):
+                log.warning(
+                    "the lease on partition %d of topic %r had lapsed before it was given back; "
+                    "another worker may have run a job from it at the same time as this one",
+                    state.tp.partition,
+                    state.tp.topic,
+                )
+
+    def lease_name(self, topic: str, partition: int) -> str:
+        return lease_name(self.group, topic, partition)
+
+    def _lease_name(self, state: PartitionState) -> str:
+        return self.lease_name(state.tp.topic, state.tp.partition)
+
+    # -- cursors and delivery counts ---------------------------------------------------
+
+    def cursor_key(self, topic: str, partition: int) -> str:
+        return cursor_key(self.group, topic, partition)
+
+    def attempts_key(self, topic: str, partition: int, offset: int) -> str:
+        return attempts_key(self.group, topic, partition, offset)
+
+    async def read_cursor(self, topic: str, partition: int) -> int | None:
+        """The next offset the group will run in a partition; None if it never read one."""
+        raw = await self.cache.get(self.cursor_key(topic, partition))
+        if raw is None:
+            return None
+        try:
+            return int(raw.decode())
+        except (UnicodeDecodeError, ValueError):
+            raise ValueError(
+                f"the lock store holds {raw[:20]!r} as the cursor of partition {partition} of "
+                f"topic {topic!r}, which is not an offset"
+            ) from None
+
+    async def commit(self, state: PartitionState, expected: int | None, offset: int) -> bool:
+        """Move the cursor to `offset` if it is still `expected`; False if somebody moved it."""
+        key = self.cursor_key(state.tp.topic, state.tp.partition)
+        value = str(offset).encode()
+        if expected is None:
+            moved = await self.cache.add(key, value)
+        else:
+            moved = await self.cache.replace_if(key, str(expected).encode(), value)
+        if moved:
+            state.cursor = offset
+        return moved
+
+    async def count_delivery(self, state: PartitionState, offset: int) -> int:
+        key = self.attempts_key(state.tp.topic, state.tp.partition, offset)
+        return await self.cache.increment(key, 1, ATTEMPTS_TTL)
+
+    async def uncount_delivery(self, state: PartitionState, offset: int) -> None:
+        key = self.attempts_key(state.tp.topic, state.tp.partition, offset)
+        if await self.cache.increment(key, -1, ATTEMPTS_TTL) <= 0:
+            await self.cache.forget(key)
+
+    async def forget_deliveries(self, state: PartitionState, offset: int) -> None:
+        await self.cache.forget(self.attempts_key(state.tp.topic, state.tp.partition, offset))
+
+    # -- reading -------------------------------------------------------------------
+
+    async def place(self, state: PartitionState) -> None:
+        """Read the cursor and make sure the next record read is the one it points at."""
+        consumer = await self.clients.consumer()
+        cursor = state.cursor = await self.read_cursor(state.tp.topic, state.tp.partition)
+        if cursor is None:
+            if not (state.positioned and state.from_start):
+                # Never read: start at the earliest record still kept, never at the
+                # end, or every job pushed before the first worker started is skipped.
+                async with translated("find the start of a partition"):
+                    await consumer.seek_to_beginning(state.tp)
+                state.buffer.clear()
+                state.positioned, state.from_start, state.next_offset = True, True, None
+        elif not self._buffer_covers(state, cursor):
+            consumer.seek(state.tp, cursor)
+            state.buffer.clear()
+            state.positioned, state.from_start, state.next_offset = True, False, cursor
+        else:
+            while state.buffer and state.buffer[0].offset < cursor:
+                state.buffer.popleft()
+            state.from_start = False
+        if not state.resumed:
+            consumer.resume(state.tp)
+            state.resumed = True
+
+    @staticmethod
+    def _buffer_covers(state: PartitionState, cursor: int) -> bool:
+        if not state.positioned or state.next_offset is None:
+            return False
+        first = state.buffer[0].offset if state.buffer else state.next_offset
+        return first <= cursor <= state.next_offset
+
+    async def fill(self, states: Sequence[PartitionState], wait: timedelta) -> None:
+        """Read what the broker has for those of `states` whose buffer is empty.
+
+        Waits until each has records, or the broker has answered a fetch for it
+        that was sent after this call began and brought none, or `wait` (plus one
+        fetch) has passed; so a job pushed before a reserve is found by it. If
+        some of `states` already have records, takes only what has arrived.
+        """
+        empty = {state.tp: state for state in states if not state.buffer}
+        if not empty:
+            return
+        consumer = await self.clients.consumer()
+        began = time.time()
+        seconds = wait.total_seconds()
+        patient = len(empty) == len(states)
+        deadline = time.monotonic() + (2 * seconds + FIRST_FETCH if patient else 0)
+        while empty:
+            slice_ms = 0 if not patient else max(1, int(min(seconds, FETCH_SLICE) * 1000))
+            try:
+                async with translated("read records"):
+                    batches = await consumer.getmany(*empty, timeout_ms=slice_ms)
+            except kx.OffsetOutOfRangeError as exc:
+                await self._rejoin(consumer, exc, empty)
+                return
+            for tp, records in batches.items():
+                if records:
+                    state = empty.pop(tp)
+                    state.buffer.extend(records)
+                    state.next_offset = records[-1].offset + 1
+            for tp in list(empty):
+                answered = consumer.last_poll_timestamp(tp)
+                if answered is not None and answered / 1000 > began + seconds:
+                    del empty[tp]  # a fetch sent after we began found nothing
+            if batches or time.monotonic() >= deadline:
+                return
+
+    async def _rejoin(
+        self,
+        consumer: AIOKafkaConsumer,
+        error: kx.OffsetOutOfRangeError,
+        states: dict[TopicPartition, PartitionState],
+    ) -> None:
+        """The cursor points outside the log: report what was lost and start again at the start."""
+        positions = error.args[0] if error.args and isinstance(error.args[0], dict) else {}
+        for tp, offset in positions.items():
+            state = states.get(tp)
+            if state is None:
+                continue
+            async with translated("find the start of a partition"):
+                earliest = (await consumer.beginning_offsets([tp]))[tp]
+            lost = lost_range(int(offset), earliest)
+            if lost is not None:
+                log.error(
+                    "partition %d of topic %r: the records at offsets %d to %d were deleted by "
+                    "the topic's retention before any worker ran them; those jobs are lost. "
+                    "Rejoining at offset %d",
+                    tp.partition,
+                    tp.topic,
+                    lost[0],
+                    lost[1] - 1,
+                    earliest,
+                )
+            else:
+                log.error(
+                    "partition %d of topic %r: the cursor %d is past the end of the log (was the "
+                    "topic deleted and created again?); rejoining at the earliest offset, %d",
+                    tp.partition,
+                    tp.topic,
+                    offset,
+                    earliest,
+                )
+            await self.commit(state, state.cursor, earliest)
+            consumer.seek(tp, earliest)
+            state.buffer.clear()
+            state.positioned, state.from_start, state.next_offset = True, False, earliest
+
+
+__all__ = ["ATTEMPTS_TTL", "Delivery", "PartitionState", "Partitions", "lost_range"]

@@ -1,0 +1,433 @@
+# SPDX-License-Identifier: MIT
+"""`KafkaQueue`: the Queue port over a partitioned log (see the package docstring for the costs)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from aiokafka import ConsumerRecord
+from typing_extensions import override
+
+from ..._clock import utcnow
+from ...cache import LockManager
+from ...cache.stores import open_cache
+from ...envelope import QueuedJob, format_time
+from ...errors import BrokerRejected, ConfigurationError, LeaseLost, PayloadError
+from ...queue import Capabilities, Queue, Reservation, new_token
+from .client import KafkaClients, translated
+from .config import OPTIONS, KafkaSettings, read_settings
+from .names import KafkaPosition, attempt_number, failed_topic_name, topic_name
+from .partitions import Delivery, Partitions, PartitionState
+
+if TYPE_CHECKING:
+    from .. import DriverContext
+
+log = logging.getLogger("rainier_queue.kafka")
+
+
+def require_shared(locks: LockManager) -> None:
+    """Refuse a lock store other processes cannot see, saying why and what to do instead."""
+    if locks.is_shared:
+        return
+    raise ConfigurationError(
+        f"the kafka driver needs a shared lock store, and {locks.cache.name} is seen only by "
+        "this process: every worker would lease every partition to itself and every job "
+        "would run once per worker. Point `locks` at a Redis or database store "
+        "(redis://..., postgresql://..., mysql://..., or an SQLite file all workers share), "
+        "or, in a single-process test, pass a LockManager(...).declared_shared()"
+    )
+
+
+class KafkaQueue(Queue):
+    """Jobs as records on a topic per queue; partitions leased, cursors kept in the lock store."""
+
+    name: ClassVar[str] = "kafka"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        survives_restart=True,
+        shared_between_processes=True,
+        delayed_job_steps_aside=False,
+        reserved_job_steps_aside=False,
+        fifo_within_queue=False,
+        failed_store=False,
+        raw_push=True,
+    )
+
+    OPTIONS: ClassVar[frozenset[str]] = OPTIONS
+
+    @classmethod
+    def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
+        """`kafka://host:9092,host:9092/?locks=<lock store URL>&group=...&topic_prefix=...`."""
+        settings, locks_url = read_settings(url, options)
+        cache = open_cache(locks_url)
+        return cls(settings, LockManager(cache), owns_cache=True)
+
+    def __init__(
+        self, settings: KafkaSettings, locks: LockManager, *, owns_cache: bool = False
+    ) -> None:
+        require_shared(locks)
+        self.settings = settings
+        self.locks = locks
+        self._owns_cache = owns_cache
+        self._clients = KafkaClients(settings)
+        self._partitions = Partitions(
+            self._clients, locks, group=settings.group, lease=settings.lease
+        )
+        self._reserving = asyncio.Lock()
+        self._start = random.randrange(1 << 16)
+
+    @property
+    @override
+    def lease(self) -> timedelta:
+        return self.settings.lease
+
+    @override
+    def describe(self) -> str:
+        return self.settings.describe()
+
+    def topic_for(self, queue: str) -> str:
+        """The topic a queue's jobs are records on (create it before pushing)."""
+        return topic_name(self.settings.topic_prefix, queue)
+
+    def failed_topic_for(self, queue: str) -> str:
+        """The topic a queue's exhausted jobs are produced to, if it exists."""
+        return failed_topic_name(self.settings.topic_prefix, queue)
+
+    async def _partitions_of(self, topic: str, queue: str) -> list[int]:
+        numbers = await self._clients.partitions(topic)
+        if numbers is None:
+            raise BrokerRejected(
+                f"the Kafka topic {topic!r} (queue {queue!r}) does not exist. Create it, and "
+                f"`{topic}{'.failed'}` for its failed jobs: this queue never creates topics, "
+                "because the partition count decides how many of its jobs can run at once"
+            )
+        return numbers
+
+    # -- pushing -------------------------------------------------------------------
+
+    @override
+    async def push(self, job: QueuedJob) -> str:
+        topic = self.topic_for(job.queue)
+        await self._partitions_of(topic, job.queue)
+        await self._clients.produce(topic, job)
+        return job.id
+
+    @override
+    async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        """Hand every record to the producer first, then wait for all of them together."""
+        for queue in {job.queue for job in jobs}:
+            await self._partitions_of(self.topic_for(queue), queue)
+        sent = [await self._clients.send(self.topic_for(job.queue), job) for job in jobs]
+        async with translated("produce jobs"):
+            await asyncio.gather(*sent)
+        return [job.id for job in jobs]
+
+    @override
+    async def push_raw(self, queue: str, body: str) -> None:
+        """Produce `body` as it is, for a consumer that is not this library.
+
+        This library's own workers skip such a record with an error log (the
+        log keeps it for whoever it was meant for).
+        """
+        topic = self.topic_for(queue)
+        await self._partitions_of(topic, queue)
+        producer = await self._clients.producer()
+        async with translated(f"produce to topic {topic!r}"):
+            await producer.send_and_wait(topic, body.encode())
+
+    # -- reserving -----------------------------------------------------------------
+
+    @override
+    async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
+        if limit < 1:
+            return []
+        topic = self.topic_for(queue)
+        numbers = await self._partitions_of(topic, queue)
+        async with self._reserving:
+            states = await self._partitions.of(topic, numbers)
+            turn = self._start % len(states)
+            rotated = states[turn:] + states[:turn]
+            # Partitions this worker already holds first: their records are read already.
+            ordered = [s for s in rotated if s.lock is not None]
+            ordered += [s for s in rotated if s.lock is None]
+            out: list[Reservation] = []
+            try:
+                # Every free partition is looked at in one go, so an idle reserve waits
+                # for one fetch, not one per partition; those passed by are let go after.
+                batch = [s for s in ordered if self._free(s) and await self._partitions.own(s)]
+                for state in batch:
+                    await self._partitions.place(state)
+                await self._partitions.fill(batch, self.settings.max_wait)
+                for state in batch:
+                    if len(out) >= limit:
+                        break
+                    reservation = await self._hand_out(state, queue)
+                    if reservation is not None:
+                        out.append(reservation)
+            finally:
+                await self._partitions.let_go(states)
+            return out
+
+    def _free(self, state: PartitionState) -> bool:
+        """Whether a partition may hand out a job now (nothing running, head not known to wait)."""
+        delivery = state.delivery
+        if delivery is not None:
+            if time.monotonic() < delivery.deadline:
+                return False
+            log.warning(
+                "the lease on the job at offset %d of partition %d of topic %r lapsed without a "
+                "renewal; handing the job out again",
+                delivery.record.offset,
+                state.tp.partition,
+                state.tp.topic,
+            )
+            state.buffer.appendleft(delivery.record)
+            state.delivery = None
+        return state.not_before is None or state.not_before <= utcnow()
+
+    async def _hand_out(self, state: PartitionState, queue: str) -> Reservation | None:
+        """The job at the head of a partition, if there is one and it is due."""
+        while state.buffer:
+            record = state.buffer[0]
+            expected = state.cursor
+            if expected is not None and record.offset > expected:
+                # A gap (a transaction marker, a compacted record): move over it first,
+                # so the cursor names the record being worked on.
+                if not await self._partitions.commit(state, expected, record.offset):
+                    return None
+                expected = record.offset
+            try:
+                job = _job_of(record)
+            except PayloadError as exc:
+                log.error(
+                    "skipping the record at offset %d of partition %d of topic %r: it is not a "
+                    "job (%s); the log keeps it for whoever it was meant for",
+                    record.offset,
+                    state.tp.partition,
+                    state.tp.topic,
+                    exc,
+                )
+                state.buffer.popleft()
+                if not await self._partitions.commit(state, expected, record.offset + 1):
+                    return None
+                continue
+            if not job.is_available:
+                # A log cannot set one record aside: the partition waits for it.
+                state.not_before = job.available_at
+                return None
+            state.not_before = None
+            delivered = await self._partitions.count_delivery(state, record.offset)
+            state.buffer.popleft()
+            token = new_token()
+            lease = self.settings.lease
+            state.delivery = Delivery(
+                token=token,
+                record=record,
+                cursor=expected,
+                deadline=time.monotonic() + lease.total_seconds(),
+            )
+            return Reservation(
+                job=job.with_changes(queue=queue, attempts=attempt_number(job.attempts, delivered)),
+                token=token,
+                lease_until=utcnow() + lease,
+                lease=lease,
+                handle=KafkaPosition(state.tp.topic, state.tp.partition, record.offset),
+            )
+        return None
+
+    # -- settling ------------------------------------------------------------------
+
+    def _current(self, reservation: Reservation) -> tuple[PartitionState, Delivery, KafkaPosition]:
+        position = reservation.handle
+        if not isinstance(position, KafkaPosition):
+            raise LeaseLost(f"job {reservation.job.id} was not reserved from Kafka")
+        state = self._partitions.get(position.topic, position.partition)
+        delivery = None if state is None else state.delivery
+        if state is None or delivery is None or delivery.token != reservation.token:
+            raise LeaseLost(
+                f"job {reservation.job.id} at {position} is no longer reserved by this worker "
+                "(its lease lapsed or it was settled already)"
+            )
+        return state, delivery, position
+
+    async def _advance(self, state: PartitionState, delivery: Delivery, job_id: str) -> None:
+        """Move the cursor past the delivered record; `LeaseLost` if it was moved meanwhile."""
+        offset = delivery.record.offset
+        state.delivery = None
+        moved = await self._partitions.commit(state, delivery.cursor, offset + 1)
+        await self._partitions.forget_deliveries(state, offset)
+        if not moved:
+            raise LeaseLost(
+                f"job {job_id}: the cursor of partition {state.tp.partition} of topic "
+                f"{state.tp.topic!r} moved while the job ran (its lease lapsed and another "
+                "worker took the partition, or the queue was cleared)"
+            )
+
+    @override
+    async def acknowledge(self, reservation: Reservation) -> None:
+        state, delivery, _ = self._current(reservation)
+        await self._advance(state, delivery, reservation.job.id)
+
+    @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        """Each on its own partition, so they are settled side by side."""
+
+        async def one(reservation: Reservation) -> Exception | None:
+            try:
+                await self.acknowledge(reservation)
+            except Exception as exc:
+                return exc
+            return None
+
+        return list(await asyncio.gather(*(one(r) for r in reservations)))
+
+    @override
+    async def release(
+        self,
+        reservation: Reservation,
+        *,
+        delay: timedelta = timedelta(0),
+        count_attempt: bool = True,
+    ) -> None:
+        state, delivery, position = self._current(reservation)
+        if delay <= timedelta(0) and not count_attempt:
+            # Handed back unrun (a stopping worker): the cursor never moved, so the
+            # record stays where it is, keeps its place in the order, and the
+            # delivery is not counted.
+            state.delivery = None
+            state.buffer.appendleft(delivery.record)
+            await self._partitions.uncount_delivery(state, delivery.record.offset)
+            return
+        # A cursor cannot skip one record and come back for it, so a retry is a new
+        # record at the end of the topic, produced before the old one is passed.
+        job = reservation.job
+        attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
+        retry = job.with_changes(attempts=attempts, available_at=utcnow() + delay)
+        await self._clients.produce(state.tp.topic, retry, {"retry-of": str(position)})
+        await self._advance(state, delivery, job.id)
+
+    @override
+    async def renew(self, reservation: Reservation) -> None:
+        state, delivery, position = self._current(reservation)
+        if not await self._partitions.renew(state):
+            state.delivery = None
+            raise LeaseLost(f"job {reservation.job.id}: the lease on {position} was lost")
+        delivery.deadline = time.monotonic() + self.settings.lease.total_seconds()
+
+    @override
+    async def fail(self, reservation: Reservation, error: str) -> None:
+        state, delivery, position = self._current(reservation)
+        job = reservation.job
+        failed = self.failed_topic_for(job.queue)
+        if await self._clients.partitions(failed) is None:
+            log.error(
+                "job `%s` %s failed (%s), and the topic %r that keeps failed jobs does not "
+                "exist, so it is recorded only here; create the topic to keep them",
+                job.name,
+                job.id,
+                error,
+                failed,
+            )
+        else:
+            headers = {
+                "error": error,
+                "failed-at": format_time(utcnow()),
+                "failed-from": str(position),
+            }
+            try:
+                await self._clients.produce(failed, job, headers)
+            except BrokerRejected as exc:
+                log.error("could not record failed job %s on %r: %s", job.id, failed, exc)
+        await self._advance(state, delivery, job.id)
+
+    # -- size and clear ------------------------------------------------------------
+
+    async def _lag(self, queue: str) -> list[tuple[PartitionState, int, int | None, int]]:
+        """Per partition: (state, end offset, cursor, waiting records other than a running one)."""
+        topic = self.topic_for(queue)
+        states = await self._partitions.of(topic, await self._partitions_of(topic, queue))
+        consumer = await self._clients.consumer()
+        tps = [state.tp for state in states]
+        async with translated(f"read the offsets of topic {topic!r}"):
+            ends = await consumer.end_offsets(tps)
+            starts = await consumer.beginning_offsets(tps)
+        out = []
+        for state in states:
+            cursor = await self._partitions.read_cursor(topic, state.tp.partition)
+            start = max(cursor, starts[state.tp]) if cursor is not None else starts[state.tp]
+            waiting = max(0, ends[state.tp] - start)
+            if waiting and await self._running_at(state, start):
+                waiting -= 1
+            out.append((state, ends[state.tp], cursor, waiting))
+        return out
+
+    async def _running_at(self, state: PartitionState, offset: int) -> bool:
+        """Whether the record at the cursor is out with a worker whose lease still holds."""
+        if state.delivery is not None and state.delivery.record.offset == offset:
+            return True
+        part = self._partitions
+        key = part.attempts_key(state.tp.topic, state.tp.partition, offset)
+        if await part.cache.get(key) is None:
+            return False
+        return await self.locks.is_held(part.lease_name(state.tp.topic, state.tp.partition))
+
+    @override
+    async def size(self, queue: str) -> int:
+        """The lag: records past the group's cursor, summed over partitions."""
+        return sum(waiting for *_, waiting in await self._lag(queue))
+
+    @override
+    async def clear(self, queue: str) -> int:
+        """Move every cursor to the end of the log and say how many jobs that skipped.
+
+        Nothing is deleted: a log removes records only by its retention.
+        """
+        skipped = 0
+        for state, end, _cursor, waiting in await self._lag(queue):
+            skipped += waiting
+            await self._partitions.cache.put(
+                self._partitions.cursor_key(state.tp.topic, state.tp.partition), str(end).encode()
+            )
+            state.not_before = None
+        return skipped
+
+    # -- stopping --------------------------------------------------------------------
+
+    async def release_partitions(self) -> None:
+        """Give back every partition lease held without a job running on it.
+
+        A stopping worker calls this (through `on_worker_stop`), so the next
+        worker does not wait out the lease before it can take the partitions.
+        """
+        async with self._reserving:
+            await self._partitions.let_go(self._partitions.all())
+
+    @override
+    async def on_worker_stop(self) -> None:
+        await self.release_partitions()
+
+    @override
+    async def aclose(self) -> None:
+        try:
+            if self._partitions.all():
+                await self.release_partitions()
+        except Exception as exc:  # closing must not fail because the lock store is down
+            log.warning("could not give back the partition leases on close: %s", exc)
+        finally:
+            await self._clients.aclose()
+            if self._owns_cache:
+                await self.locks.cache.aclose()
+
+
+def _job_of(record: ConsumerRecord[bytes, bytes]) -> QueuedJob:
+    if record.value is None:
+        raise PayloadError("the record has no value")
+    return QueuedJob.from_json(record.value)
+
+
+__all__ = ["KafkaQueue", "require_shared"]

