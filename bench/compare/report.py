@@ -33,6 +33,16 @@ BACKEND_NAMES = {
     "redis": "Redis",
     "kafka": "Kafka",
 }
+DISPLAY = {
+    "pgqueuer": "PgQueuer",
+    "procrastinate": "Procrastinate",
+    "taskiq": "taskiq",
+    "saq": "SAQ",
+    "dramatiq": "Dramatiq",
+    "huey": "Huey",
+    "rq": "RQ (one job at a time per worker)",
+    "celery": "Celery",
+}
 NO_PEER = {
     "memory": "no peer: an in-process queue is not a deployment peers offer",
     "sqlite": "no peer ran on SQLite (of the peers here, only Huey has SQLite storage)",
@@ -50,6 +60,11 @@ Row = dict[str, Any]
 
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def system_name(system: str) -> str:
+    """How the README names a system (the tables and JSON keep the short key)."""
+    return DISPLAY.get(system, system)
 
 
 def backend_name(backend: str) -> str:
@@ -148,8 +163,9 @@ def caption(rows: Sequence[Row], backend: str) -> str:
     ours = ours_row(rows, backend)
     e2e = ratio(ours, best)
     if e2e is None:
-        return f"fastest peer: {best['system']}; rainier-queue FAILED"
-    text = f"rainier-queue / fastest peer ({best['system']}): end-to-end {e2e:.2f}x"
+        return f"fastest peer: {system_name(best['system'])}; rainier-queue FAILED"
+    name = system_name(best["system"])
+    text = f"rainier-queue / fastest peer ({name}): end-to-end {e2e:.2f}x"
     enq = ratio(ours, best, "enqueue_jobs_s")
     if enq is not None:
         text += f", enqueue {enq:.2f}x"
@@ -277,7 +293,7 @@ def markdown_block(result: Row, chart: str | None) -> str:
         ]
         for backend in ordered_backends(r["backend"] for r in rows):
             for system, enqueue, e2e, steady, _runs, mine in throughput_cells(rows, backend):
-                name = f"**{system}**" if system == OURS else system
+                name = f"**{system}**" if system == OURS else system_name(system)
                 if system == OURS and e2e != "FAILED":
                     e2e = f"**{e2e}**"
                 cell = "" if system == OURS else ("—" if mine == "-" else mine.replace("x", TIMES))
@@ -303,7 +319,8 @@ def markdown_block(result: Row, chart: str | None) -> str:
         for r in latency:
             p50 = num(r["p50_ms"], 1) if r["ok"] else "FAILED"
             p99 = num(r["p99_ms"], 1) if r["ok"] else "FAILED"
-            lines.append(f"| {r['system']} | {backend_name(r['backend'])} | {p50} | {p99} |")
+            name = system_name(r["system"])
+            lines.append(f"| {name} | {backend_name(r['backend'])} | {p50} | {p99} |")
         lines.append("")
     memory_rows = result.get("memory", [])
     if memory_rows:
@@ -320,7 +337,7 @@ def markdown_block(result: Row, chart: str | None) -> str:
             else:
                 start = end = growth = "FAILED"
             lines.append(
-                f"| {r['system']} | {backend_name(r['backend'])} | {r['jobs']:,} | "
+                f"| {system_name(r['system'])} | {backend_name(r['backend'])} | {r['jobs']:,} | "
                 f"{start} | {end} | {growth} |"
             )
         lines.append("")

@@ -126,7 +126,7 @@ def test_failed_rows_show_failed_not_a_number() -> None:
 
 
 def test_captions_name_the_fastest_peer_or_say_there_is_none() -> None:
-    assert "pgqueuer" in report.caption(ROWS, "postgres")
+    assert "(PgQueuer)" in report.caption(ROWS, "postgres")
     assert "3.00x" in report.caption(ROWS, "postgres")
     assert "no peer ran on MySQL" in report.caption(ROWS, "mysql")
     assert "FAILED" in report.caption(ROWS, "redis")
@@ -170,8 +170,8 @@ def test_write_readme_on_a_temp_file(tmp_path: Path) -> None:
     assert "```sh\nmake bench\n```" in block
     assert "10.0 minutes" in block
     assert "| PostgreSQL | **rainier-queue** | 40,000 | **3,000** | 3,600 |  |" in block
-    assert "| PostgreSQL | pgqueuer | 80,000 | 1,000 | 1,200 | 3.00\u00d7 |" in block
-    assert "| PostgreSQL | procrastinate | - | FAILED | - | \u2014 |" in block
+    assert "| PostgreSQL | PgQueuer | 80,000 | 1,000 | 1,200 | 3.00\u00d7 |" in block
+    assert "| PostgreSQL | Procrastinate | - | FAILED | - | \u2014 |" in block
     assert "| Redis | **rainier-queue** | - | FAILED | - |  |" in block
     assert "| rainier-queue | Redis | 1.7 | 2.6 |" in block
     assert "| rainier-queue | MySQL/MariaDB | FAILED | FAILED |" in block
