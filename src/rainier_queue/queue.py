@@ -184,6 +184,28 @@ class Queue(abc.ABC):
                 results.append(None)
         return results
 
+    async def acknowledge_and_reserve(
+        self, reservations: Sequence[Reservation], queue: str, *, limit: int
+    ) -> tuple[list[Exception | None], list[Reservation]]:
+        """Acknowledge `reservations`, then reserve up to `limit` from `queue`, in one go.
+
+        A busy worker does exactly this after every batch. A driver that can
+        do both in one round trip and one transaction overrides it and says
+        so in `combines_acknowledge_and_reserve`; the worker then sends its
+        acknowledgements this way, so a batch costs one trip to the broker
+        instead of two. The default below shows the meaning, and the worker
+        does not use it. Returns what `acknowledge_many` and `reserve` would.
+        An override that raises must have done neither (or, as for any call
+        whose answer was lost, left the outcome unknown).
+        """
+        outcomes = await self.acknowledge_many(reservations) if reservations else []
+        return outcomes, await self.reserve(queue, limit=limit)
+
+    @property
+    def combines_acknowledge_and_reserve(self) -> bool:
+        """Whether `acknowledge_and_reserve` is one round trip and one transaction here."""
+        return False
+
     @abc.abstractmethod
     async def release(
         self,

@@ -10,11 +10,16 @@ acknowledges at once (a batch of one, sent on the next loop turn).
 
 Each caller still gets its own result: its `LeaseLost` or the broker's
 error, exactly as if it had acknowledged alone.
+
+A busy worker goes one step further: the loop that reserves the next batch
+takes the waiting acknowledgements (`take`) and sends them with that
+reserve (`Queue.acknowledge_and_reserve`), so a batch costs one round trip.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from ..queue import Queue, Reservation
 
@@ -29,6 +34,7 @@ class AckBatcher:
         self._max_batch = max_batch
         self._waiting: list[tuple[Reservation, asyncio.Future[None]]] = []
         self._sender: asyncio.Task[None] | None = None
+        self._taken: list[tuple[Reservation, asyncio.Future[None]]] = []
 
     async def acknowledge(self, reservation: Reservation) -> None:
         """Acknowledge `reservation` in the next batch; raises what its own settle raised."""
@@ -38,6 +44,27 @@ class AckBatcher:
         if self._sender is None or self._sender.done():
             self._sender = loop.create_task(self._send())
         await result
+
+    def take(self) -> list[Reservation]:
+        """Hand the waiting acknowledgements to the caller, who must `settle` them."""
+        taken = [(r, f) for r, f in self._waiting if not f.done()]
+        self._waiting.clear()
+        self._taken.extend(taken)
+        return [r for r, _ in taken]
+
+    def settle(self, outcomes: Sequence[Exception | None] | BaseException) -> None:
+        """Deliver the outcomes of what `take` handed out: one per item, or one error for all."""
+        taken, self._taken = self._taken, []
+        for i, (_, future) in enumerate(taken):
+            if future.done():
+                continue
+            outcome = outcomes if isinstance(outcomes, BaseException) else outcomes[i]
+            if outcome is None:
+                future.set_result(None)
+            elif isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.cancel()  # the worker itself is being cancelled
 
     async def _send(self) -> None:
         await asyncio.sleep(0)  # let jobs finishing on this loop turn join the batch

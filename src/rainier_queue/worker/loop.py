@@ -7,7 +7,9 @@ outage is sat through rather than turned into a crash; and a stop never
 strands a job. Each turn it fills the free slots from the queues in
 priority order, one task per job; when nothing fills them it waits on the
 driver's `wait_for_work` (which a push, or a running job finishing, cuts
-short) instead of polling.
+short) instead of polling. A slot frees when its handler returns, and the
+acknowledgements of finished jobs ride along with the next reserve, so a
+busy worker pays one round trip per batch, not two or one per job.
 
 Stopping: `stop()` ends reserving at once, lets running jobs finish within
 `options.grace`, then interrupts what is left and hands it back with its
@@ -85,6 +87,8 @@ class Worker:
         """Every job this worker holds, from reservation until its settle is done."""
         self._handling = 0
         """How many of them are still running their handler (what `concurrency` limits)."""
+        self._acks_ride_along = queue.combines_acknowledge_and_reserve
+        """Whether the driver sends acknowledgements and a reserve in one round trip."""
         self._signals: list[signal.Signals] = []
         # Created per run, on the running loop.
         self._changed = asyncio.Event()
@@ -251,7 +255,7 @@ class Worker:
         for name in self.options.queues:
             while free > 0 and not self._stopping:
                 limit = min(self.options.prefetch or free, free)
-                batch = await self.queue.reserve(name, limit=limit)
+                batch = await self._reserve(name, limit)
                 for reservation in batch:
                     self._start(reservation)
                 taken += len(batch)
@@ -261,6 +265,20 @@ class Worker:
             if free <= 0 or self._stopping:
                 return taken, False
         return taken, True
+
+    async def _reserve(self, name: str, limit: int) -> list[Reservation]:
+        """Reserve from `name`, carrying the acknowledgements that are waiting to be sent."""
+        acks = self._settler.acks
+        waiting = acks.take() if self._acks_ride_along else []
+        if not waiting:
+            return await self.queue.reserve(name, limit=limit)
+        try:
+            outcomes, batch = await self.queue.acknowledge_and_reserve(waiting, name, limit=limit)
+        except BaseException as exc:
+            acks.settle(exc)
+            raise
+        acks.settle(outcomes)
+        return batch
 
     async def _idle(self, deadline: float | None) -> None:
         """Wait for work, a job finishing, or a stop, whichever comes first."""

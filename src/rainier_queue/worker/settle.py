@@ -94,6 +94,11 @@ class Settler:
         self._warned_no_locks = False
         self._acks = AckBatcher(queue)
 
+    @property
+    def acks(self) -> AckBatcher:
+        """The acknowledgements waiting to be sent (the loop sends them with its next reserve)."""
+        return self._acks
+
     async def settle(self, attempt: Attempt, lease: Lease) -> None:
         """Record what became of `attempt` wherever it has to be recorded."""
         verdict = attempt.verdict

@@ -152,6 +152,10 @@ class DatabaseQueue(Queue):
     async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
         if limit < 1:
             return []
+        return await self._run(self._reserve_work(queue, limit))
+
+    def _reserve_work(self, queue: str, limit: int) -> Work[list[Reservation]]:
+        """The unit of work that claims up to `limit` due jobs of `queue`."""
 
         async def work(s: Session) -> list[Reservation]:
             now = await self._dialect.now(s)
@@ -176,7 +180,7 @@ class DatabaseQueue(Queue):
                 await s.executemany(self._sql.claim, claims)
             return out
 
-        return await self._run(work)
+        return work
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
@@ -212,6 +216,13 @@ class DatabaseQueue(Queue):
 
     @override
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        return await self._run(self._acknowledge_work(reservations)) if reservations else []
+
+    def _acknowledge_work(
+        self, reservations: Sequence[Reservation]
+    ) -> Work[list[Exception | None]]:
+        """The unit of work that deletes the jobs `reservations` still hold."""
+
         async def work(s: Session) -> list[Exception | None]:
             results: list[Exception | None] = []
             for r in reservations:
@@ -219,7 +230,27 @@ class DatabaseQueue(Queue):
                 results.append(None if changed else _lost(r))
             return results
 
-        return await self._run(work) if reservations else []
+        return work
+
+    @property
+    @override
+    def combines_acknowledge_and_reserve(self) -> bool:
+        return True
+
+    @override
+    async def acknowledge_and_reserve(
+        self, reservations: Sequence[Reservation], queue: str, *, limit: int
+    ) -> tuple[list[Exception | None], list[Reservation]]:
+        """Both in one transaction: one commit (one disk flush) per batch instead of two."""
+        if not reservations or limit < 1:
+            return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
+        acknowledge = self._acknowledge_work(reservations)
+        claim = self._reserve_work(queue, limit)
+
+        async def work(s: Session) -> tuple[list[Exception | None], list[Reservation]]:
+            return await acknowledge(s), await claim(s)
+
+        return await self._run(work)
 
     @override
     async def release(

@@ -210,6 +210,9 @@ class _PgStatements:
 
     claim: str
     acknowledge_many: str
+    acknowledge_and_claim: str
+    """`acknowledge_many` and `claim` as one statement; acknowledged rows come last, with
+    NULL in every claim column and (id, token) at the end."""
     release: str
     renew: str
     fail: str
@@ -219,20 +222,37 @@ class _PgStatements:
     @classmethod
     def build(cls, tables: Tables) -> Self:
         jobs = tables.jobs
-        return cls(
-            claim=f"WITH clock AS (SELECT {NOW_US} AS now), "
+        returned = ["j.seq", "picked.was_due", "j.due_at", "j.reservation_token"] + [
+            f"j.{c}" for c in ENVELOPE.split(", ")
+        ]
+        clock_and_pick = (
+            f"clock AS (SELECT {NOW_US} AS now), "
             f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
             "WHERE queue = %s AND due_at <= (SELECT now FROM clock) "
-            "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED) "
+            "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED)"
+        )
+        update = (
             f"UPDATE {jobs} AS j SET attempts = j.attempts + 1, "
             "reservation_token = replace(gen_random_uuid()::text, '-', ''), "
             "reserved_at = clock.now, due_at = clock.now + %s "
             "FROM picked, clock WHERE j.seq = picked.seq "
-            f"RETURNING j.seq, picked.was_due, j.due_at, j.reservation_token, "
-            + ", ".join(f"j.{c}" for c in ENVELOPE.split(", ")),
-            acknowledge_many=f"DELETE FROM {jobs} AS j USING unnest(%s::text[], %s::text[]) "
+            f"RETURNING {', '.join(returned)}"
+        )
+        delete = (
+            f"DELETE FROM {jobs} AS j USING unnest(%s::text[], %s::text[]) "
             "AS s(id, token) WHERE j.id = s.id AND j.reservation_token = s.token "
-            "RETURNING j.id, j.reservation_token",
+            "RETURNING j.id, j.reservation_token"
+        )
+        return cls(
+            claim=f"WITH {clock_and_pick} {update}",
+            acknowledge_many=delete,
+            # One statement, so one commit: the acknowledgements and the claim
+            # land together or not at all. The rows being acknowledged are
+            # reserved (due later), so the claim could not pick them anyway.
+            acknowledge_and_claim=f"WITH acked AS ({delete}), {clock_and_pick}, "
+            f"claimed AS ({update}) "
+            "SELECT *, NULL, NULL FROM claimed UNION ALL "
+            f"SELECT {', '.join(['NULL'] * len(returned))}, id, reservation_token FROM acked",
             release=f"WITH clock AS (SELECT {NOW_US} AS now) UPDATE {jobs} SET "
             "reservation_token = NULL, reserved_at = NULL, "
             "available_at = clock.now + %s, due_at = clock.now + %s, "
@@ -434,6 +454,9 @@ class PostgresQueue(DatabaseQueue):
         if limit < 1:
             return []
         _, rows = await self._one(self._pg.claim, (queue, limit, self._lease_us))
+        return self._reservations(rows)
+
+    def _reservations(self, rows: list[Row]) -> list[Reservation]:
         # RETURNING has no order of its own: put them back in claim order.
         rows.sort(key=lambda row: (row[1], row[0]))
         return [
@@ -476,8 +499,26 @@ class PostgresQueue(DatabaseQueue):
         ids = [r.job.id for r in reservations]
         tokens = [r.token for r in reservations]
         _, rows = await self._one(self._pg.acknowledge_many, (ids, tokens))
-        done = {(str(job_id), str(token)) for job_id, token in rows}
-        return [None if (r.job.id, r.token) in done else _lost(r) for r in reservations]
+        return _acknowledged(reservations, rows)
+
+    @property
+    @override
+    def combines_acknowledge_and_reserve(self) -> bool:
+        return True
+
+    @override
+    async def acknowledge_and_reserve(
+        self, reservations: Sequence[Reservation], queue: str, *, limit: int
+    ) -> tuple[list[Exception | None], list[Reservation]]:
+        if not reservations or limit < 1:
+            return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
+        ids = [r.job.id for r in reservations]
+        tokens = [r.token for r in reservations]
+        params = (ids, tokens, queue, limit, self._lease_us)
+        _, rows = await self._one(self._pg.acknowledge_and_claim, params)
+        claimed = [row[:-2] for row in rows if row[0] is not None]
+        acked = [row[-2:] for row in rows if row[0] is None]
+        return _acknowledged(reservations, acked), self._reservations(claimed)
 
     @override
     async def release(
@@ -517,6 +558,14 @@ class PostgresQueue(DatabaseQueue):
     ) -> tuple[int, list[Row]]:
         await self._ensure_schema()
         return await self._pg_dialect.one(statement, params, binary=binary)
+
+
+def _acknowledged(
+    reservations: Sequence[Reservation], rows: Sequence[Sequence[object]]
+) -> list[Exception | None]:
+    """Each reservation's outcome, given the (id, token) rows the DELETE returned."""
+    done = {(str(job_id), str(token)) for job_id, token in rows}
+    return [None if (r.job.id, r.token) in done else _lost(r) for r in reservations]
 
 
 def _envelope(job: QueuedJob | Job) -> QueuedJob:

@@ -15,6 +15,7 @@ of their own and are only ever used with single-key commands.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -47,6 +48,11 @@ class QueueKeys:
     def all(self) -> list[str]:
         return [self.stream, self.delayed, self.leases, self.deliveries, self.cursor, self.failed]
 
+    @property
+    def reserve_keys(self) -> list[str]:
+        """The keys the reserve script touches, in the order it takes them."""
+        return [self.stream, self.delayed, self.leases, self.deliveries, self.cursor]
+
 
 @dataclass(frozen=True, slots=True)
 class Keys:
@@ -55,15 +61,7 @@ class Keys:
     prefix: str = DEFAULT_PREFIX
 
     def queue(self, name: str) -> QueueKeys:
-        base = f"{self.prefix}{{{quote(name, safe='')}}}:"
-        return QueueKeys(
-            stream=base + "stream",
-            delayed=base + "delayed",
-            leases=base + "leases",
-            deliveries=base + "deliveries",
-            cursor=base + "cursor",
-            failed=base + "failed",
-        )
+        return _queue_keys(self.prefix, name)
 
     @property
     def wake(self) -> str:
@@ -83,6 +81,20 @@ class Keys:
     @staticmethod
     def decode_queue(encoded: str) -> str:
         return unquote(encoded)
+
+
+@functools.lru_cache(maxsize=1024)
+def _queue_keys(prefix: str, name: str) -> QueueKeys:
+    """One queue's keys; made once per name, since every call to Redis needs them."""
+    base = f"{prefix}{{{quote(name, safe='')}}}:"
+    return QueueKeys(
+        stream=base + "stream",
+        delayed=base + "delayed",
+        leases=base + "leases",
+        deliveries=base + "deliveries",
+        cursor=base + "cursor",
+        failed=base + "failed",
+    )
 
 
 __all__ = ["DEFAULT_PREFIX", "GROUP", "Keys", "QueueKeys", "check_prefix"]

@@ -208,16 +208,65 @@ class RedisQueue(RedisFailedJobs, Queue):
         if limit < 1:
             return []
         await self._check_now_and_then()
-        keys = self.keys.queue(queue)
+        keys, args, now = self._reserve_call(queue, limit)
+        rows = await self._run(scripts.RESERVE, keys.reserve_keys, args, f"reserve from {queue!r}")
+        return await self._reservations(queue, keys, rows, args, now)
+
+    @property
+    @override
+    def combines_acknowledge_and_reserve(self) -> bool:
+        # A MULTI spans one slot on a cluster; acknowledgements may come from
+        # other queues than the one reserved from, so a cluster keeps them apart.
+        return not self.cluster
+
+    @override
+    async def acknowledge_and_reserve(
+        self, reservations: Sequence[Reservation], queue: str, *, limit: int
+    ) -> tuple[list[Exception | None], list[Reservation]]:
+        """Both scripts in one MULTI/EXEC: one round trip, and both run or neither does."""
+        if self.cluster or not reservations or limit < 1:
+            return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
+        await self._check_now_and_then()
+        by_queue: dict[str, list[int]] = defaultdict(list)
+        for i, reservation in enumerate(reservations):
+            by_queue[reservation.job.queue].append(i)
+        client = await self._ready()
+        pipe = client.pipeline(transaction=True)
+        for name, indexes in by_queue.items():
+            ack_keys = self.keys.queue(name)
+            pipe.eval(
+                scripts.ACKNOWLEDGE,
+                3,
+                ack_keys.stream,
+                ack_keys.leases,
+                ack_keys.deliveries,
+                *self._ack_args(reservations, indexes),
+            )
+        keys, args, now = self._reserve_call(queue, limit)
+        pipe.eval(scripts.RESERVE, len(keys.reserve_keys), *keys.reserve_keys, *args)
+        async with translated(f"acknowledge jobs and reserve from {queue!r}"):
+            answers = await pipe.execute()
+        outcomes: list[Exception | None] = [None] * len(reservations)
+        for indexes, done in zip(by_queue.values(), answers, strict=False):
+            for i, ok in zip(indexes, done, strict=True):
+                outcomes[i] = None if ok else self._lost(reservations[i])
+        return outcomes, await self._reservations(queue, keys, answers[-1], args, now)
+
+    def _reserve_call(self, queue: str, limit: int) -> tuple[QueueKeys, list[Any], datetime]:
+        """The keys, the arguments (fresh tokens from index 5 on) and the time of one reserve."""
         now = utcnow()
-        tokens = [new_token() for _ in range(limit)]
         lease_ms = max(1, int(self._lease.total_seconds() * 1000))
-        rows = await self._run(
-            scripts.RESERVE,
-            [keys.stream, keys.delayed, keys.leases, keys.deliveries, keys.cursor],
+        tokens = [new_token() for _ in range(limit)]
+        return (
+            self.keys.queue(queue),
             [GROUP, self.consumer, _ms(now), lease_ms, limit, *tokens],
-            f"reserve from {queue!r}",
+            now,
         )
+
+    async def _reservations(
+        self, queue: str, keys: QueueKeys, rows: Any, args: list[Any], now: datetime
+    ) -> list[Reservation]:
+        tokens = args[5:]
         until = now + self._lease
         out: list[Reservation] = []
         for i, (entry_id, body, deliveries) in enumerate(rows):
@@ -286,6 +335,13 @@ class RedisQueue(RedisFailedJobs, Queue):
     # -- settling ------------------------------------------------------------------
 
     @staticmethod
+    def _ack_args(reservations: Sequence[Reservation], indexes: list[int]) -> list[Any]:
+        args: list[Any] = [GROUP]
+        for i in indexes:
+            args += [str(reservations[i].handle), reservations[i].token]
+        return args
+
+    @staticmethod
     def _lost(reservation: Reservation) -> LeaseLost:
         return LeaseLost(
             f"job {reservation.job.id} is no longer reserved by this worker "
@@ -307,9 +363,7 @@ class RedisQueue(RedisFailedJobs, Queue):
 
         async def settle(queue: str, indexes: list[int]) -> None:
             keys = self.keys.queue(queue)
-            args: list[Any] = [GROUP]
-            for i in indexes:
-                args += [str(reservations[i].handle), reservations[i].token]
+            args = self._ack_args(reservations, indexes)
             try:
                 done = await self._run(
                     scripts.ACKNOWLEDGE,
