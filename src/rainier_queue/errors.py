@@ -13,6 +13,7 @@ classes at one place, so the tree is the contract between them:
     │   └── MissingDependency  the driver's extra is not installed; says which `pip install`
     ├── BrokerError            the backend failed, and no job did
     │   ├── BrokerUnavailable  unreachable or timed out; the worker backs off and retries
+    │   │   └── OutcomeUnknown the connection died after the write was sent: it may have happened
     │   └── BrokerRejected     the backend refused (schema missing, permissions, too large)
     ├── LeaseLost              a settle or renew on a reservation that is no longer current
     ├── UnsupportedOperation   this driver cannot do that (a raw push on MemoryQueue)
@@ -89,6 +90,17 @@ class BrokerError(QueueError):
 
 class BrokerUnavailable(BrokerError):
     """The backend did not answer. Worth waiting for."""
+
+
+class OutcomeUnknown(BrokerUnavailable):
+    """The connection was lost after a write was sent, so whether it took effect is unknown.
+
+    Still an outage (the worker waits it out the same way), but not one to
+    paper over by trying again: a push that raises this may have been
+    written, and pushing it again could queue the job twice. Settles are safe
+    to repeat, since they are fenced by their reservation's token: a repeat
+    of one that did happen is refused as `LeaseLost`.
+    """
 
 
 class BrokerRejected(BrokerError):
@@ -178,6 +190,7 @@ __all__ = [
     "JobTimeout",
     "LeaseLost",
     "MissingDependency",
+    "OutcomeUnknown",
     "PayloadError",
     "QueueError",
     "Retry",

@@ -39,7 +39,7 @@ import pymysql  # type: ignore[import-untyped]
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from ..._wakeup import Wakeup
-from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, OutcomeUnknown
 from ...redact import redact_url
 from .dialect import Row
 
@@ -316,6 +316,8 @@ class MySQLPool:
 
         A deadlock or lock-wait timeout (which the server rolled back) runs
         the work again, a few times, before it is reported as unavailable.
+        A connection lost while the `COMMIT` was on its way is `OutcomeUnknown`
+        and is never run again: the server may have committed it.
         """
         where = self.address.describe()
         pool = await self._get()
@@ -327,10 +329,22 @@ class MySQLPool:
             except Exception as exc:
                 raise translate(exc, where) from exc
             session = Session(conn)
+            committing = False
             try:
                 result = await work(session)
+                committing = True
                 await conn.commit()
             except BaseException as exc:
+                if committing and _lost_in_flight(exc):
+                    conn.close()  # a reply may still be on the wire, or never come
+                    pool.release(conn)
+                    if isinstance(exc, Exception):
+                        raise OutcomeUnknown(
+                            f"MySQL at {where}: the connection was lost while committing, so "
+                            "whether the work was applied is unknown (a push may have been "
+                            f"written; it is not retried): {exc!r}"
+                        ) from exc
+                    raise
                 await _abandon(conn, session, exc)
                 pool.release(conn)
                 if (
@@ -356,6 +370,19 @@ class MySQLPool:
         if pool is not None:
             pool.close()
             await pool.wait_closed()
+
+
+def _lost_in_flight(exc: BaseException) -> bool:
+    """Whether `exc` is the connection failing (or the caller giving up) with no answer read.
+
+    An error the server sent back is an answer: the transaction was not
+    committed. A dropped connection, a timeout or a cancellation is not.
+    """
+    if isinstance(exc, pymysql.err.OperationalError):
+        return 2000 <= _code(exc) < 3000  # the client's own codes: the wire failed
+    return isinstance(
+        exc, pymysql.err.InterfaceError | OSError | EOFError | TimeoutError | asyncio.CancelledError
+    )
 
 
 async def _abandon(conn: Any, session: Session, exc: BaseException) -> None:
