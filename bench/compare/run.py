@@ -41,6 +41,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import secrets
 import shlex
 import subprocess
@@ -90,7 +91,7 @@ LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
 LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker
 MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
 
-console = Console(width=max(Console().width, 100))  # tables stay readable in a log
+console = Console(width=max(Console().width, 120))  # tables stay readable in a log
 
 
 @dataclass(slots=True)
@@ -437,11 +438,26 @@ def draw_chart(result: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def command_line(argv: list[str]) -> str:
-    typed = os.environ.get(COMMAND_ENV)
+def command_line(argv: list[str], typed: str | None = None) -> str:
+    """The command to print beside the numbers: what was typed, less `--write-readme`.
+
+    Writing the README changes nothing that was measured, so a reader copying
+    the command should not overwrite their README with it.
+    """
+    typed = os.environ.get(COMMAND_ENV) if typed is None else typed
     if typed:
-        return typed
-    return shlex.join([".venv/bin/python", "-m", "bench.compare.run", *argv])
+        text = re.sub(r"\s*--write-readme(?:=\S+|\s+(?!-)[^\s']+)?", "", typed)
+        return re.sub(r"\s*BENCH_ARGS=(''|\"\")", "", text)
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip and not arg.startswith("-"):
+            skip = False
+            continue
+        skip = arg == "--write-readme"
+        if not skip and not arg.startswith("--write-readme="):
+            kept.append(arg)
+    return shlex.join([".venv/bin/python", "-m", "bench.compare.run", *kept])
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -502,6 +518,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     for name in args.memory_peers:
         if name not in MEMORY_PEERS:
             parser.error(f"--memory-peers: no memory adapter for {name!r}")
+    if args.write_readme is not None:
+        try:  # find out now, not after a quarter of an hour of benchmarking
+            report.replace_block(args.write_readme.read_text(), "")
+        except (OSError, ValueError) as exc:
+            parser.error(f"--write-readme {args.write_readme}: {exc}")
     if args.jobs < 1 or args.rounds < 1 or args.memory_jobs < 1 or args.latency_samples < 1:
         parser.error("--jobs, --rounds, --memory-jobs and --latency-samples must be positive")
     return args

@@ -276,3 +276,32 @@ def test_latency_summary_gives_percentiles_only_with_an_exact_count(tmp_path: Pa
     twice = summary(path, 5)
     assert twice["ok"] is False
     assert twice["error"] == "1 jobs started more than once"
+
+
+@pytest.mark.parametrize(
+    ("argv", "typed", "shown"),
+    [
+        ([], "make bench", "make bench"),
+        ([], "make bench BENCH_ARGS='--write-readme'", "make bench"),
+        (
+            [],
+            "make bench BENCH_ARGS='--rounds 5 --write-readme /tmp/R.md'",
+            ("make bench BENCH_ARGS='--rounds 5'"),
+        ),
+        (
+            ["--jobs", "10", "--write-readme", "--rounds", "1"],
+            "",
+            (".venv/bin/python -m bench.compare.run --jobs 10 --rounds 1"),
+        ),
+        (
+            ["--write-readme", "x.md", "--jobs", "10"],
+            "",
+            (".venv/bin/python -m bench.compare.run --jobs 10"),
+        ),
+        (["--write-readme=x.md"], "", ".venv/bin/python -m bench.compare.run"),
+    ],
+)
+def test_the_command_shown_leaves_out_write_readme(argv: list[str], typed: str, shown: str) -> None:
+    from bench.compare.run import command_line
+
+    assert command_line(argv, typed) == shown
