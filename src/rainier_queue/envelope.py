@@ -51,15 +51,12 @@ WIRE_VERSION = 1
 
 def new_job_id() -> str:
     """A UUIDv7: time-ordered, unique across processes without coordination."""
-    millis = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (millis & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= ((rand >> 62) & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand & ((1 << 62) - 1)
-    hex_ = f"{value:032x}"
-    return f"{hex_[:8]}-{hex_[8:12]}-{hex_[12:16]}-{hex_[16:20]}-{hex_[20:]}"
+    rand = os.urandom(10)
+    millis = (time.time_ns() // 1_000_000) & 0xFFFF_FFFF_FFFF
+    # 48 bits of milliseconds; version 7 over 12 random bits; variant 0b10 over 62.
+    raw = millis.to_bytes(6, "big") + bytes((0x70 | rand[0] & 0x0F, rand[1], 0x80 | rand[2] & 0x3F))
+    text = (raw + rand[3:]).hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def format_time(moment: datetime) -> str:

@@ -146,14 +146,20 @@ class QueueManager(FakeAssertions):
         fails, every lock this call took is given back before the error
         propagates.
         """
-        built = [(build_envelope(_require_job(j), DispatchOptions()), j) for j in jobs]
+        defaults = DispatchOptions()  # read, never changed, by build_envelope
+        built = [(build_envelope(_require_job(j), defaults), j) for j in jobs]
         queue = self.queue
         taken: list[Lock] = []
         results: list[str | None] = []
         to_push: list[QueuedJob] = []
         try:
             for envelope, job in built:
-                locked = await self._take_unique(job, envelope)
+                unique_id = job.unique_id()
+                if unique_id is None:  # no lock to take (most jobs): no await either
+                    to_push.append(envelope)
+                    results.append(envelope.id)
+                    continue
+                locked = await self._take_unique(unique_id, job, envelope)
                 if locked is False:
                     results.append(None)
                     continue
@@ -176,7 +182,7 @@ class QueueManager(FakeAssertions):
     async def _send(self, job: Job, options: DispatchOptions) -> str | None:
         envelope = build_envelope(job, options)
         queue = self.connection(options.connection)
-        locked = await self._take_unique(job, envelope)
+        locked = await self._take_unique(job.unique_id(), job, envelope)
         if locked is False:
             return None
         lock = locked if isinstance(locked, Lock) else None
@@ -194,9 +200,10 @@ class QueueManager(FakeAssertions):
             await self._give_back([lock])
         return job_id
 
-    async def _take_unique(self, job: Job, envelope: QueuedJob) -> Lock | bool:
+    async def _take_unique(
+        self, unique_id: str | None, job: Job, envelope: QueuedJob
+    ) -> Lock | bool:
         """The uniqueness lock: a `Lock` if taken, False for a duplicate, True if none applies."""
-        unique_id = job.unique_id()
         if unique_id is None:
             return True
         if self.locks is None:

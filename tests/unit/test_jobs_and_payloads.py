@@ -6,15 +6,16 @@ from __future__ import annotations
 import enum
 import json
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
-from uuid import UUID
+from uuid import RFC_4122, UUID
 
 import pytest
 
 from rainier_queue import Job, JobContext, JobRegistry, PayloadError, UnknownJob, job
-from rainier_queue.envelope import QueuedJob, decode_payload, encode_payload
+from rainier_queue.envelope import QueuedJob, decode_payload, encode_payload, new_job_id
 
 
 class Colour(enum.Enum):
@@ -237,3 +238,18 @@ def test_a_payload_that_is_not_json_is_a_payload_error_every_time(payload: objec
         with pytest.raises(PayloadError, match="not JSON-serialisable"):
             encode_payload(payload)
     assert encode_payload({"after": [1, 2]}) == '{"after":[1,2]}'
+
+
+def test_job_ids_are_distinct_uuid7s_that_sort_by_the_millisecond_they_were_made() -> None:
+    before = time.time_ns() // 1_000_000
+    ids = [new_job_id() for _ in range(10_000)]
+    after = time.time_ns() // 1_000_000
+
+    assert len(set(ids)) == len(ids)
+    for text in ids[:100]:
+        parsed = UUID(text)
+        assert str(parsed) == text
+        assert (parsed.version, parsed.variant) == (7, RFC_4122)
+        assert before <= parsed.int >> 80 <= after
+    stamps = [UUID(text).int >> 80 for text in ids]
+    assert stamps == sorted(stamps)
