@@ -11,7 +11,6 @@ translation of pymysql's errors.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -35,6 +34,7 @@ from rainier_queue.errors import (
 )
 from rainier_queue.queue import Diagnosable, Queue
 
+from ..cutting_relay import CuttingRelay
 from ..mysql_service import SERVER, ThrowawayServer, check, drop_tables
 
 
@@ -322,65 +322,8 @@ async def test_a_database_that_does_not_exist_is_a_refusal() -> None:
 # -- a connection lost during COMMIT ------------------------------------------------
 
 
-class CommitCutter:
-    """A TCP relay to the server that, once armed, cuts the connection at the next COMMIT.
-
-    `deliver` says whether that COMMIT reaches the server first (so it commits
-    and only its answer is lost) or is dropped on the way (so it never does).
-    """
-
-    def __init__(self, *, deliver: bool) -> None:
-        self.deliver = deliver
-        self.armed = False
-        self.cut = False
-        self._server: asyncio.Server | None = None
-        self._writers: list[asyncio.StreamWriter] = []
-
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _relay(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        server_r, server_w = await asyncio.open_connection("127.0.0.1", 3306)
-        self._writers += [client_w, server_w]
-
-        async def upstream() -> None:
-            while data := await client_r.read(65536):
-                if self.armed and not self.cut and b"\x03COMMIT" in data:
-                    self.cut = True
-                    if self.deliver:
-                        server_w.write(data)
-                        await server_w.drain()
-                        await asyncio.sleep(0.3)  # long enough for the server to commit
-                    client_w.close()
-                    server_w.close()
-                    return
-                server_w.write(data)
-                await server_w.drain()
-
-        async def downstream() -> None:
-            while data := await server_r.read(65536):
-                if self.cut:
-                    return
-                client_w.write(data)
-                await client_w.drain()
-
-        with contextlib.suppress(OSError):
-            await asyncio.gather(upstream(), downstream())
-        await _closed(client_w, server_w)
-
-    async def close(self) -> None:
-        await _closed(*self._writers)
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-
-async def _closed(*writers: asyncio.StreamWriter) -> None:
-    for writer in writers:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+COMMIT = b"\x03COMMIT"
+"""A `COM_QUERY` packet's command byte and text, as aiomysql sends `commit()`."""
 
 
 @pytest.mark.parametrize("deliver", [True, False], ids=["commit-arrived", "commit-lost"])
@@ -389,7 +332,7 @@ async def test_a_push_whose_commit_answer_is_lost_says_its_outcome_is_unknown(
 ) -> None:
     direct = MySQLQueue(SERVER, prefix=prefix)
     await direct.migrate()
-    cutter = CommitCutter(deliver=deliver)
+    cutter = CuttingRelay(3306, COMMIT, deliver=deliver)
     port = await cutter.start()
     queue = MySQLQueue(f"mysql://root@127.0.0.1:{port}/test", prefix=prefix, pool_max=1)
     try:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -29,10 +30,12 @@ from rainier_queue.errors import (
     BrokerUnavailable,
     ConfigurationError,
     LeaseLost,
+    OutcomeUnknown,
     PayloadError,
 )
 from rainier_queue.queue import Diagnosable
 
+from ..cutting_relay import CuttingRelay
 from ..postgres import PG_URL, drop_prefixed, require_postgres
 
 pytestmark = pytest.mark.timeout(60)
@@ -473,6 +476,40 @@ async def test_a_bulk_push_whose_notification_fails_still_succeeds(
 
     got = await queue.reserve("default", limit=COPY_FROM)
     assert [r.job.id for r in got] == ids, "committed before the notification was tried"
+
+
+SYNC = b"S\x00\x00\x00\x04"
+"""The extended protocol's Sync message: in autocommit, the statement commits on it."""
+COPY_DONE = b"c\x00\x00\x00\x04"
+"""The CopyDone message: the end of a COPY's rows, and in autocommit its commit."""
+
+
+@pytest.mark.parametrize("deliver", [True, False], ids=["commit-arrived", "commit-lost"])
+@pytest.mark.parametrize("batch", [1, COPY_FROM], ids=["one-insert", "copy"])
+async def test_a_push_whose_answer_is_lost_says_its_outcome_is_unknown(
+    opened: Callable[..., PostgresQueue], prefix: str, batch: int, deliver: bool
+) -> None:
+    direct = opened()
+    await direct.migrate()
+    server = urlsplit(PG_URL)
+    relay = CuttingRelay(server.port or 5432, SYNC if batch == 1 else COPY_DONE, deliver=deliver)
+    port = await relay.start()
+    through = urlunsplit(server._replace(netloc=f"{server.username}@127.0.0.1:{port}", query=""))
+    queue = open_queue(f"{through}?prefix={prefix}&sslmode=disable&pool_min=1&pool_max=1")
+    try:
+        assert await queue.size("default") == 0  # connected, schema checked
+        relay.armed = True
+
+        with pytest.raises(OutcomeUnknown, match="unknown"):
+            await queue.push_many([a_job(n) for n in range(batch)])
+
+        assert relay.cut
+        # Which is why it is not retried: the jobs are in exactly when the
+        # commit reached the server, and the client could not tell which.
+        assert await direct.size("default") == (batch if deliver else 0)
+    finally:
+        await queue.aclose()
+        await relay.close()
 
 
 class Greet(Job):

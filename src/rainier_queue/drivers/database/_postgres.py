@@ -28,7 +28,7 @@ import psycopg.conninfo
 import psycopg.errors
 from psycopg_pool import AsyncConnectionPool
 
-from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, OutcomeUnknown
 from ...redact import redact_url
 
 NOW_US = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
@@ -93,6 +93,21 @@ def translated(where: str) -> Iterator[None]:
         raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
     except psycopg.Error as exc:
         raise BrokerRejected(f"{where} refused the operation: {_first_line(exc)}") from exc
+
+
+def outcome_unknown(where: str, exc: BaseException) -> OutcomeUnknown | None:
+    """`OutcomeUnknown` if `exc` lost the connection after a write was sent; else None.
+
+    An error the server sent (it has a SQLSTATE: a deadlock, a shutdown, a
+    refusal) is an answer, and the write did not happen. A connection that
+    failed with no answer read may have committed first.
+    """
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and exc.sqlstate is None:
+        return OutcomeUnknown(
+            f"{where}: the connection was lost after the push was sent, so whether it was "
+            f"written is unknown (it is not retried): {_first_line(exc)}"
+        )
+    return None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -189,6 +204,7 @@ __all__ = [
     "PoolSettings",
     "connect_kwargs",
     "describe_dsn",
+    "outcome_unknown",
     "split_url",
     "translated",
 ]

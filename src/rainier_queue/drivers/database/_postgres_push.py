@@ -39,7 +39,7 @@ import psycopg
 
 from ..._clock import to_micros, utcnow
 from ...envelope import QueuedJob, encode_headers, encode_payload
-from ._postgres import NOW_US
+from ._postgres import NOW_US, outcome_unknown
 from ._postgres_listen import PAYLOAD_LIMIT
 from .schema import Tables
 from .statements import ENVELOPE
@@ -130,27 +130,55 @@ class PushStatements:
         return (*columns, channel)
 
 
+async def insert_jobs(
+    conn: psycopg.AsyncConnection[Any], statement: str, params: Sequence[object], where: str
+) -> None:
+    """Run the one-statement push on `conn` (in autocommit): committed when it returns.
+
+    A connection lost once the statement was sent is `OutcomeUnknown`; other
+    psycopg exceptions are left to the caller to translate.
+    """
+    try:
+        await conn.execute(statement, params, binary=True)
+    except psycopg.Error as exc:
+        unknown = outcome_unknown(where, exc)
+        if unknown is not None:
+            raise unknown from exc
+        raise
+
+
 async def copy_jobs(
     conn: psycopg.AsyncConnection[Any],
     statements: PushStatements,
     jobs: Sequence[QueuedJob],
     channel: str,
+    where: str,
 ) -> None:
     """Push `jobs` by `COPY` on `conn` (in autocommit), then notify their queues.
 
-    Returns once the rows are committed. psycopg's exceptions are left to
-    the caller to translate; a failed notification is logged, not raised.
+    Returns once the rows are committed. A connection lost once every row
+    was sent (the server may be committing) is `OutcomeUnknown`; other
+    psycopg exceptions are left to the caller to translate. A failed
+    notification is logged, not raised.
     """
     cur = conn.cursor()
     await cur.execute(CLOCK)
     clock = await cur.fetchone()
     assert clock is not None
     server_now, client_now = int(clock[0]), _micros(utcnow())
-    async with cur.copy(statements.copy) as copy:
-        copy.set_types(list(COPY_TYPES))
-        write = copy.write_row
-        for row in job_rows(jobs, server_now, client_now):
-            await write(row)
+    sent = False
+    try:
+        async with cur.copy(statements.copy) as copy:
+            copy.set_types(list(COPY_TYPES))
+            write = copy.write_row
+            for row in job_rows(jobs, server_now, client_now):
+                await write(row)
+            sent = True  # leaving the block ends the COPY, which commits it
+    except psycopg.Error as exc:
+        unknown = outcome_unknown(where, exc) if sent else None
+        if unknown is not None:
+            raise unknown from exc
+        raise
     queues = sorted({job.queue for job in jobs})
     try:
         await cur.execute(statements.notify, (channel, queues))
@@ -163,4 +191,4 @@ async def copy_jobs(
         )
 
 
-__all__ = ["COPY_FROM", "PushStatements", "copy_jobs", "job_rows"]
+__all__ = ["COPY_FROM", "PushStatements", "copy_jobs", "insert_jobs", "job_rows"]

@@ -67,7 +67,7 @@ from ._postgres import (
     translated,
 )
 from ._postgres_listen import Listener, channel_for, notify_payload
-from ._postgres_push import COPY_FROM, PushStatements, copy_jobs
+from ._postgres_push import COPY_FROM, PushStatements, copy_jobs, insert_jobs
 from .dialect import Dialect, Row, Session, Work
 from .schema import DEFAULT_PREFIX, Tables
 from .statements import ENVELOPE
@@ -157,7 +157,12 @@ class PostgresDialect(Dialect):
     async def copy(self, statements: PushStatements, jobs: Sequence[QueuedJob]) -> None:
         """Push `jobs` by `COPY` (see `_postgres_push`); returns once they are committed."""
         async with self.pool.connection() as conn:
-            await copy_jobs(conn, statements, jobs, self.channel)
+            await copy_jobs(conn, statements, jobs, self.channel, self.where)
+
+    async def insert(self, statements: PushStatements, params: Sequence[object]) -> None:
+        """Push by the one-statement `INSERT`; returns once it is committed."""
+        async with self.pool.connection() as conn:
+            await insert_jobs(conn, statements.insert, params, self.where)
 
     @override
     async def now(self, session: Session) -> int:
@@ -388,10 +393,10 @@ class PostgresQueue(DatabaseQueue):
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         if not jobs:
             return []
+        await self._ensure_schema()
         if len(jobs) < COPY_FROM:
-            await self._one(self._push.insert, self._push_params(jobs), binary=True)
+            await self._pg_dialect.insert(self._push, self._push_params(jobs))
         else:
-            await self._ensure_schema()
             await self._pg_dialect.copy(self._push, jobs)
         self._dialect.pushed()
         return [job.id for job in jobs]
