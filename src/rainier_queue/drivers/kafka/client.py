@@ -2,8 +2,9 @@
 """aiokafka underneath: one producer, one consumer, and the one place errors are translated.
 
 The consumer never joins a consumer group (see the package docstring): it
-is assigned partitions by hand, every partition it is not working on is
-paused, and it reads from wherever the lock store's cursor says. Nothing is
+is assigned every partition of the topics it serves, reads ahead only those
+no other worker is found holding (the rest are paused), and reads from
+wherever the lock store's cursor says. Nothing is
 committed to Kafka; `auto_offset_reset` is `none`, so a position that fell
 out of the log is an error the driver reports instead of a silent jump.
 

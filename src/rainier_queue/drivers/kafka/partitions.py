@@ -76,7 +76,9 @@ class PartitionState:
     """Positioned at the earliest record because the group never read this partition."""
     resumed: bool = False
     cursor: int | None = None
-    """The cursor as last read from the lock store."""
+    """The cursor as last read from the lock store, or as this process last moved it."""
+    cursor_known: bool = False
+    """`cursor` is current: this process moved it last, holding the lease ever since."""
     delivery: Delivery | None = None
     not_before: datetime | None = None
     """The record at the head is a job not due before this; nothing behind it may pass."""
@@ -139,8 +141,12 @@ class Partitions:
                 state.tp.topic,
             )
             state.lock = None
+        state.cursor_known = False  # somebody else may have moved it while we did not hold it
         lock = await self.locks.acquire(self._lease_name(state), self.lease)
         if lock is None:
+            if state.resumed:  # another worker's now: stop reading it ahead
+                (await self.clients.consumer()).pause(state.tp)
+                state.resumed = False
             return False
         state.lock, state.extended_at = lock, now
         return True
@@ -148,21 +154,22 @@ class Partitions:
     async def renew(self, state: PartitionState) -> bool:
         """Extend the lease of a partition whose job is running; False if it is not ours."""
         if state.lock is None or not await self.locks.extend(state.lock, self.lease):
-            state.lock = None
+            state.lock, state.cursor_known = None, False
             return False
         state.extended_at = time.monotonic()
         return True
 
     async def let_go(self, states: Iterable[PartitionState]) -> None:
-        """Give back the lease of every one of `states` that has no job running, and pause it."""
-        consumer = await self.clients.consumer()
+        """Give back the lease of every one of `states` that has no job running.
+
+        The consumer goes on reading the partition ahead, so if this worker
+        takes it again the records are there; it stops once another worker
+        is found holding it.
+        """
         for state in states:
             if state.delivery is not None or state.lock is None:
                 continue
-            lock, state.lock = state.lock, None
-            if state.resumed:
-                consumer.pause(state.tp)
-                state.resumed = False
+            lock, state.lock, state.cursor_known = state.lock, None, False
             if not await self.locks.release(lock):
                 log.warning(
                     "the lease on partition %d of topic %r had lapsed before it was given back; "
@@ -206,8 +213,7 @@ class Partitions:
             moved = await self.cache.add(key, value)
         else:
             moved = await self.cache.replace_if(key, str(expected).encode(), value)
-        if moved:
-            state.cursor = offset
+        state.cursor, state.cursor_known = (offset, True) if moved else (None, False)
         return moved
 
     async def count_delivery(self, state: PartitionState, offset: int) -> int:
@@ -227,7 +233,9 @@ class Partitions:
     async def place(self, state: PartitionState) -> None:
         """Read the cursor and make sure the next record read is the one it points at."""
         consumer = await self.clients.consumer()
-        cursor = state.cursor = await self.read_cursor(state.tp.topic, state.tp.partition)
+        if not state.cursor_known:
+            state.cursor = await self.read_cursor(state.tp.topic, state.tp.partition)
+        cursor = state.cursor
         if cursor is None:
             if not (state.positioned and state.from_start):
                 # Never read: start at the earliest record still kept, never at the
@@ -255,13 +263,16 @@ class Partitions:
         first = state.buffer[0].offset if state.buffer else state.next_offset
         return first <= cursor <= state.next_offset
 
-    async def fill(self, states: Sequence[PartitionState], wait: timedelta) -> None:
+    async def fill(
+        self, states: Sequence[PartitionState], wait: timedelta, *, patient: bool
+    ) -> None:
         """Read what the broker has for those of `states` whose buffer is empty.
 
-        Waits until each has records, or the broker has answered a fetch for it
-        that was sent after this call began and brought none, or `wait` (plus one
-        fetch) has passed; so a job pushed before a reserve is found by it. If
-        some of `states` already have records, takes only what has arrived.
+        If `patient` and none of `states` has records yet, waits until each has
+        some, or the broker has answered a fetch for it that was sent after this
+        call began and brought none, or `wait` (plus one fetch) has passed; so a
+        job pushed before a reserve is found by it. Otherwise takes only what
+        has arrived.
         """
         empty = {state.tp: state for state in states if not state.buffer}
         if not empty:
@@ -269,7 +280,7 @@ class Partitions:
         consumer = await self.clients.consumer()
         began = time.time()
         seconds = wait.total_seconds()
-        patient = len(empty) == len(states)
+        patient = patient and len(empty) == len(states)
         deadline = time.monotonic() + (2 * seconds + FIRST_FETCH if patient else 0)
         while empty:
             slice_ms = 0 if not patient else max(1, int(min(seconds, FETCH_SLICE) * 1000))

@@ -152,23 +152,38 @@ class KafkaQueue(Queue):
             states = await self._partitions.of(topic, numbers)
             turn = self._start % len(states)
             rotated = states[turn:] + states[:turn]
-            # Partitions this worker already holds first: their records are read already.
-            ordered = [s for s in rotated if s.lock is not None]
-            ordered += [s for s in rotated if s.lock is None]
+            # The partitions this worker holds first, then those with records read ahead.
+            ordered = sorted(rotated, key=lambda s: (s.lock is None, not s.buffer))
             out: list[Reservation] = []
             try:
-                # Every free partition is looked at in one go, so an idle reserve waits
-                # for one fetch, not one per partition; those passed by are let go after.
-                batch = [s for s in ordered if self._free(s) and await self._partitions.own(s)]
-                for state in batch:
-                    await self._partitions.place(state)
-                await self._partitions.fill(batch, self.settings.max_wait)
-                for state in batch:
+                # First the partitions with records already read: no waiting. Only if
+                # that falls short are the others looked at, all in one go, so an idle
+                # reserve waits for one fetch, not one per partition.
+                later: list[PartitionState] = []
+                for state in ordered:
                     if len(out) >= limit:
                         break
-                    reservation = await self._hand_out(state, queue)
-                    if reservation is not None:
-                        out.append(reservation)
+                    if not self._free(state):
+                        continue
+                    if not state.buffer:
+                        later.append(state)
+                    elif await self._partitions.own(state):
+                        await self._partitions.place(state)
+                        if (reservation := await self._hand_out(state, queue)) is not None:
+                            out.append(reservation)
+                        elif not state.buffer and state.not_before is None:
+                            later.append(state)
+                if len(out) < limit and later:
+                    batch = [s for s in later if await self._partitions.own(s)]
+                    for state in batch:
+                        await self._partitions.place(state)
+                    # Wait for the broker only if there is nothing to hand out without it.
+                    await self._partitions.fill(batch, self.settings.max_wait, patient=not out)
+                    for state in batch:
+                        if len(out) >= limit:
+                            break
+                        if (reservation := await self._hand_out(state, queue)) is not None:
+                            out.append(reservation)
             finally:
                 await self._partitions.let_go(states)
             return out
@@ -258,8 +273,11 @@ class KafkaQueue(Queue):
     async def _advance(self, state: PartitionState, delivery: Delivery, job_id: str) -> None:
         """Move the cursor past the delivered record; `LeaseLost` if it was moved meanwhile."""
         offset = delivery.record.offset
-        state.delivery = None
+        # The partition stays busy until the cursor has moved: a reserve running
+        # meanwhile must neither give the lease back nor hand out the next record
+        # from a cursor that is about to change.
         moved = await self._partitions.commit(state, delivery.cursor, offset + 1)
+        state.delivery = None
         await self._partitions.forget_deliveries(state, offset)
         if not moved:
             raise LeaseLost(
@@ -299,9 +317,9 @@ class KafkaQueue(Queue):
             # Handed back unrun (a stopping worker): the cursor never moved, so the
             # record stays where it is, keeps its place in the order, and the
             # delivery is not counted.
-            state.delivery = None
-            state.buffer.appendleft(delivery.record)
             await self._partitions.uncount_delivery(state, delivery.record.offset)
+            state.buffer.appendleft(delivery.record)
+            state.delivery = None
             return
         # A cursor cannot skip one record and come back for it, so a retry is a new
         # record at the end of the topic, produced before the old one is passed.
