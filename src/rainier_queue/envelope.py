@@ -61,7 +61,8 @@ def new_job_id() -> str:
 
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with microseconds and a `Z`, the envelope's one time format."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat, not strftime: several times faster, and a four-digit year always.
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse_time(text: str) -> datetime:
@@ -153,7 +154,7 @@ class QueuedJob:
 
     def to_json(self) -> str:
         """The documented JSON form, compact, as text."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+        return _ENVELOPE_JSON.encode(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, JSONValue]) -> Self:
@@ -206,6 +207,7 @@ class QueuedJob:
 # failed call, so it cannot be shared between calls); a circular payload still
 # fails, as too deep to encode.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_ENVELOPE_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def _not_json(value: object) -> object:

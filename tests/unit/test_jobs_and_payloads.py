@@ -8,14 +8,21 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Literal
 from uuid import RFC_4122, UUID
 
 import pytest
 
 from rainier_queue import Job, JobContext, JobRegistry, PayloadError, UnknownJob, job
-from rainier_queue.envelope import QueuedJob, decode_payload, encode_payload, new_job_id
+from rainier_queue.envelope import (
+    QueuedJob,
+    decode_payload,
+    encode_payload,
+    format_time,
+    new_job_id,
+    parse_time,
+)
 
 
 class Colour(enum.Enum):
@@ -253,3 +260,21 @@ def test_job_ids_are_distinct_uuid7s_that_sort_by_the_millisecond_they_were_made
         assert before <= parsed.int >> 80 <= after
     stamps = [UUID(text).int >> 80 for text in ids]
     assert stamps == sorted(stamps)
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        (datetime(2026, 12, 2, 13, 0, tzinfo=UTC), "2026-12-02T13:00:00.000000Z"),
+        (
+            datetime(2026, 12, 2, 18, 30, 0, 5, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+            "2026-12-02T13:00:00.000005Z",
+        ),
+        (datetime(999, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), "0999-01-02T03:04:05.678901Z"),
+    ],
+)
+def test_envelope_times_are_written_in_utc_with_microseconds_and_a_z(
+    moment: datetime, text: str
+) -> None:
+    assert format_time(moment) == text
+    assert parse_time(text) == moment
