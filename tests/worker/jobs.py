@@ -192,6 +192,19 @@ class Held(Job):
         journal.ran.append(self.text)
 
 
+class Staggered(Job):
+    """Takes `turns` turns of the event loop, so jobs started together end apart."""
+
+    name = "staggered"
+    tries = 1
+    turns: int
+
+    async def handle(self, ctx: JobContext) -> None:
+        for _ in range(self.turns):
+            await asyncio.sleep(0)
+        journal_of(ctx).ran.append(f"staggered {self.turns}")
+
+
 class Meet(Job):
     """Finishes only once `expected` copies of it are running at the same time."""
 
@@ -283,6 +296,7 @@ ALL_JOBS: Sequence[type[Job]] = (
     HangsInThread,
     BlocksInThread,
     Held,
+    Staggered,
     Meet,
     MeetInThread,
     AsksAgain,

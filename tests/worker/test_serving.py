@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import timedelta
 
@@ -11,7 +12,21 @@ from typing_extensions import override
 from rainier_queue.drivers.memory import MemoryQueue
 from rainier_queue.queue import Reservation
 
-from .jobs import Chain, Doomed, Flaky, Journal, Meet, MeetInThread, Note, push, quick, worker_for
+from .jobs import (
+    Chain,
+    Doomed,
+    Flaky,
+    Held,
+    Journal,
+    Meet,
+    MeetInThread,
+    Note,
+    Staggered,
+    eventually,
+    push,
+    quick,
+    worker_for,
+)
 
 
 class ReserveLog(MemoryQueue):
@@ -180,3 +195,42 @@ async def test_the_tries_floor_raises_a_jobs_attempts_and_never_lowers_them() ->
         ("one try", 3),
         ("five tries", 5),
     ]
+
+
+async def test_a_busy_worker_with_a_backlog_reserves_in_batches_not_one_job_at_a_time() -> None:
+    queue = ReserveLog()
+    for n in range(64):
+        await push(queue, Staggered(turns=n % 8))
+    journal = Journal()
+    # A long batch wait, so that only the jobs ending (never the clock) ends each wait.
+    options = quick(concurrency=8, stop_when_empty=True, batch_wait=timedelta(seconds=30))
+
+    stats = await worker_for(queue, journal, options).run()
+
+    assert stats.processed == 64
+    taken = [got for _, _, got in queue.calls if got]
+    assert sum(taken) == 64
+    # The last reserve may find fewer jobs left than it had room for.
+    assert min(taken[:-1]) >= 4, f"each reserve waited for half the slots: {taken}"
+
+
+async def test_the_batch_wait_never_keeps_a_free_slot_idle_for_long() -> None:
+    queue = MemoryQueue()
+    for n in range(3):
+        await push(queue, Held(text=f"held {n}"))
+    await push(queue, Note(text="quick"))
+    await push(queue, Note(text="also quick"))
+    journal = Journal()
+    # Three of four slots stay busy, so half the slots never free; the wait must end anyway.
+    options = quick(concurrency=4, prefetch=3, batch_wait=timedelta(milliseconds=20))
+    worker = worker_for(queue, journal, options)
+    running = asyncio.create_task(worker.run())
+
+    await eventually(lambda: len(journal.ran) == 2, "both quick jobs, beside three held ones")
+    assert journal.ran == ["quick", "also quick"]
+    assert len(journal.attempts) == 3, "the held jobs are still running"
+    journal.gate.set()
+    await eventually(lambda: len(journal.ran) == 5, "the held jobs, once let go")
+    worker.stop()
+    stats = await running
+    assert stats.processed == 5

@@ -108,6 +108,12 @@ def _shown(value: timedelta | None) -> str:
     "--prefetch", type=click.IntRange(min=1), help="Jobs reserved per round trip [free slots]."
 )
 @click.option(
+    "--batch-wait",
+    **DURATION,
+    help="With a backlog, how long to let running jobs finish so the next reserve "
+    f"takes a batch; 0 for never [{_shown(DEFAULTS.batch_wait)}].",
+)
+@click.option(
     "--processes",
     type=click.IntRange(min=1),
     default=1,

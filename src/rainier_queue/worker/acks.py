@@ -29,8 +29,10 @@ MAX_BATCH = 256
 class AckBatcher:
     """Collects `acknowledge` calls and sends them with `Queue.acknowledge_many`."""
 
-    def __init__(self, queue: Queue, *, max_batch: int = MAX_BATCH) -> None:
+    def __init__(self, queue: Queue, *, max_batch: int = MAX_BATCH, delay: float = 0.0) -> None:
         self._queue = queue
+        self._delay = delay
+        """Seconds a batch waits to be taken by a reserve before it is sent on its own."""
         self._max_batch = max_batch
         self._waiting: list[tuple[Reservation, asyncio.Future[None]]] = []
         self._sender: asyncio.Task[None] | None = None
@@ -67,7 +69,9 @@ class AckBatcher:
                 future.cancel()  # the worker itself is being cancelled
 
     async def _send(self) -> None:
-        await asyncio.sleep(0)  # let jobs finishing on this loop turn join the batch
+        # Let jobs finishing on this loop turn join the batch (or, when the
+        # worker's next reserve can carry it, give that reserve time to come).
+        await asyncio.sleep(self._delay)
         while self._waiting:
             batch = self._waiting[: self._max_batch]
             del self._waiting[: self._max_batch]

@@ -88,6 +88,12 @@ class Worker:
         self._handling = 0
         """How many of them are still running their handler (what `concurrency` limits)."""
         self._acks_ride_along = queue.combines_acknowledge_and_reserve
+        self._batch_goal = 0
+        """Free slots worth a reserve while jobs run and work waits (see `_gather_slots`)."""
+        if options.batch_wait > timedelta(0):
+            self._batch_goal = min(
+                options.concurrency // 2, options.prefetch or options.concurrency
+            )
         """Whether the driver sends acknowledgements and a reserve in one round trip."""
         self._signals: list[signal.Signals] = []
         # Created per run, on the running loop.
@@ -155,6 +161,9 @@ class Worker:
             locks=self._locks,
             hard_stop=self._hard_event,
             give_up=self._give_up,
+            # The loop's next reserve carries the acknowledgements when it can;
+            # they go on their own only if it has not come by then.
+            ack_delay=2 * self.options.batch_wait.total_seconds() if self._acks_ride_along else 0,
         )
         keeper = asyncio.create_task(self._keeper.run(), name="rainier-queue lease keeper")
         log.info(
@@ -200,6 +209,7 @@ class Worker:
             if options.max_time is None
             else time.monotonic() + options.max_time.total_seconds()
         )
+        backlog = gathered = False
         while not self._stopping:
             if options.max_jobs is not None and self._stats.total >= options.max_jobs:
                 log.info("reached max_jobs (%d); stopping", options.max_jobs)
@@ -212,10 +222,16 @@ class Worker:
             if free <= 0:
                 await self._changed.wait()
                 continue
+            if backlog and not gathered and free < self._batch_goal and self._handling:
+                await self._gather_slots()
+                gathered = True
+                continue
+            gathered = False
             try:
                 taken, short = await self._fill(free)
                 self._outage.succeeded()
-                if taken and not short:
+                backlog = taken > 0 and not short
+                if backlog:
                     continue
                 if not taken:
                     self._stats.idles += 1
@@ -237,6 +253,30 @@ class Worker:
                 )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop_event.wait(), delay.total_seconds())
+
+    async def _gather_slots(self) -> None:
+        """Wait, `batch_wait` at most, for half the slots to free, then let the loop reserve.
+
+        With a backlog, a worker that reserves the moment any one job ends
+        pays a round trip per job. Waiting a moment for more of the running
+        jobs to end lets one reserve fill many slots, and carry all their
+        acknowledgements. Only a busy worker with a backlog waits, and only
+        for a few milliseconds, so a slow job never holds the others up long.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.batch_wait.total_seconds()
+        timer = loop.call_at(deadline, self._changed.set)
+        try:
+            while (
+                not self._stopping
+                and self._handling
+                and self._free_slots() < self._batch_goal
+                and loop.time() < deadline
+            ):
+                self._changed.clear()
+                await self._changed.wait()
+        finally:
+            timer.cancel()
 
     def _free_slots(self) -> int:
         # A slot frees when its handler returns, not when the broker has

@@ -49,6 +49,11 @@ class WorkerOptions:
     """Ceiling of the wait between retries of a failing broker."""
     prefetch: int | None = None
     """Jobs reserved per round trip; defaults to the free concurrency slots."""
+    batch_wait: timedelta = timedelta(milliseconds=2)
+    """While the queue has a backlog and jobs are running, how long the worker may
+    wait for half its slots to free before it reserves again, so that it fetches
+    (and acknowledges) jobs in batches instead of one round trip per finished job.
+    An idle worker never waits. Zero turns it off."""
 
     def __post_init__(self) -> None:
         if not self.queues or any(not q or not q.strip() for q in self.queues):
@@ -59,6 +64,8 @@ class WorkerOptions:
             raise ValueError("max_consecutive_errors must be at least 1")
         if self.tries is not None and self.tries < 1:
             raise ValueError("tries must be at least 1")
+        if self.batch_wait < timedelta(0):
+            raise ValueError("batch_wait cannot be negative")
 
     def attempts_for(self, max_attempts: int) -> int:
         """The attempts a job really gets: its own, raised to the `tries` floor."""

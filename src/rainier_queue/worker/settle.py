@@ -82,6 +82,7 @@ class Settler:
         locks: LockManager | None,
         hard_stop: asyncio.Event,
         give_up: Callable[[BrokerError], None],
+        ack_delay: float = 0.0,
     ) -> None:
         self._queue = queue
         self._runner = runner
@@ -92,7 +93,7 @@ class Settler:
         self._hard_stop = hard_stop
         self._give_up = give_up
         self._warned_no_locks = False
-        self._acks = AckBatcher(queue)
+        self._acks = AckBatcher(queue, delay=ack_delay)
 
     @property
     def acks(self) -> AckBatcher:
