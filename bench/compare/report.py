@@ -44,7 +44,10 @@ DISPLAY = {
     "celery": "Celery",
 }
 NO_PEER = {
-    "memory": "no peer: an in-process queue is not a deployment peers offer",
+    "memory": (
+        "one process that pushes, then works (P is 1); no peer: an in-process queue is not "
+        "a deployment the peers offer"
+    ),
     "sqlite": "no peer ran on SQLite (of the peers here, only Huey has SQLite storage)",
     "mysql": (
         "no peer ran on MySQL/MariaDB (of the peers here, only Huey has MySQL storage, "

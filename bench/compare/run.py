@@ -301,6 +301,7 @@ def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                 "workload": "throughput",
                 **row,
                 **common,
+                "processes": 1 if row["backend"] == "memory" else args.processes,
                 "rounds": args.rounds,
                 "counter_ok": row["ok"],
             },
