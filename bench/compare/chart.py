@@ -40,6 +40,7 @@ OURS_COLOUR = "#d62728"
 
 def draw(result: dict[str, Any], out: Path) -> None:
     rows: list[dict[str, Any]] = result["throughput"]
+    names: dict[str, str] = result.get("names", {})
     backends = sorted(
         {r["backend"] for r in rows},
         key=lambda b: (b not in ORDER, ORDER.index(b) if b in ORDER else 0, b),
@@ -62,7 +63,7 @@ def draw(result: dict[str, Any], out: Path) -> None:
         group.sort(key=lambda r: (r["system"] != OURS, -(r["e2e_jobs_s"] or 0)))
         for i, r in enumerate(group):
             pos = x + i * width
-            label = None if r["system"] in seen else r["system"]
+            label = None if r["system"] in seen else names.get(r["system"], r["system"])
             seen.add(r["system"])
             if r["ok"] and r["e2e_jobs_s"]:
                 ax.bar(pos, r["e2e_jobs_s"], width * 0.9, color=colours[r["system"]], label=label)
@@ -95,8 +96,8 @@ def draw(result: dict[str, Any], out: Path) -> None:
     p = result.get("params", {})
     box = result.get("machine", {})
     ax.set_title(
-        f"{p.get('jobs', '?'):,} jobs, {p.get('processes', '?')} worker processes x concurrency "
-        f"{p.get('concurrency', '?')}, median of {p.get('rounds', '?')} rounds; "
+        f"{p.get('jobs', '?'):,} jobs, {p.get('processes', '?')} worker processes (memory: 1) "
+        f"x concurrency {p.get('concurrency', '?')}, median of {p.get('rounds', '?')} rounds; "
         f"{box.get('cores', '?')} cores, {result.get('date', '')}",
         fontsize=10,
     )

@@ -563,6 +563,11 @@ def main(argv: list[str] | None = None) -> None:
         if "memory" in args.workloads:
             result["memory"] = memory(args, sink)
     result["summaries"] = report.summaries(result["throughput"])
+    result["names"] = {
+        r["system"]: report.system_name(r["system"])
+        for kind in ("throughput", "latency", "memory")
+        for r in result[kind]
+    }
 
     p = result["params"]
     rows = result["throughput"]
