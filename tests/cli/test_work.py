@@ -9,7 +9,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from .harness import PATIENCE, Cli, no_traceback
+import pytest
+
+from .harness import PATIENCE, Cli, clean_env, no_traceback, run
 
 
 def test_dispatched_jobs_are_counted_by_size_and_drained_by_a_worker_that_exits_0(
@@ -185,3 +187,25 @@ def test_an_empty_queue_list_or_a_bad_duration_is_a_usage_error(cli: Cli) -> Non
     assert "not a duration" in bad.stderr
     assert no_traceback(empty)
     assert no_traceback(bad)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_worker_runs_on_the_event_loop_it_is_given_and_says_which(cli: Cli, loop: str) -> None:
+    cli("dispatch", "note", "--payload", '{"text": "on any loop"}', "--count", "3")
+
+    worked = cli("--event-loop", loop, "work", "--once", "--concurrency", "2")
+
+    assert worked.code == 0, worked.output
+    assert f"{loop} loop" in worked.output
+    assert "processed 3, retried 0, failed 0" in worked.stdout
+
+
+def test_an_unknown_event_loop_in_the_environment_is_a_usage_error_naming_the_choices(
+    cli: Cli,
+) -> None:
+    refused = run(*cli.args("size"), env=clean_env(RAINIER_QUEUE_EVENT_LOOP="trio"))
+
+    assert refused.code == 2, refused.output
+    assert "RAINIER_QUEUE_EVENT_LOOP" in refused.stderr
+    assert "auto, asyncio, uvloop" in refused.stderr
+    assert no_traceback(refused)

@@ -18,9 +18,10 @@ import click
 
 from .._version import __version__
 from . import admin, dispatch, doctor, inspection, work
+from .event_loop import CHOICES as LOOPS
 from .output import QUIET_KEY, error_console, setup_logging
 from .runtime import VERBOSE_KEY, Group, State
-from .settings import APP_VAR, CONFIG_VAR, CONNECTION_VAR, URL_VAR, Settings
+from .settings import APP_VAR, CONFIG_VAR, CONNECTION_VAR, EVENT_LOOP_VAR, URL_VAR, Settings
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -46,6 +47,11 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
     metavar="NAME",
     help=f"Which declared connection to work on; the default one otherwise [{CONNECTION_VAR}].",
 )
+@click.option(
+    "--event-loop",
+    type=click.Choice(LOOPS),
+    help=f"The event loop: auto is uvloop when installed [{EVENT_LOOP_VAR}, else auto].",
+)
 @click.option("-v", "--verbose", count=True, help="More logging: -v info, -vv debug.")
 @click.option("-q", "--quiet", is_flag=True, help="No logging; only results and errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="rainier-queue")
@@ -56,6 +62,7 @@ def main(
     config: str | None,
     url: str | None,
     connection: str | None,
+    event_loop: str | None,
     verbose: int,
     quiet: bool,
 ) -> None:
@@ -73,7 +80,13 @@ def main(
     ctx.meta[QUIET_KEY] = quiet
     setup_logging(verbose, quiet, error_console())
     settings = Settings.resolve(
-        app=app, url=url, config=config, connection=connection, verbose=verbose, quiet=quiet
+        app=app,
+        url=url,
+        config=config,
+        connection=connection,
+        verbose=verbose,
+        quiet=quiet,
+        event_loop=event_loop,
     )
     ctx.obj = State(settings=settings)
 

@@ -28,6 +28,7 @@ from ..errors import (
     UnsupportedOperation,
 )
 from ..queue import FailedJobStore, Queue
+from .event_loop import loop_factory
 from .exit_codes import ExitCode
 from .loading import Loaded, open_application
 from .output import Problem, warn
@@ -53,7 +54,8 @@ def run_command(state: State, body: Body) -> NoReturn:
 
 def run_on_application(state: State, body: Body) -> int:
     """Open the application, run `body` on it, close it; `body`'s result."""
-    return asyncio.run(_with_application(state, body))
+    with asyncio.Runner(loop_factory=loop_factory(state.settings.event_loop)) as runner:
+        return runner.run(_with_application(state, body))
 
 
 async def _with_application(state: State, body: Body) -> int:

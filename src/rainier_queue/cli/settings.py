@@ -11,6 +11,7 @@ variable means what and how it ranks against a flag:
 | `RAINIER_QUEUE_URL` | `--url` | one connection, named `default`, from a URL |
 | `RAINIER_QUEUE_CONFIG` | `--config` | a `rainier-queue.toml` or `pyproject.toml` to read |
 | `RAINIER_QUEUE_CONNECTION` | `--connection` | which declared connection a command works on |
+| `RAINIER_QUEUE_EVENT_LOOP` | `--event-loop` | `auto` (uvloop if there), `asyncio`, `uvloop` |
 
 A flag always beats its variable. `--url` and `--config` are two ways of
 saying where the queues are, so they rank as a pair: if either is given as
@@ -27,11 +28,13 @@ from pathlib import Path
 
 from ..errors import ConfigurationError
 from ..redact import redact_url
+from .event_loop import CHOICES as LOOPS
 
 APP_VAR = "RAINIER_QUEUE_APP"
 URL_VAR = "RAINIER_QUEUE_URL"
 CONFIG_VAR = "RAINIER_QUEUE_CONFIG"
 CONNECTION_VAR = "RAINIER_QUEUE_CONNECTION"
+EVENT_LOOP_VAR = "RAINIER_QUEUE_EVENT_LOOP"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +50,8 @@ class Settings:
     connection: str | None = None
     verbose: int = 0
     quiet: bool = False
+    event_loop: str = "auto"
+    """`auto`, `asyncio` or `uvloop` (see `event_loop.py`)."""
 
     @classmethod
     def resolve(
@@ -58,12 +63,18 @@ class Settings:
         connection: str | None = None,
         verbose: int = 0,
         quiet: bool = False,
+        event_loop: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Settings:
         """Combine flags (None when not given) with the environment (`os.environ` by default)."""
         env = os.environ if environ is None else environ
         app_value, app_from = _pick(app, "--app", env, APP_VAR)
         connection_value, _ = _pick(connection, "--connection", env, CONNECTION_VAR)
+        loop_value, loop_from = _pick(event_loop, "--event-loop", env, EVENT_LOOP_VAR)
+        if loop_value is not None and loop_value not in LOOPS:
+            raise ConfigurationError(
+                f"{loop_from} names no event loop ({loop_value!r}); use one of {', '.join(LOOPS)}"
+            )
         if url is not None or config is not None:
             url_value, config_value = url, config
             names = ("--url", "--config")
@@ -90,6 +101,7 @@ class Settings:
             connection=connection_value,
             verbose=verbose,
             quiet=quiet,
+            event_loop=loop_value or "auto",
         )
 
 

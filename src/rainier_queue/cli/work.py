@@ -16,6 +16,7 @@ restarts a child that crashes and passes signals on.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from datetime import timedelta
 from typing import Any
@@ -29,6 +30,7 @@ from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
 from ..queue import Queue
 from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
+from .event_loop import loop_name
 from .exit_codes import ExitCode
 from .loading import Loaded
 from .output import Problem, echo, error_console, note, warn
@@ -206,7 +208,7 @@ async def _run_worker(loaded: Loaded, queue: Queue, options: WorkerOptions, show
     worker.install_signal_handlers()
     note(
         f"working {', '.join(options.queues)} on {queue.describe()} "
-        f"(concurrency {options.concurrency}"
+        f"(concurrency {options.concurrency}, {loop_name(asyncio.get_running_loop())} loop"
         + (f", backlog {total}" if options.stop_when_empty else "")
         + ")"
     )
