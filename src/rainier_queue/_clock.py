@@ -17,9 +17,14 @@ def utcnow() -> datetime:
 
 
 def to_micros(moment: datetime) -> int:
-    """Microseconds since the Unix epoch: how databases without a timestamp type store time."""
-    delta = moment.astimezone(UTC) - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    """Microseconds since the Unix epoch: how databases without a timestamp type store time.
+
+    A naive `moment` is taken as local time, as `datetime.astimezone` takes it.
+    """
+    if moment.tzinfo is None:
+        moment = moment.astimezone(UTC)
+    # Subtracting aware times allows for their offsets; no conversion needed (this runs per job).
+    return (moment - _EPOCH) // _MICROSECOND
 
 
 def from_micros(micros: int) -> datetime:
@@ -28,3 +33,4 @@ def from_micros(micros: int) -> datetime:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)

@@ -15,6 +15,7 @@ from uuid import RFC_4122, UUID
 import pytest
 
 from rainier_queue import Job, JobContext, JobRegistry, PayloadError, UnknownJob, job
+from rainier_queue._clock import from_micros, to_micros
 from rainier_queue.envelope import (
     QueuedJob,
     decode_payload,
@@ -278,3 +279,15 @@ def test_envelope_times_are_written_in_utc_with_microseconds_and_a_z(
 ) -> None:
     assert format_time(moment) == text
     assert parse_time(text) == moment
+
+
+def test_microseconds_since_the_epoch_allow_for_any_offset_and_round_trip() -> None:
+    moment = datetime(2026, 12, 2, 13, 0, 0, 123456, tzinfo=UTC)
+    expected = 1_796_216_400_123_456
+
+    assert to_micros(moment) == expected
+    assert to_micros(moment.astimezone(timezone(timedelta(hours=-7, minutes=-30)))) == expected
+    assert from_micros(expected) == moment
+    assert to_micros(datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)) == -1
+    naive = datetime(2026, 12, 2, 13, 0)  # local time, as datetime.astimezone reads it
+    assert to_micros(naive) == to_micros(naive.astimezone(UTC))

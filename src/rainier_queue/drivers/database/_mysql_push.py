@@ -67,10 +67,13 @@ def _row(job: QueuedJob, server_now: int, client_now: int) -> str:
     available = to_micros(job.available_at)
     created = available if job.created_at is job.available_at else to_micros(job.created_at)
     delay = available - client_now
-    key = "NULL" if job.unique_key is None else quote(job.unique_key)
+    # Every text value escaped in place (not through `quote`): this runs per job.
+    escapes = _ESCAPES
+    key = "NULL" if job.unique_key is None else f"'{job.unique_key.translate(escapes)}'"
     return (
-        f"({quote(job.id)},{quote(job.queue)},{quote(job.name)},"
-        f"{quote(encode_payload(job.payload))},{quote(encode_headers(job.headers))},"
+        f"('{job.id.translate(escapes)}','{job.queue.translate(escapes)}',"
+        f"'{job.name.translate(escapes)}','{encode_payload(job.payload).translate(escapes)}',"
+        f"'{encode_headers(job.headers).translate(escapes)}',"
         f"{int(job.attempts)},{int(job.max_attempts)},{available},{created},{key},"
         f"{server_now + delay if delay > 0 else server_now})"
     )

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -56,14 +55,6 @@ COPY_TYPES = ("text",) * 5 + ("int4",) * 2 + ("int8",) * 2 + ("text", "int8")
 
 CLOCK = f"SELECT {NOW_US}"
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _micros(moment: datetime) -> int:
-    # `to_micros`, minus a time-zone conversion the envelope's aware times never need.
-    return (moment - _EPOCH) // _MICROSECOND if moment.tzinfo is not None else to_micros(moment)
-
 
 def job_rows(
     jobs: Sequence[QueuedJob], server_now: int, client_now: int
@@ -71,7 +62,7 @@ def job_rows(
     """Each job as a row of `COLUMNS`, its due time moved onto the server's clock."""
     for job in jobs:
         available_at = job.available_at
-        available = _micros(available_at)
+        available = to_micros(available_at)
         created_at = job.created_at
         delay = available - client_now
         yield (
@@ -83,7 +74,7 @@ def job_rows(
             job.attempts,
             job.max_attempts,
             available,
-            available if created_at is available_at else _micros(created_at),
+            available if created_at is available_at else to_micros(created_at),
             job.unique_key,
             server_now + delay if delay > 0 else server_now,
         )
@@ -124,7 +115,7 @@ class PushStatements:
         columns: tuple[list[Any], ...] = tuple([] for _ in range(11))
         appends = [column.append for column in columns]
         # A zero server clock leaves each row's last value the job's own delay (or 0).
-        for row in job_rows(jobs, 0, _micros(utcnow())):
+        for row in job_rows(jobs, 0, to_micros(utcnow())):
             for append, value in zip(appends, row, strict=True):
                 append(value)
         return (*columns, channel)
@@ -165,7 +156,7 @@ async def copy_jobs(
     await cur.execute(CLOCK)
     clock = await cur.fetchone()
     assert clock is not None
-    server_now, client_now = int(clock[0]), _micros(utcnow())
+    server_now, client_now = int(clock[0]), to_micros(utcnow())
     sent = False
     try:
         async with cur.copy(statements.copy) as copy:
