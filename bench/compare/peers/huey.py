@@ -47,23 +47,25 @@ def _mysql(database: str | None = None) -> object:
 
 
 def make_huey() -> Huey:
-    if BACKEND == "sqlite":
-        return SqliteHuey(NAME, filename=str(SQLITE_FILE), results=False)
+    if BACKEND not in ("redis", "sqlite", "mysql"):
+        raise SystemExit(f"huey adapter: no backend {BACKEND!r} here")
+    if BACKEND == "redis":
+        return RedisHuey(NAME, url=REDIS_URL, results=False)
     if BACKEND == "mysql":
         import pymysql  # noqa: F401  (the import probe checks that both load)
         from huey.contrib.sql_huey import SqlHuey
-
-        if os.environ.get(TAG_ENV, "probe") == "probe":
-            return MemoryHuey(NAME)  # an import probe: create no database
-        conn = _mysql()  # the database must exist before SqlHuey creates its tables
-        with conn.cursor() as cur:  # type: ignore[attr-defined]
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{MYSQL_DB}`")
-        conn.close()  # type: ignore[attr-defined]
-        url = f"mysql://{urlsplit(MYSQL_DSN).netloc}/{MYSQL_DB}"
-        return SqlHuey(NAME, database=url, results=False)
-    if BACKEND == "redis":
-        return RedisHuey(NAME, url=REDIS_URL, results=False)
-    raise SystemExit(f"huey adapter: no backend {BACKEND!r} here")
+    if os.environ.get(TAG_ENV, "probe") == "probe":
+        # An import probe, or the first pass of `python -m` before the harness has set
+        # the run's tag: create no file and no database.
+        return MemoryHuey(NAME)
+    if BACKEND == "sqlite":
+        return SqliteHuey(NAME, filename=str(SQLITE_FILE), results=False)
+    conn = _mysql()  # the database must exist before SqlHuey creates its tables
+    with conn.cursor() as cur:  # type: ignore[attr-defined]
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{MYSQL_DB}`")
+    conn.close()  # type: ignore[attr-defined]
+    url = f"mysql://{urlsplit(MYSQL_DSN).netloc}/{MYSQL_DB}"
+    return SqlHuey(NAME, database=url, results=False)
 
 
 huey = make_huey()
