@@ -46,6 +46,7 @@ from ..errors import DeliveryExhausted, JobTimeout, PayloadError, Retry, Unknown
 from ..job import Job, is_async_handler
 from ..queue import Reservation
 from ..registry import JobRegistry
+from .deadlines import Deadlines
 from .options import WorkerOptions
 
 log = logging.getLogger("rainier_queue.worker")
@@ -147,6 +148,7 @@ class Runner:
         self._options = options
         self._dependencies = dependencies
         self._executor: ThreadPoolExecutor | None = None
+        self._deadlines = Deadlines()
 
     # -- threads -----------------------------------------------------------------
 
@@ -247,36 +249,37 @@ class Runner:
             return outcome(Verdict.INTERRUPTED)
 
         # The handler runs in this task, not in one of its own: a task and a
-        # wait per job were a fifth of the worker's cost per job. A timeout or
-        # an interrupt cancels this task while the handler runs, and only then.
+        # wait per job were a fifth of the worker's cost per job. A time limit
+        # (see deadlines.py) or an interrupt cancels this task while the handler
+        # runs, and only then.
         task = asyncio.current_task()
         assert task is not None  # run() is always awaited from a task
-        limit = None if timeout is None else timeout.total_seconds()
-        scope = asyncio.timeout(limit)
+        limit = None if timeout is None else self._deadlines.start(task, timeout.total_seconds())
         control.attach(task)
         try:
             try:
-                async with scope:
-                    await self._invoke(job, ctx)
+                await self._invoke(job, ctx)
             finally:
                 control.detach()
+                if limit is not None:
+                    limit.done()
         except asyncio.CancelledError:
             if control.is_interrupted():
                 task.uncancel()
                 return outcome(Verdict.INTERRUPTED)
+            if limit is not None and limit.expired:
+                task.uncancel()
+                return self._timed_out(job, queued, outcome, timeout)
             if task.cancelling():
                 raise  # the worker itself is being cancelled
             return outcome(Verdict.RAISED, RuntimeError("the handler cancelled itself"))
-        except TimeoutError as exc:
-            if not scope.expired():
-                return outcome(Verdict.RAISED, exc)  # the handler's own TimeoutError
-            return self._timed_out(job, queued, outcome, timeout)
         except Retry as exc:
             return outcome(Verdict.RETRY, exc, exc.delay)
         except Exception as exc:
             return outcome(Verdict.RAISED, exc)
-        if scope.expired():
+        if limit is not None and limit.expired:
             # The handler swallowed the cancellation and returned anyway.
+            task.uncancel()
             return self._timed_out(job, queued, outcome, timeout)
         return outcome(Verdict.SUCCEEDED)
 
