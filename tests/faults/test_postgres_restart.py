@@ -17,6 +17,11 @@ the two ways that matter: `immediate`, which is a crash as far as the data is
 concerned (the restart replays the WAL, so only what was committed comes
 back), while the worker is busy; and `fast`, the ordinary clean shutdown,
 while it is idle.
+
+A web process feels a restart differently: no worker loop retries for it,
+so each dispatch that lands on a dead pooled connection is an error its
+caller sees. The last test holds the pool to one such error per restart, not
+one per pooled connection.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from rainier_queue.drivers import open_queue
 from rainier_queue.envelope import QueuedJob
+from rainier_queue.errors import BrokerUnavailable
 from rainier_queue.queue import FailedJobStore
 
 from ..postgres_server import ThrowawayPostgres
@@ -183,3 +190,45 @@ async def test_an_idle_worker_rides_out_a_postgres_restart_and_takes_jobs_pushed
     assert _rode_out_an_outage(printed), "its pooled connections died with the server"
     _each_finished_once(ledger, range(100))
     await _assert_drained(url)
+
+
+async def _until_open(url: str, count: int) -> None:
+    """Wait until the server sees `count` of the queue's pooled connections."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        while True:
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rainier-queue'"
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0] >= count:
+                return
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.timeout(60)
+async def test_after_a_restart_one_call_finds_a_dead_connection_not_one_per_pooled_connection(
+    server: ThrowawayPostgres,
+) -> None:
+    pooled = 6
+    queue = open_queue(f"{server.url}?prefix=rq_pool_&pool_min={pooled}&pool_max={pooled}")
+    try:
+        await queue.size("default")
+        await _until_open(server.url, pooled)  # the pool opens the rest in the background
+
+        await _restart_under_nobody(server)
+        failures = 0
+        for _ in range(2 * pooled):  # one at a time, as a web app's dispatches come
+            try:
+                await queue.size("default")
+            except BrokerUnavailable:
+                failures += 1
+
+        assert 1 <= failures < pooled / 2, f"{failures} calls found a dead connection"
+    finally:
+        await queue.aclose()
+
+
+async def _restart_under_nobody(server: ThrowawayPostgres) -> None:
+    server.stop("fast")
+    await asyncio.sleep(0.5)
+    server.start()

@@ -16,6 +16,7 @@ place every PostgreSQL call in this library goes through.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -148,6 +149,7 @@ class Pool:
             self._kwargs["prepare_threshold"] = None
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._closed = False
+        self._sweep: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -173,13 +175,41 @@ class Pool:
                 self._pool = pool
                 await pool.open(wait=False)
             async with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.broken:
+                        self._sweep_idle()
+                    raise
+
+    def _sweep_idle(self) -> None:
+        """Test the idle connections now, in the background, after one was found dead.
+
+        A server restart or failover kills every pooled connection at once,
+        but each is found dead only when next used: without this, one call
+        per pooled connection (a dispatch in a web request, say) would fail
+        before the pool was clean again. One fails; the rest get fresh ones.
+        """
+        pool = self._pool
+        if pool is None or (self._sweep is not None and not self._sweep.done()):
+            return
+        self._sweep = asyncio.get_running_loop().create_task(_check_idle(pool))
 
     async def aclose(self) -> None:
         self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweep
+            self._sweep = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+
+async def _check_idle(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> None:
+    with contextlib.suppress(Exception):  # the pool logs what it discards; a sweep is a favour
+        await pool.check()
 
 
 def connect_kwargs(dsn: str, role: str = "rainier-queue") -> dict[str, Any]:
