@@ -88,16 +88,35 @@ class KafkaClients:
         self.settings = settings
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        self._lookups: AIOKafkaConsumer | None = None
         self._starting: asyncio.Lock | None = None
         self._topics: dict[str, tuple[float, list[int]]] = {}
 
     async def _start(self) -> tuple[AIOKafkaProducer, AIOKafkaConsumer]:
         if self._producer is not None and self._consumer is not None:
             return self._producer, self._consumer
+        await self._start_all()
+        assert self._producer is not None
+        assert self._consumer is not None
+        return self._producer, self._consumer
+
+    async def lookups(self) -> AIOKafkaConsumer:
+        """A consumer that never fetches, for metadata and offsets.
+
+        The reading consumer keeps a long-poll fetch open on its connection, and
+        a broker may answer one connection's requests in order, so a lookup sent
+        behind that fetch would wait out the poll.
+        """
+        if self._lookups is None:
+            await self._start_all()
+        assert self._lookups is not None
+        return self._lookups
+
+    async def _start_all(self) -> None:
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:
-            if self._producer is None or self._consumer is None:
+            if self._producer is None or self._consumer is None or self._lookups is None:
                 args = self.settings.client_arguments()
                 producer = AIOKafkaProducer(
                     acks="all", linger_ms=0, max_batch_size=self.settings.batch_bytes, **args
@@ -109,18 +128,18 @@ class KafkaClients:
                     fetch_max_wait_ms=int(self.settings.max_wait.total_seconds() * 1000),
                     **args,
                 )
+                lookups = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, **args)
                 async with translated("connect to the brokers"):
                     try:
                         await producer.start()
                         await consumer.start()
+                        await lookups.start()
                     except BaseException:
                         await producer.stop()
                         await consumer.stop()
+                        await lookups.stop()
                         raise
-                self._producer, self._consumer = producer, consumer
-        assert self._producer is not None
-        assert self._consumer is not None
-        return self._producer, self._consumer
+                self._producer, self._consumer, self._lookups = producer, consumer, lookups
 
     async def producer(self) -> AIOKafkaProducer:
         return (await self._start())[0]
@@ -133,7 +152,7 @@ class KafkaClients:
         known = self._topics.get(topic)
         if known is not None and time.monotonic() - known[0] < METADATA_TTL:
             return known[1]
-        consumer = await self.consumer()
+        consumer = await self.lookups()
         async with translated(f"read the metadata of topic {topic!r}"):
             # Every topic at once: a lookup by name may make a broker create the topic.
             # The consumer's own view holds only the topics it is assigned, so the
@@ -173,11 +192,12 @@ class KafkaClients:
             await sent
 
     async def aclose(self) -> None:
-        producer, consumer = self._producer, self._consumer
-        self._producer = self._consumer = None
-        with contextlib.suppress(kx.KafkaError, OSError):
-            if consumer is not None:
-                await consumer.stop()
+        producer, consumer, lookups = self._producer, self._consumer, self._lookups
+        self._producer = self._consumer = self._lookups = None
+        for reader in (consumer, lookups):
+            with contextlib.suppress(kx.KafkaError, OSError):
+                if reader is not None:
+                    await reader.stop()
         with contextlib.suppress(kx.KafkaError, OSError):
             if producer is not None:
                 await producer.stop()

@@ -82,6 +82,8 @@ class PartitionState:
     delivery: Delivery | None = None
     not_before: datetime | None = None
     """The record at the head is a job not due before this; nothing behind it may pass."""
+    elsewhere_until: float = 0.0
+    """Monotonic time until which another worker is taken to hold the lease (not asked)."""
 
 
 def lost_range(cursor: int, earliest: int) -> tuple[int, int] | None:
@@ -93,9 +95,16 @@ class Partitions:
     """The partition bookkeeping of one `KafkaQueue`."""
 
     def __init__(
-        self, clients: KafkaClients, locks: LockManager, *, group: str, lease: timedelta
+        self,
+        clients: KafkaClients,
+        locks: LockManager,
+        *,
+        group: str,
+        lease: timedelta,
+        recheck: timedelta = timedelta(milliseconds=100),
     ) -> None:
         self.clients = clients
+        self.recheck = recheck.total_seconds()
         self.locks = locks
         self.cache: Cache = locks.cache
         self.group = group
@@ -142,8 +151,12 @@ class Partitions:
             )
             state.lock = None
         state.cursor_known = False  # somebody else may have moved it while we did not hold it
+        if now < state.elsewhere_until:
+            return False
         lock = await self.locks.acquire(self._lease_name(state), self.lease)
         if lock is None:
+            # Asked again after a short while, not on every reserve in between.
+            state.elsewhere_until = now + self.recheck
             if state.resumed:  # another worker's now: stop reading it ahead
                 (await self.clients.consumer()).pause(state.tp)
                 state.resumed = False
@@ -315,7 +328,7 @@ class Partitions:
             if state is None:
                 continue
             async with translated("find the start of a partition"):
-                earliest = (await consumer.beginning_offsets([tp]))[tp]
+                earliest = (await (await self.clients.lookups()).beginning_offsets([tp]))[tp]
             lost = lost_range(int(offset), earliest)
             if lost is not None:
                 log.error(

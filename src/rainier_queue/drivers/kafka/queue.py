@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     from .. import DriverContext
 
 log = logging.getLogger("rainier_queue.kafka")
+
+CONTENDED_PATIENCE = 2.0
+"""Seconds a reserve that found nothing keeps looking while other workers hold partitions:
+they may hold one only for a moment, and a worker that stops when the queue is empty
+must not stop for that."""
 
 
 def require_shared(locks: LockManager) -> None:
@@ -76,9 +82,17 @@ class KafkaQueue(Queue):
         self._owns_cache = owns_cache
         self._clients = KafkaClients(settings)
         self._partitions = Partitions(
-            self._clients, locks, group=settings.group, lease=settings.lease
+            self._clients,
+            locks,
+            group=settings.group,
+            lease=settings.lease,
+            recheck=settings.max_wait,
         )
         self._reserving = asyncio.Lock()
+        self._settled = 0
+        """How many deliveries were settled so far (see `reserve`)."""
+        self._contended = False
+        self._settling = asyncio.Event()
         self._start = random.randrange(1 << 16)
 
     @property
@@ -149,44 +163,80 @@ class KafkaQueue(Queue):
         topic = self.topic_for(queue)
         numbers = await self._partitions_of(topic, queue)
         async with self._reserving:
-            states = await self._partitions.of(topic, numbers)
-            turn = self._start % len(states)
-            rotated = states[turn:] + states[:turn]
-            # The partitions this worker holds first, then those with records read ahead.
-            ordered = sorted(rotated, key=lambda s: (s.lock is None, not s.buffer))
-            out: list[Reservation] = []
-            try:
-                # First the partitions with records already read: no waiting. Only if
-                # that falls short are the others looked at, all in one go, so an idle
-                # reserve waits for one fetch, not one per partition.
-                later: list[PartitionState] = []
-                for state in ordered:
+            patience = time.monotonic() + CONTENDED_PATIENCE
+            while True:
+                # A job settled during a pass frees its partition, and the worker may
+                # already count it as done: answering "nothing" then would make a
+                # worker that stops when empty stop with that partition's jobs left.
+                # And a partition another worker holds may be held only for a moment
+                # (while its reserve looks around), so that is looked at again too.
+                settled, self._contended = self._settled, False
+                out = await self._reserve_once(topic, numbers, queue, limit)
+                if out or (self._settled == settled and not self._contended):
+                    break
+                if time.monotonic() >= patience:
+                    break
+                if self._settled == settled:
+                    # Look again as soon as one of this worker's jobs is settled.
+                    self._settling.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._settling.wait(), self.settings.max_wait.total_seconds()
+                        )
+            return out
+
+    async def _reserve_once(
+        self, topic: str, numbers: list[int], queue: str, limit: int
+    ) -> list[Reservation]:
+        states = await self._partitions.of(topic, numbers)
+        turn = self._start % len(states)
+        rotated = states[turn:] + states[:turn]
+        # The partitions this worker holds first, then those with records read ahead.
+        ordered = sorted(rotated, key=lambda s: (s.lock is None, not s.buffer))
+        out: list[Reservation] = []
+        try:
+            # First the partitions with records already read: no waiting. Only if
+            # that falls short are others looked at, together, so a reserve waits
+            # for one fetch, not one per partition.
+            later: list[PartitionState] = []
+            for state in ordered:
+                if len(out) >= limit:
+                    break
+                if not self._free(state):
+                    continue
+                if not state.buffer:
+                    later.append(state)
+                elif not await self._partitions.own(state):
+                    self._contended = True
+                else:
+                    await self._partitions.place(state)
+                    if (reservation := await self._hand_out(state, queue)) is not None:
+                        out.append(reservation)
+                    elif not state.buffer and state.not_before is None:
+                        later.append(state)
+            if len(out) < limit and later:
+                # No more partitions than there are jobs wanted: the others are left
+                # for other workers, so each keeps the partitions it works on.
+                batch: list[PartitionState] = []
+                for state in later:
+                    if len(batch) >= limit - len(out):
+                        break
+                    if await self._partitions.own(state):
+                        batch.append(state)
+                    else:
+                        self._contended = True
+                for state in batch:
+                    await self._partitions.place(state)
+                # Wait for the broker only if there is nothing to hand out without it.
+                await self._partitions.fill(batch, self.settings.max_wait, patient=not out)
+                for state in batch:
                     if len(out) >= limit:
                         break
-                    if not self._free(state):
-                        continue
-                    if not state.buffer:
-                        later.append(state)
-                    elif await self._partitions.own(state):
-                        await self._partitions.place(state)
-                        if (reservation := await self._hand_out(state, queue)) is not None:
-                            out.append(reservation)
-                        elif not state.buffer and state.not_before is None:
-                            later.append(state)
-                if len(out) < limit and later:
-                    batch = [s for s in later if await self._partitions.own(s)]
-                    for state in batch:
-                        await self._partitions.place(state)
-                    # Wait for the broker only if there is nothing to hand out without it.
-                    await self._partitions.fill(batch, self.settings.max_wait, patient=not out)
-                    for state in batch:
-                        if len(out) >= limit:
-                            break
-                        if (reservation := await self._hand_out(state, queue)) is not None:
-                            out.append(reservation)
-            finally:
-                await self._partitions.let_go(states)
-            return out
+                    if (reservation := await self._hand_out(state, queue)) is not None:
+                        out.append(reservation)
+        finally:
+            await self._partitions.let_go(states)
+        return out
 
     def _free(self, state: PartitionState) -> bool:
         """Whether a partition may hand out a job now (nothing running, head not known to wait)."""
@@ -277,7 +327,7 @@ class KafkaQueue(Queue):
         # meanwhile must neither give the lease back nor hand out the next record
         # from a cursor that is about to change.
         moved = await self._partitions.commit(state, delivery.cursor, offset + 1)
-        state.delivery = None
+        self._done(state)
         await self._partitions.forget_deliveries(state, offset)
         if not moved:
             raise LeaseLost(
@@ -285,6 +335,12 @@ class KafkaQueue(Queue):
                 f"{state.tp.topic!r} moved while the job ran (its lease lapsed and another "
                 "worker took the partition, or the queue was cleared)"
             )
+
+    def _done(self, state: PartitionState) -> None:
+        """The partition's job is settled (or lost): it may hand out the next one."""
+        state.delivery = None
+        self._settled += 1
+        self._settling.set()
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:
@@ -319,7 +375,7 @@ class KafkaQueue(Queue):
             # delivery is not counted.
             await self._partitions.uncount_delivery(state, delivery.record.offset)
             state.buffer.appendleft(delivery.record)
-            state.delivery = None
+            self._done(state)
             return
         # A cursor cannot skip one record and come back for it, so a retry is a new
         # record at the end of the topic, produced before the old one is passed.
@@ -333,7 +389,7 @@ class KafkaQueue(Queue):
     async def renew(self, reservation: Reservation) -> None:
         state, delivery, position = self._current(reservation)
         if not await self._partitions.renew(state):
-            state.delivery = None
+            self._done(state)
             raise LeaseLost(f"job {reservation.job.id}: the lease on {position} was lost")
         delivery.deadline = time.monotonic() + self.settings.lease.total_seconds()
 
@@ -369,7 +425,7 @@ class KafkaQueue(Queue):
         """Per partition: (state, end offset, cursor, waiting records other than a running one)."""
         topic = self.topic_for(queue)
         states = await self._partitions.of(topic, await self._partitions_of(topic, queue))
-        consumer = await self._clients.consumer()
+        consumer = await self._clients.lookups()
         tps = [state.tp for state in states]
         async with translated(f"read the offsets of topic {topic!r}"):
             ends = await consumer.end_offsets(tps)
