@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import timedelta
 
 from typing_extensions import override
 
 from rainier_queue.drivers.memory import MemoryQueue
 from rainier_queue.queue import Reservation
 
-from .jobs import Journal, Meet, Note, eventually, push, quick, worker_for
+from .jobs import Journal, Meet, Note, Staggered, eventually, push, quick, worker_for
 
 
 class AckLog(MemoryQueue):
@@ -76,3 +77,49 @@ async def test_the_next_job_starts_while_the_last_ones_acknowledgement_is_on_its
     assert stats.processed == 3
     assert journal.ran == ["first", "second", "third"]
     assert queue.reserved_count() == 0
+
+
+class SlowCombined(MemoryQueue):
+    """Says it combines acknowledgements with reserves, and takes a few loop turns to answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.carried = 0
+
+    @property
+    @override
+    def combines_acknowledge_and_reserve(self) -> bool:
+        return True
+
+    @override
+    async def acknowledge_and_reserve(
+        self, reservations: Sequence[Reservation], queue: str, *, limit: int
+    ) -> tuple[list[Exception | None], list[Reservation]]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            self.carried += len(reservations)
+            return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_reserves_on_their_way_together_each_settle_their_own_acknowledgements() -> None:
+    queue = SlowCombined()
+    for n in range(60):
+        await push(queue, Staggered(turns=n % 5))
+    journal = Journal()
+    options = quick(concurrency=4, stop_when_empty=True, batch_wait=timedelta(0))
+
+    stats = await worker_for(queue, journal, options).run()
+
+    assert stats.processed == 60
+    assert len(journal.ran) == 60
+    assert queue.most_in_flight == 2, "a second reserve set off while the first was on its way"
+    assert queue.carried > 0, "acknowledgements rode along with reserves"
+    assert queue.reserved_count() == 0, "every job acknowledged"
+    assert await queue.size("default") == 0

@@ -26,6 +26,37 @@ from ..queue import Queue, Reservation
 MAX_BATCH = 256
 
 
+class TakenAcks:
+    """Acknowledgements taken from the batcher to ride along with a reserve.
+
+    Several reserves may be on their way at once, each with its own share.
+    """
+
+    def __init__(self, items: list[tuple[Reservation, asyncio.Future[None]]]) -> None:
+        self._items = items
+
+    @property
+    def reservations(self) -> list[Reservation]:
+        return [r for r, _ in self._items]
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def settle(self, outcomes: Sequence[Exception | None] | BaseException) -> None:
+        """Deliver the outcomes: one per item, or one error for them all."""
+        for i, (_, future) in enumerate(self._items):
+            if future.done():
+                continue
+            outcome = outcomes if isinstance(outcomes, BaseException) else outcomes[i]
+            if outcome is None:
+                future.set_result(None)
+            elif isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.cancel()  # the worker itself is being cancelled
+        self._items = []
+
+
 class AckBatcher:
     """Collects `acknowledge` calls and sends them with `Queue.acknowledge_many`."""
 
@@ -36,7 +67,6 @@ class AckBatcher:
         self._max_batch = max_batch
         self._waiting: list[tuple[Reservation, asyncio.Future[None]]] = []
         self._sender: asyncio.Task[None] | None = None
-        self._taken: list[tuple[Reservation, asyncio.Future[None]]] = []
 
     async def acknowledge(self, reservation: Reservation) -> None:
         """Acknowledge `reservation` in the next batch; raises what its own settle raised."""
@@ -47,26 +77,11 @@ class AckBatcher:
             self._sender = loop.create_task(self._send())
         await result
 
-    def take(self) -> list[Reservation]:
+    def take(self) -> TakenAcks:
         """Hand the waiting acknowledgements to the caller, who must `settle` them."""
-        taken = [(r, f) for r, f in self._waiting if not f.done()]
+        taken = TakenAcks([(r, f) for r, f in self._waiting if not f.done()])
         self._waiting.clear()
-        self._taken.extend(taken)
-        return [r for r, _ in taken]
-
-    def settle(self, outcomes: Sequence[Exception | None] | BaseException) -> None:
-        """Deliver the outcomes of what `take` handed out: one per item, or one error for all."""
-        taken, self._taken = self._taken, []
-        for i, (_, future) in enumerate(taken):
-            if future.done():
-                continue
-            outcome = outcomes if isinstance(outcomes, BaseException) else outcomes[i]
-            if outcome is None:
-                future.set_result(None)
-            elif isinstance(outcome, Exception):
-                future.set_exception(outcome)
-            else:
-                future.cancel()  # the worker itself is being cancelled
+        return taken
 
     async def _send(self) -> None:
         # Let jobs finishing on this loop turn join the batch (or, when the

@@ -23,6 +23,7 @@ through the `Queue` port and the error tree.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import signal
@@ -46,6 +47,9 @@ from .settle import Settler
 log = logging.getLogger("rainier_queue.worker")
 
 DEFAULT_OPTIONS = WorkerOptions()
+
+MAX_FILLS = 2
+"""Reserves one worker keeps on their way at once, while work is waiting."""
 
 
 @dataclass(eq=False)
@@ -88,6 +92,13 @@ class Worker:
         self._handling = 0
         """How many of them are still running their handler (what `concurrency` limits)."""
         self._acks_ride_along = queue.combines_acknowledge_and_reserve
+        self._requested = 0
+        """Slots set aside for reserves that are on their way."""
+        self._fills: set[asyncio.Task[None]] = set()
+        self._filled: collections.deque[tuple[int, bool, BaseException | None]] = (
+            collections.deque()
+        )
+        """What each finished background reserve found: (taken, ran short, its error)."""
         self._batch_goal = 0
         """Free slots worth a reserve while jobs run and work waits (see `_gather_slots`)."""
         if options.batch_wait > timedelta(0):
@@ -209,7 +220,7 @@ class Worker:
             if options.max_time is None
             else time.monotonic() + options.max_time.total_seconds()
         )
-        backlog = gathered = False
+        backlog = gathered = empty = short = False
         while not self._stopping:
             if options.max_jobs is not None and self._stats.total >= options.max_jobs:
                 log.info("reached max_jobs (%d); stopping", options.max_jobs)
@@ -218,41 +229,81 @@ class Worker:
                 log.info("reached max_time; stopping")
                 break
             self._changed.clear()
-            free = self._free_slots()
-            if free <= 0:
-                await self._changed.wait()
-                continue
-            if backlog and not gathered and free < self._batch_goal and self._handling:
-                await self._gather_slots()
-                gathered = True
-                continue
-            gathered = False
-            try:
-                taken, short = await self._fill(free)
-                self._outage.succeeded()
-                backlog = taken > 0 and not short
-                if backlog:
+            while self._filled:
+                taken, ran_short, error = self._filled.popleft()
+                if error is not None:
+                    backlog = short = False
+                    await self._broker_failed(error)
                     continue
-                if not taken:
+                self._outage.succeeded()
+                backlog = taken > 0 and not ran_short
+                short = not backlog
+                empty = taken == 0
+                if empty:
                     self._stats.idles += 1
-                    if options.stop_when_empty and not self._running:
-                        log.info("every queue is empty; stopping")
-                        break
-                await self._idle(deadline)
-            except BrokerError as exc:
-                delay = self._outage.failed(exc)
-                if delay is None:
-                    self._give_up(exc)
+            if self.is_stopping:
+                break
+            in_flight = len(self._fills)
+            if short and not in_flight:
+                # The queues ran dry: wait for work (or a job ending) before asking again.
+                short = False
+                if empty and options.stop_when_empty and not self._running:
+                    log.info("every queue is empty; stopping")
                     break
-                log.warning(
-                    "the broker failed (%s); error %d of %d in a row, trying again in %.2fs",
-                    exc,
-                    self._outage.consecutive,
-                    options.max_consecutive_errors,
-                    delay.total_seconds(),
-                )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop_event.wait(), delay.total_seconds())
+                await self._idle(deadline)
+                continue
+            free = self._free_slots()
+            if free > 0 and not short and in_flight < MAX_FILLS and (backlog or not in_flight):
+                if backlog and not gathered and free < self._batch_goal and self._handling:
+                    await self._gather_slots()
+                    gathered = True
+                    continue
+                gathered = False
+                self._launch_fill(free)
+                continue
+            await self._changed.wait()
+
+    async def _broker_failed(self, error: BaseException) -> None:
+        """Count a failed reserve and wait before the next, or give up after too many."""
+        if not isinstance(error, BrokerError):
+            raise error
+        delay = self._outage.failed(error)
+        if delay is None:
+            self._give_up(error)
+            return
+        log.warning(
+            "the broker failed (%s); error %d of %d in a row, trying again in %.2fs",
+            error,
+            self._outage.consecutive,
+            self.options.max_consecutive_errors,
+            delay.total_seconds(),
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_event.wait(), delay.total_seconds())
+
+    def _launch_fill(self, free: int) -> None:
+        """Reserve into `free` slots in the background; the loop hears of it through `_filled`.
+
+        With work waiting, a second reserve may start while the first is on
+        its way, so a broker that takes a while to answer (a database that
+        flushes to disk before it commits) is not a pause for every batch.
+        """
+        self._requested += free
+        self._fills.add(asyncio.create_task(self._fill_in_background(free)))
+
+    async def _fill_in_background(self, free: int) -> None:
+        try:
+            taken, short = await self._fill(free)
+        except Exception as exc:
+            self._filled.append((0, True, exc))
+        else:
+            self._filled.append((taken, short, None))
+        finally:
+            # Gone from the set before the loop hears of it, so it counts right.
+            task = asyncio.current_task()
+            if task is not None:
+                self._fills.discard(task)
+            self._changed.set()
 
     async def _gather_slots(self) -> None:
         """Wait, `batch_wait` at most, for half the slots to free, then let the loop reserve.
@@ -287,37 +338,48 @@ class Worker:
         free = min(concurrency - self._handling, 2 * concurrency - len(self._running))
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self._stats.total - len(self._running))
-        return free
+        return free - self._requested
 
     async def _fill(self, free: int) -> tuple[int, bool]:
-        """Reserve into `free` slots, queues in priority order; (jobs taken, queues ran short)."""
+        """Reserve into `free` slots, queues in priority order; (jobs taken, queues ran short).
+
+        The caller set the `free` slots aside in `_requested`; they are given
+        back as jobs start in them, and the rest when this returns.
+        """
         taken = 0
-        for name in self.options.queues:
-            while free > 0 and not self._stopping:
-                limit = min(self.options.prefetch or free, free)
-                batch = await self._reserve(name, limit)
-                for reservation in batch:
-                    self._start(reservation)
-                taken += len(batch)
-                free -= len(batch)
-                if len(batch) < limit:
-                    break
-            if free <= 0 or self._stopping:
-                return taken, False
-        return taken, True
+        try:
+            for name in self.options.queues:
+                while free > 0 and not self._stopping:
+                    limit = min(self.options.prefetch or free, free)
+                    batch = await self._reserve(name, limit)
+                    free -= len(batch)
+                    self._requested -= len(batch)
+                    for reservation in batch:
+                        self._start(reservation)
+                    taken += len(batch)
+                    if len(batch) < limit:
+                        break
+                if free <= 0 or self._stopping:
+                    return taken, False
+            return taken, True
+        finally:
+            self._requested -= free
 
     async def _reserve(self, name: str, limit: int) -> list[Reservation]:
         """Reserve from `name`, carrying the acknowledgements that are waiting to be sent."""
-        acks = self._settler.acks
-        waiting = acks.take() if self._acks_ride_along else []
+        if not self._acks_ride_along:
+            return await self.queue.reserve(name, limit=limit)
+        waiting = self._settler.acks.take()
         if not waiting:
             return await self.queue.reserve(name, limit=limit)
         try:
-            outcomes, batch = await self.queue.acknowledge_and_reserve(waiting, name, limit=limit)
+            outcomes, batch = await self.queue.acknowledge_and_reserve(
+                waiting.reservations, name, limit=limit
+            )
         except BaseException as exc:
-            acks.settle(exc)
+            waiting.settle(exc)
             raise
-        acks.settle(outcomes)
+        waiting.settle(outcomes)
         return batch
 
     async def _idle(self, deadline: float | None) -> None:
@@ -395,6 +457,10 @@ class Worker:
 
     async def _drain(self) -> None:
         """Let running jobs finish within the grace period; interrupt and hand back the rest."""
+        if self._fills:
+            # Jobs a reserve on its way brings back are started, then handled like the rest.
+            await asyncio.gather(*self._fills, return_exceptions=True)
+        self._filled.clear()
         if not self._running:
             return
         if not self._hard:
