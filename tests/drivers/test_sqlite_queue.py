@@ -379,3 +379,23 @@ async def test_a_queue_opened_before_a_fork_works_in_the_child(tmp_path: Path) -
     assert child.exitcode == 0
     assert [r.job.payload for r in await queue.reserve("default")] == ["from the child"]
     await queue.aclose()
+
+
+async def test_an_idle_wait_ends_soon_after_another_connection_pushes(tmp_path: Path) -> None:
+    # Two queue objects on one file stand for two processes: no in-process
+    # signal passes between them, so only looking at the table can tell.
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    waiting, pushing = open_queue(url), open_queue(url)
+    try:
+        await waiting.size("default")
+        wait = asyncio.create_task(waiting.wait_for_work(["default"], timedelta(seconds=60)))
+        await asyncio.sleep(0.05)
+        assert not wait.done(), "nothing to wake for yet"
+        await pushing.push(a_job())
+
+        await asyncio.wait_for(wait, timeout=10)  # far shorter than the 60 s it was given
+
+        assert len(await waiting.reserve("default")) == 1
+    finally:
+        await waiting.aclose()
+        await pushing.aclose()

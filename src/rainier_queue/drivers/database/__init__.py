@@ -26,6 +26,7 @@ lives in a `Dialect` (`sqlite`; `postgres` and `mysql` plug in the same way).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from datetime import timedelta
@@ -43,6 +44,9 @@ from .schema import DEFAULT_PREFIX, EXPECTED_VERSION, Tables, applied_version, a
 from .statements import Statements
 
 _MICROSECOND = timedelta(microseconds=1)
+
+POLL_INTERVAL = timedelta(milliseconds=100)
+"""How often an idle worker looks for work pushed by another process (SQLite, MySQL)."""
 
 
 class DatabaseQueue(Queue):
@@ -184,21 +188,36 @@ class DatabaseQueue(Queue):
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
-        if queues:
+        """Look for due work every `POLL_INTERVAL` until `timeout`; return once some is due.
 
-            async def soonest(s: Session) -> tuple[int, int | None]:
-                sql = self._sql.soonest_due_for(self._dialect, len(queues))
-                rows = await s.fetchall(sql, tuple(queues))
-                due = rows[0][0] if rows else None
-                return await self._dialect.now(s), None if due is None else int(due)
+        A push from another process is heard of only by looking (PostgreSQL
+        overrides this with LISTEN/NOTIFY), so an idle worker looks often:
+        one indexed read of the soonest due time, a few times a second.
+        """
+        if not queues:
+            await self._dialect.wait(queues, timeout)
+            return
+        sql = self._sql.soonest_due_for(self._dialect, len(queues))
 
+        async def soonest(s: Session) -> tuple[int, int | None]:
+            rows = await s.fetchall(sql, tuple(queues))
+            due = rows[0][0] if rows else None
+            return await self._dialect.now(s), None if due is None else int(due)
+
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + timeout.total_seconds()
+        while True:
             now, due = await self._run(soonest, write=False)
+            if due is not None and due <= now:
+                return
+            left = ends - loop.time()
+            if left <= 0:
+                return
+            wait = min(left, POLL_INTERVAL.total_seconds())
             if due is not None:
-                if due <= now:
-                    return
                 # Wake when the next delayed job comes due or the next lease ends.
-                timeout = min(timeout, (due - now) * _MICROSECOND)
-        await self._dialect.wait(queues, timeout)
+                wait = min(wait, (due - now) / 1_000_000)
+            await self._dialect.wait(queues, timedelta(seconds=wait))
 
     # -- settling --------------------------------------------------------------
 
