@@ -147,14 +147,49 @@ async def test_a_job_pushed_in_a_committed_transaction_exists(
     assert [r.job.payload for r in await queue.reserve("default")] == ["committed"]
 
 
-async def test_a_job_pushed_in_a_rolled_back_transaction_never_exists(
+@pytest.mark.parametrize("through", ["connection", "cursor"])
+async def test_a_big_batch_pushed_in_a_transaction_goes_by_copy_and_exists_at_commit(
+    opened: Callable[..., PostgresQueue], through: str
+) -> None:
+    queue = opened()
+    jobs = [a_job(n) for n in range(3 * COPY_FROM)]
+    async with await psycopg.AsyncConnection.connect(PG_URL) as conn, conn.transaction():
+        if through == "cursor":
+            async with conn.cursor() as cur:
+                ids = await queue.push_many_in(cur, jobs)
+        else:
+            ids = await queue.push_many_in(conn, jobs)
+        assert await queue.size("default") == 0, "invisible until the commit"
+
+    got = await queue.reserve("default", limit=len(jobs))
+    assert [r.job.id for r in got] == ids == [job.id for job in jobs]
+
+
+async def test_a_bad_payload_in_a_big_transactional_batch_leaves_the_transaction_usable(
     opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    jobs = [a_job(n) for n in range(COPY_FROM)]
+    jobs[-1] = a_job({"when": datetime.now(UTC)})
+    async with await psycopg.AsyncConnection.connect(PG_URL) as conn, conn.transaction():
+        with pytest.raises(PayloadError):
+            await queue.push_many_in(conn, jobs)
+        await queue.push_in(conn, a_job("after the bad batch"))  # still a working transaction
+
+    assert [r.job.payload for r in await queue.reserve("default", limit=50)] == [
+        "after the bad batch"
+    ]
+
+
+@pytest.mark.parametrize("batch", [2, COPY_FROM], ids=["one-insert", "copy"])
+async def test_a_job_pushed_in_a_rolled_back_transaction_never_exists(
+    opened: Callable[..., PostgresQueue], batch: int
 ) -> None:
     queue = opened()
 
     async def application_code(conn: psycopg.AsyncConnection[Any]) -> None:
         async with conn.transaction():
-            await queue.push_many_in(conn, [a_job("rolled back"), a_job("this too")])
+            await queue.push_many_in(conn, [a_job("rolled back") for _ in range(batch)])
             raise RuntimeError("the application's write failed")
 
     async with await psycopg.AsyncConnection.connect(PG_URL) as conn:
@@ -165,8 +200,9 @@ async def test_a_job_pushed_in_a_rolled_back_transaction_never_exists(
     assert await queue.reserve("default") == []
 
 
+@pytest.mark.parametrize("batch", [1, COPY_FROM], ids=["one-insert", "copy"])
 async def test_a_sync_connection_pushes_at_commit_and_not_at_rollback(
-    opened: Callable[..., PostgresQueue],
+    opened: Callable[..., PostgresQueue], batch: int
 ) -> None:
     queue = opened()
     await queue.migrate()
@@ -174,28 +210,33 @@ async def test_a_sync_connection_pushes_at_commit_and_not_at_rollback(
     def application_code() -> None:
         with psycopg.connect(PG_URL) as conn:
             with conn.transaction():
-                queue.push_in_sync(conn, a_job("kept"))
+                queue.push_many_in_sync(conn, [a_job("kept") for _ in range(batch)])
             try:
                 with conn.transaction():
                     with conn.cursor() as cur:
-                        queue.push_many_in_sync(cur, [a_job("dropped")])
+                        queue.push_many_in_sync(cur, [a_job("dropped") for _ in range(batch)])
                     raise LookupError("rolled back")
             except LookupError:
                 pass
 
     await asyncio.to_thread(application_code)
 
-    assert [r.job.payload for r in await queue.reserve("default", limit=5)] == ["kept"]
+    got = await queue.reserve("default", limit=3 * batch)
+    assert [r.job.payload for r in got] == ["kept"] * batch
 
 
-async def test_a_commit_wakes_a_waiting_worker(opened: Callable[..., PostgresQueue]) -> None:
+@pytest.mark.parametrize("batch", [1, COPY_FROM], ids=["one-insert", "copy"])
+async def test_a_commit_wakes_a_waiting_worker(
+    opened: Callable[..., PostgresQueue], batch: int
+) -> None:
     queue = opened()
     await queue.migrate()
     while not queue.listening:
         await queue.wait_for_work(["default"], timedelta(milliseconds=50))
-    waiting = asyncio.create_task(queue.wait_for_work(["default"], timedelta(seconds=30)))
+    # Waits longer than the test may run: only the notification can end it in time.
+    waiting = asyncio.create_task(queue.wait_for_work(["default"], timedelta(minutes=5)))
     async with await psycopg.AsyncConnection.connect(PG_URL) as conn, conn.transaction():
-        await queue.push_in(conn, a_job())
+        await queue.push_many_in(conn, [a_job() for _ in range(batch)])
         await asyncio.sleep(0.2)
         assert not waiting.done(), "NOTIFY is delivered at commit, not before"
     await waiting

@@ -182,4 +182,57 @@ async def copy_jobs(
         )
 
 
-__all__ = ["COPY_FROM", "PushStatements", "copy_jobs", "insert_jobs", "job_rows"]
+# -- inside the caller's transaction ---------------------------------------------
+#
+# The caller commits, so the notification goes in the same transaction (it is
+# delivered at that commit, or never), and every row is encoded before the
+# COPY starts: a payload that is not JSON then raises before anything reaches
+# the server, and leaves the caller's transaction usable, as the one-statement
+# push does.
+
+
+async def copy_in(
+    cur: psycopg.AsyncCursor[Any],
+    statements: PushStatements,
+    jobs: Sequence[QueuedJob],
+    channel: str,
+) -> None:
+    """Push `jobs` by `COPY` in the transaction `cur` is in; they exist once it commits."""
+    await cur.execute(CLOCK)
+    clock = await cur.fetchone()
+    assert clock is not None
+    rows = list(job_rows(jobs, int(clock[0]), to_micros(utcnow())))
+    async with cur.copy(statements.copy) as copy:
+        copy.set_types(list(COPY_TYPES))
+        for row in rows:
+            await copy.write_row(row)
+    await cur.execute(statements.notify, (channel, sorted({job.queue for job in jobs})))
+
+
+def copy_in_sync(
+    cur: psycopg.Cursor[Any],
+    statements: PushStatements,
+    jobs: Sequence[QueuedJob],
+    channel: str,
+) -> None:
+    """`copy_in` on a blocking cursor."""
+    cur.execute(CLOCK)
+    clock = cur.fetchone()
+    assert clock is not None
+    rows = list(job_rows(jobs, int(clock[0]), to_micros(utcnow())))
+    with cur.copy(statements.copy) as copy:
+        copy.set_types(list(COPY_TYPES))
+        for row in rows:
+            copy.write_row(row)
+    cur.execute(statements.notify, (channel, sorted({job.queue for job in jobs})))
+
+
+__all__ = [
+    "COPY_FROM",
+    "PushStatements",
+    "copy_in",
+    "copy_in_sync",
+    "copy_jobs",
+    "insert_jobs",
+    "job_rows",
+]

@@ -67,7 +67,14 @@ from ._postgres import (
     translated,
 )
 from ._postgres_listen import Listener, channel_for, notify_payload
-from ._postgres_push import COPY_FROM, PushStatements, copy_jobs, insert_jobs
+from ._postgres_push import (
+    COPY_FROM,
+    PushStatements,
+    copy_in,
+    copy_in_sync,
+    copy_jobs,
+    insert_jobs,
+)
 from .dialect import Dialect, Row, Session, Work
 from .schema import DEFAULT_PREFIX, Tables
 from .statements import ENVELOPE
@@ -414,19 +421,24 @@ class PostgresQueue(DatabaseQueue):
     async def push_many_in(
         self, connection: AnyConnection, jobs: Sequence[QueuedJob | Job]
     ) -> list[str]:
-        """`push_in` for several jobs, in one statement."""
+        """`push_in` for several jobs: one statement, or a `COPY` for a big batch."""
         if not jobs:
             return []
         await self._ensure_schema()  # on the queue's own pool, outside the caller's transaction
         envelopes = [_envelope(job) for job in jobs]
-        params = self._push_params(envelopes)
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.AsyncConnection):
                 async with connection.cursor() as cur:
-                    await cur.execute(self._push.insert, params)
+                    await self._push_in(cur, envelopes)
             else:
-                await connection.execute(self._push.insert, params)
+                await self._push_in(connection, envelopes)
         return [job.id for job in envelopes]
+
+    async def _push_in(self, cur: psycopg.AsyncCursor[Any], jobs: Sequence[QueuedJob]) -> None:
+        if len(jobs) < COPY_FROM:
+            await cur.execute(self._push.insert, self._push_params(jobs))
+        else:
+            await copy_in(cur, self._push, jobs, self._pg_dialect.channel)
 
     def push_in_sync(self, connection: SyncConnection, job: QueuedJob | Job) -> str:
         """`push_in` on a blocking psycopg connection or cursor (Django, Flask, scripts).
@@ -439,18 +451,23 @@ class PostgresQueue(DatabaseQueue):
     def push_many_in_sync(
         self, connection: SyncConnection, jobs: Sequence[QueuedJob | Job]
     ) -> list[str]:
-        """`push_in_sync` for several jobs, in one statement."""
+        """`push_in_sync` for several jobs: one statement, or a `COPY` for a big batch."""
         if not jobs:
             return []
         envelopes = [_envelope(job) for job in jobs]
-        params = self._push_params(envelopes)
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.Connection):
                 with connection.cursor() as cur:
-                    cur.execute(self._push.insert, params)
+                    self._push_in_sync(cur, envelopes)
             else:
-                connection.execute(self._push.insert, params)
+                self._push_in_sync(connection, envelopes)
         return [job.id for job in envelopes]
+
+    def _push_in_sync(self, cur: psycopg.Cursor[Any], jobs: Sequence[QueuedJob]) -> None:
+        if len(jobs) < COPY_FROM:
+            cur.execute(self._push.insert, self._push_params(jobs))
+        else:
+            copy_in_sync(cur, self._push, jobs, self._pg_dialect.channel)
 
     # -- reserving -------------------------------------------------------------
 
