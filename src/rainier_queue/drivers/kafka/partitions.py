@@ -45,6 +45,9 @@ ATTEMPTS_TTL = timedelta(hours=24)
 FIRST_FETCH = 2.0
 """Seconds a reserve may wait, at most, for the broker to answer a partition just placed."""
 
+READ_AHEAD = 500
+"""Records read ahead per partition before the consumer stops fetching it."""
+
 FETCH_SLICE = 0.02
 """Seconds between looks at whether the broker has answered an empty fetch."""
 
@@ -82,6 +85,8 @@ class PartitionState:
     delivery: Delivery | None = None
     not_before: datetime | None = None
     """The record at the head is a job not due before this; nothing behind it may pass."""
+    drained_at: float = 0.0
+    """Monotonic time a fetch last found the partition read to its end."""
     elsewhere_until: float = 0.0
     """Monotonic time until which another worker is taken to hold the lease (not asked)."""
 
@@ -175,14 +180,17 @@ class Partitions:
     async def let_go(self, states: Iterable[PartitionState]) -> None:
         """Give back the lease of every one of `states` that has no job running.
 
-        The consumer goes on reading the partition ahead, so if this worker
-        takes it again the records are there; it stops once another worker
-        is found holding it.
+        The partition is paused, so the consumer reads ahead only partitions
+        this worker holds; what it read is kept, for when it takes it again.
         """
+        consumer = await self.clients.consumer()
         for state in states:
             if state.delivery is not None or state.lock is None:
                 continue
             lock, state.lock, state.cursor_known = state.lock, None, False
+            if state.resumed:
+                consumer.pause(state.tp)
+                state.resumed = False
             if not await self.locks.release(lock):
                 log.warning(
                     "the lease on partition %d of topic %r had lapsed before it was given back; "
@@ -265,7 +273,7 @@ class Partitions:
             while state.buffer and state.buffer[0].offset < cursor:
                 state.buffer.popleft()
             state.from_start = False
-        if not state.resumed:
+        if not state.resumed and len(state.buffer) < READ_AHEAD:
             consumer.resume(state.tp)
             state.resumed = True
 
@@ -297,23 +305,41 @@ class Partitions:
         deadline = time.monotonic() + (2 * seconds + FIRST_FETCH if patient else 0)
         while empty:
             slice_ms = 0 if not patient else max(1, int(min(seconds, FETCH_SLICE) * 1000))
+            # Everything fetched is taken, not only what this call waits for: a
+            # result left with the consumer holds back its next fetch from the
+            # broker for every partition (aiokafka's prefetch backoff).
+            reading = {s.tp: s for s in self._states.values() if s.resumed}
             try:
                 async with translated("read records"):
-                    batches = await consumer.getmany(*empty, timeout_ms=slice_ms)
+                    batches = await consumer.getmany(*reading, timeout_ms=slice_ms)
             except kx.OffsetOutOfRangeError as exc:
-                await self._rejoin(consumer, exc, empty)
+                await self._rejoin(consumer, exc, reading)
                 return
             for tp, records in batches.items():
-                if records:
-                    state = empty.pop(tp)
+                if records and tp in reading:
+                    state = reading[tp]
                     state.buffer.extend(records)
                     state.next_offset = records[-1].offset + 1
+                    empty.pop(tp, None)
+                    if len(state.buffer) >= READ_AHEAD:
+                        consumer.pause(tp)  # enough read ahead; `place` resumes it
+                        state.resumed = False
             for tp in list(empty):
-                answered = consumer.last_poll_timestamp(tp)
-                if answered is not None and answered / 1000 > began + seconds:
-                    del empty[tp]  # a fetch sent after we began found nothing
-            if batches or time.monotonic() >= deadline:
+                if self._caught_up(consumer, empty[tp], began + seconds):
+                    empty.pop(tp).drained_at = time.monotonic()
+            if len(empty) < len(states) or time.monotonic() >= deadline:
                 return
+
+    @staticmethod
+    def _caught_up(consumer: AIOKafkaConsumer, state: PartitionState, since: float) -> bool:
+        """Whether a fetch sent after `since` found the partition read to its end."""
+        answered = consumer.last_poll_timestamp(state.tp)
+        if answered is None or answered / 1000 <= since:
+            return False
+        end = consumer.highwater(state.tp)
+        if end is None or end == 0:
+            return True
+        return state.next_offset is not None and state.next_offset >= end
 
     async def _rejoin(
         self,

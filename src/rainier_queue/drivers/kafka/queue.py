@@ -214,21 +214,24 @@ class KafkaQueue(Queue):
                         out.append(reservation)
                     elif not state.buffer and state.not_before is None:
                         later.append(state)
-            if len(out) < limit and later:
-                # No more partitions than there are jobs wanted: the others are left
-                # for other workers, so each keeps the partitions it works on.
+            # Partitions found read to the end most recently are looked at last.
+            later.sort(key=lambda s: s.drained_at)
+            while len(out) < limit and later:
+                # No more new partitions at a time than there are jobs wanted: the
+                # others are left for other workers, so each keeps those it works on.
                 batch: list[PartitionState] = []
-                for state in later:
-                    if len(batch) >= limit - len(out):
-                        break
+                while later and len(batch) < limit - len(out):
+                    state = later.pop(0)
                     if await self._partitions.own(state):
                         batch.append(state)
                     else:
                         self._contended = True
                 for state in batch:
                     await self._partitions.place(state)
-                # Wait for the broker only if there is nothing to hand out without it.
-                await self._partitions.fill(batch, self.settings.max_wait, patient=not out)
+                # Wait for the broker only with nothing to hand out and no job of this
+                # worker's running: a worker with jobs running comes back when one ends.
+                idle = not out and not any(s.delivery for s in states)
+                await self._partitions.fill(batch, self.settings.max_wait, patient=idle)
                 for state in batch:
                     if len(out) >= limit:
                         break
