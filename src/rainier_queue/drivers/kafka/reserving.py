@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: MIT
+"""Handing out jobs from a topic's partitions: which partitions, in what order, how long to wait.
+
+A reserve first serves the partitions whose records it has already read
+(those this worker holds come first), which costs no trip to the broker.
+Only if that falls short does it take more partitions, a few at a time
+(no more than it has jobs to fill, so other workers find some free), those
+last found read to the end last, and waits for the broker only when it has
+nothing to hand out and none of its jobs runs. Every partition it passed by
+is given back at the end.
+
+A reserve that found nothing looks again before it says so, when one of
+this worker's jobs was settled meanwhile (its partition is free now, and the
+worker may already count the job as done) or when another worker held a
+partition (perhaps only while its own reserve looked around): a worker that
+stops when the queue is empty must not stop for either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+
+from aiokafka import ConsumerRecord
+
+from ..._clock import utcnow
+from ...envelope import QueuedJob
+from ...errors import PayloadError
+from ...queue import Reservation, new_token
+from .config import KafkaSettings
+from .names import KafkaPosition, attempt_number
+from .partitions import Delivery, Partitions, PartitionState
+
+log = logging.getLogger("rainier_queue.kafka")
+
+CONTENDED_PATIENCE = 2.0
+"""Seconds a reserve that found nothing keeps looking while other workers hold partitions."""
+
+
+class Reserver:
+    """The reserve side of one `KafkaQueue`."""
+
+    def __init__(self, partitions: Partitions, settings: KafkaSettings) -> None:
+        self._partitions = partitions
+        self.settings = settings
+        self.lock = asyncio.Lock()
+        """Held by a reserve, and by giving partitions back, so the two never interleave."""
+        self._settled = 0
+        """How many deliveries were settled so far."""
+        self._contended = False
+        self._settling = asyncio.Event()
+        self._start = random.randrange(1 << 16)
+
+    def done(self, state: PartitionState) -> None:
+        """The partition's job is settled (or lost): it may hand out the next one."""
+        state.delivery = None
+        self._settled += 1
+        self._settling.set()
+
+    async def reserve(
+        self, topic: str, numbers: list[int], queue: str, limit: int
+    ) -> list[Reservation]:
+        """Up to `limit` jobs of `queue` from `topic`'s partitions `numbers`."""
+        async with self.lock:
+            patience = time.monotonic() + CONTENDED_PATIENCE
+            while True:
+                # A job settled during a pass frees its partition, and the worker may
+                # already count it as done: answering "nothing" then would make a
+                # worker that stops when empty stop with that partition's jobs left.
+                # And a partition another worker holds may be held only for a moment
+                # (while its reserve looks around), so that is looked at again too.
+                settled, self._contended = self._settled, False
+                out = await self._once(topic, numbers, queue, limit)
+                if out or (self._settled == settled and not self._contended):
+                    break
+                if time.monotonic() >= patience:
+                    break
+                if self._settled == settled:
+                    # Look again as soon as one of this worker's jobs is settled.
+                    self._settling.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._settling.wait(), self.settings.max_wait.total_seconds()
+                        )
+            return out
+
+    async def _once(
+        self, topic: str, numbers: list[int], queue: str, limit: int
+    ) -> list[Reservation]:
+        states = await self._partitions.of(topic, numbers)
+        turn = self._start % len(states)
+        rotated = states[turn:] + states[:turn]
+        # The partitions this worker holds first, then those with records read ahead.
+        ordered = sorted(rotated, key=lambda s: (s.lock is None, not s.buffer))
+        out: list[Reservation] = []
+        try:
+            # First the partitions with records already read: no waiting. Only if
+            # that falls short are others looked at, together, so a reserve waits
+            # for one fetch, not one per partition.
+            later: list[PartitionState] = []
+            for state in ordered:
+                if len(out) >= limit:
+                    break
+                if not self._free(state):
+                    continue
+                if not state.buffer:
+                    later.append(state)
+                elif not await self._partitions.own(state):
+                    self._contended = True
+                else:
+                    await self._partitions.place(state)
+                    if (reservation := await self._hand_out(state, queue)) is not None:
+                        out.append(reservation)
+                    elif not state.buffer and state.not_before is None:
+                        later.append(state)
+            # Partitions found read to the end most recently are looked at last.
+            later.sort(key=lambda s: s.drained_at)
+            while len(out) < limit and later:
+                # No more new partitions at a time than there are jobs wanted: the
+                # others are left for other workers, so each keeps those it works on.
+                batch: list[PartitionState] = []
+                while later and len(batch) < limit - len(out):
+                    state = later.pop(0)
+                    if await self._partitions.own(state):
+                        batch.append(state)
+                    else:
+                        self._contended = True
+                for state in batch:
+                    await self._partitions.place(state)
+                # Wait for the broker only with nothing to hand out and no job of this
+                # worker's running: a worker with jobs running comes back when one ends.
+                idle = not out and not any(s.delivery for s in states)
+                await self._partitions.fill(batch, self.settings.max_wait, patient=idle)
+                for state in batch:
+                    if len(out) >= limit:
+                        break
+                    if (reservation := await self._hand_out(state, queue)) is not None:
+                        out.append(reservation)
+        finally:
+            await self._partitions.let_go(states)
+        return out
+
+    def _free(self, state: PartitionState) -> bool:
+        """Whether a partition may hand out a job now (nothing running, head not known to wait)."""
+        delivery = state.delivery
+        if delivery is not None:
+            if time.monotonic() < delivery.deadline:
+                return False
+            log.warning(
+                "the lease on the job at offset %d of partition %d of topic %r lapsed without a "
+                "renewal; handing the job out again",
+                delivery.record.offset,
+                state.tp.partition,
+                state.tp.topic,
+            )
+            state.buffer.appendleft(delivery.record)
+            state.delivery = None
+        return state.not_before is None or state.not_before <= utcnow()
+
+    async def _hand_out(self, state: PartitionState, queue: str) -> Reservation | None:
+        """The job at the head of a partition, if there is one and it is due."""
+        while state.buffer:
+            record = state.buffer[0]
+            expected = state.cursor
+            if expected is not None and record.offset > expected:
+                # A gap (a transaction marker, a compacted record): move over it first,
+                # so the cursor names the record being worked on.
+                if not await self._partitions.commit(state, expected, record.offset):
+                    return None
+                expected = record.offset
+            try:
+                job = _job_of(record)
+            except PayloadError as exc:
+                log.error(
+                    "skipping the record at offset %d of partition %d of topic %r: it is not a "
+                    "job (%s); the log keeps it for whoever it was meant for",
+                    record.offset,
+                    state.tp.partition,
+                    state.tp.topic,
+                    exc,
+                )
+                state.buffer.popleft()
+                if not await self._partitions.commit(state, expected, record.offset + 1):
+                    return None
+                continue
+            if not job.is_available:
+                # A log cannot set one record aside: the partition waits for it.
+                state.not_before = job.available_at
+                return None
+            state.not_before = None
+            delivered = await self._partitions.count_delivery(state, record.offset)
+            state.buffer.popleft()
+            token = new_token()
+            lease = self.settings.lease
+            state.delivery = Delivery(
+                token=token,
+                record=record,
+                cursor=expected,
+                deadline=time.monotonic() + lease.total_seconds(),
+            )
+            return Reservation(
+                job=job.with_changes(queue=queue, attempts=attempt_number(job.attempts, delivered)),
+                token=token,
+                lease_until=utcnow() + lease,
+                lease=lease,
+                handle=KafkaPosition(state.tp.topic, state.tp.partition, record.offset),
+            )
+        return None
+
+
+def _job_of(record: ConsumerRecord[bytes, bytes]) -> QueuedJob:
+    if record.value is None:
+        raise PayloadError("the record has no value")
+    return QueuedJob.from_json(record.value)
+
+
+__all__ = ["CONTENDED_PATIENCE", "Reserver"]
