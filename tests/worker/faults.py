@@ -7,7 +7,7 @@ memory driver's own, leases and tokens included.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from typing_extensions import override
@@ -67,3 +67,18 @@ class RenewOutage(MemoryQueue):
 def failing_for_ever() -> Iterable[bool]:
     while True:
         yield True
+
+
+class WaitOutage(MemoryQueue):
+    """The first `failures` waits for work fail as if the broker were down."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise BrokerUnavailable("the broker is down (injected)")
+        await super().wait_for_work(queues, timeout)

@@ -10,7 +10,7 @@ import pytest
 
 from rainier_queue.errors import BrokerUnavailable
 
-from .faults import AckOutage, Outage, failing_for_ever
+from .faults import AckOutage, Outage, WaitOutage, failing_for_ever
 from .jobs import Journal, Note, eventually, push, quick, worker_for
 
 
@@ -84,3 +84,19 @@ async def test_a_broker_that_never_takes_the_acknowledgement_ends_the_run_with_i
     assert worker.stats.broker_errors == 3
     assert worker.stats.processed == 0
     assert queue.reserved_count() == 1, "left reserved: it runs again once its lease lapses"
+
+
+async def test_an_idle_worker_rides_out_a_broker_that_fails_while_it_waits_for_work() -> None:
+    queue = WaitOutage(failures=3)
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(max_consecutive_errors=10))
+    running = asyncio.create_task(worker.run())
+
+    await eventually(lambda: queue.failures == 0, "the three failed waits")
+    await push(queue, Note(text="after the outage"))
+    await eventually(lambda: journal.ran == ["after the outage"], "the job pushed after it")
+    worker.stop()
+    stats = await running
+
+    assert stats.broker_errors == 3
+    assert stats.processed == 1

@@ -250,7 +250,10 @@ class Worker:
                 if empty and options.stop_when_empty and not self._running:
                     log.info("every queue is empty; stopping")
                     break
-                await self._idle(deadline)
+                try:
+                    await self._idle(deadline)
+                except BrokerError as exc:
+                    await self._broker_failed(exc)
                 continue
             free = self._free_slots()
             if free > 0 and not short and in_flight < MAX_FILLS and (backlog or not in_flight):
