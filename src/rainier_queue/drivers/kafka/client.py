@@ -8,8 +8,8 @@ wherever the lock store's cursor says. Nothing is
 committed to Kafka; `auto_offset_reset` is `none`, so a position that fell
 out of the log is an error the driver reports instead of a silent jump.
 
-Topics are looked up in the cluster's metadata (every topic at once, which
-never asks a broker to create one) and the answer is kept for half a
+Topics are looked up by name with automatic creation switched off (a plain
+lookup may make a broker create the topic) and the answer is kept for half a
 minute: a partition count changes when somebody repartitions a topic, not
 between two reserves. A missing topic is not remembered, so creating it
 takes effect at once.
@@ -29,6 +29,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import errors as kx
+from aiokafka.cluster import ClusterMetadata
+from aiokafka.protocol.metadata import MetadataRequest
 
 from ...envelope import QueuedJob
 from ...errors import BrokerRejected, BrokerUnavailable
@@ -154,20 +156,21 @@ class KafkaClients:
             return known[1]
         consumer = await self.lookups()
         async with translated(f"read the metadata of topic {topic!r}"):
-            # Every topic at once: a lookup by name may make a broker create the topic.
-            # The consumer's own view holds only the topics it is assigned, so the
-            # answer is read from the fresh metadata itself.
-            cluster = await consumer._client.fetch_all_metadata()
-        now = time.monotonic()
-        for name in cluster.topics():
-            found = cluster.partitions_for_topic(name)
-            if found:
-                self._topics[name] = (now, sorted(found))
-        known = self._topics.get(topic)
-        if known is None or known[0] != now:
+            # Asked by name with auto-creation off: a plain lookup by name may make a
+            # broker create the topic, and asking for every topic is slow on a big
+            # cluster. aiokafka's client has no public call for this request.
+            client = consumer._client
+            request = MetadataRequest([topic], allow_auto_topic_creation=False)
+            answer = await client.send(client.get_random_node(), request)
+        cluster = ClusterMetadata()
+        cluster.update_metadata(answer)
+        found = cluster.partitions_for_topic(topic)
+        if not found:
             self._topics.pop(topic, None)
             return None
-        return known[1]
+        numbers = sorted(found)
+        self._topics[topic] = (time.monotonic(), numbers)
+        return numbers
 
     async def send(
         self, topic: str, job: QueuedJob, extra: Mapping[str, str] | None = None

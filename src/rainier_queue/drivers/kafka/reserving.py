@@ -116,9 +116,11 @@ class Reserver:
                         out.append(reservation)
                     elif not state.buffer and state.not_before is None:
                         later.append(state)
-            # Partitions found read to the end most recently are looked at last.
-            later.sort(key=lambda s: s.drained_at)
+            looked: list[PartitionState] = []
             while len(out) < limit and later:
+                # Records read meanwhile first, then partitions this worker holds; those
+                # found read to the end most recently last.
+                later.sort(key=lambda s: (not s.buffer, s.lock is None, s.drained_at))
                 # No more new partitions at a time than there are jobs wanted: the
                 # others are left for other workers, so each keeps those it works on.
                 batch: list[PartitionState] = []
@@ -134,9 +136,13 @@ class Reserver:
                 # worker's running: a worker with jobs running comes back when one ends.
                 idle = not out and not any(s.delivery for s in states)
                 await self._partitions.fill(batch, self.settings.max_wait, patient=idle)
-                for state in batch:
+                looked += batch
+                # Records may have come for a partition of an earlier batch meanwhile.
+                for state in looked:
                     if len(out) >= limit:
                         break
+                    if state.delivery is not None or not state.buffer:
+                        continue
                     if (reservation := await self._hand_out(state, queue)) is not None:
                         out.append(reservation)
         finally:
