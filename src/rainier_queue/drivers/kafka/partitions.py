@@ -303,34 +303,47 @@ class Partitions:
         seconds = wait.total_seconds()
         patient = patient and len(empty) == len(states)
         deadline = time.monotonic() + (2 * seconds + FIRST_FETCH if patient else 0)
-        while empty:
+        while empty and any(state.resumed for state in empty.values()):
             slice_ms = 0 if not patient else max(1, int(min(seconds, FETCH_SLICE) * 1000))
-            # Everything fetched is taken, not only what this call waits for: a
-            # result left with the consumer holds back its next fetch from the
-            # broker for every partition (aiokafka's prefetch backoff).
-            reading = {s.tp: s for s in self._states.values() if s.resumed}
-            try:
-                async with translated("read records"):
-                    batches = await consumer.getmany(*reading, timeout_ms=slice_ms)
-            except kx.OffsetOutOfRangeError as exc:
-                await self._rejoin(consumer, exc, reading)
-                return
-            for tp, records in batches.items():
-                if records and tp in reading:
-                    state = reading[tp]
-                    state.buffer.extend(records)
-                    state.next_offset = records[-1].offset + 1
-                    empty.pop(tp, None)
-                    if len(state.buffer) >= READ_AHEAD:
-                        consumer.pause(tp)  # enough read ahead; `place` resumes it
-                        state.resumed = False
+            arrived = await self.pull(slice_ms)
+            for tp in arrived:
+                empty.pop(tp, None)
             for tp in list(empty):
                 if self._caught_up(consumer, empty[tp], began + seconds):
                     empty.pop(tp).drained_at = time.monotonic()
             # Records for any partition end the wait: the reserve hands them out first.
-            arrived = any(records for records in batches.values())
             if arrived or len(empty) < len(states) or time.monotonic() >= deadline:
                 return
+
+    async def pull(self, wait_ms: int = 0) -> set[TopicPartition]:
+        """Move what the consumer has fetched into the partitions' buffers; which got some.
+
+        Everything fetched is taken, not only what a reserve wants now: a result
+        left with the consumer holds back its next fetch from the broker for every
+        partition (aiokafka's prefetch backoff), and taking it early lets the next
+        fetch start while jobs run.
+        """
+        consumer = await self.clients.consumer()
+        reading = {s.tp: s for s in self._states.values() if s.resumed}
+        if not reading:
+            return set()
+        try:
+            async with translated("read records"):
+                batches = await consumer.getmany(*reading, timeout_ms=wait_ms)
+        except kx.OffsetOutOfRangeError as exc:
+            await self._rejoin(consumer, exc, reading)
+            return set()
+        arrived: set[TopicPartition] = set()
+        for tp, records in batches.items():
+            if records and tp in reading:
+                state = reading[tp]
+                state.buffer.extend(records)
+                state.next_offset = records[-1].offset + 1
+                arrived.add(tp)
+                if len(state.buffer) >= READ_AHEAD:
+                    consumer.pause(tp)  # enough read ahead; `place` resumes it
+                    state.resumed = False
+        return arrived
 
     @staticmethod
     def _caught_up(consumer: AIOKafkaConsumer, state: PartitionState, since: float) -> bool:

@@ -91,6 +91,7 @@ class Reserver:
         self, topic: str, numbers: list[int], queue: str, limit: int
     ) -> list[Reservation]:
         states = await self._partitions.of(topic, numbers)
+        await self._partitions.pull()  # no waiting: only what has been fetched already
         turn = self._start % len(states)
         rotated = states[turn:] + states[:turn]
         # The partitions this worker holds first, then those with records read ahead.
