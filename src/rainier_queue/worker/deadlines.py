@@ -23,16 +23,22 @@ RESOLUTION = 0.05
 class Deadline:
     """One running job's limit: cancel its task if it is still running when the limit passes."""
 
-    __slots__ = ("expired", "running", "task")
+    __slots__ = ("_slice", "expired", "task")
 
-    def __init__(self, task: asyncio.Task[Any]) -> None:
-        self.task = task
-        self.running = True
+    def __init__(self, task: asyncio.Task[Any], waiting: set[Deadline]) -> None:
+        self.task: asyncio.Task[Any] | None = task
         self.expired = False
+        self._slice = waiting
 
     def done(self) -> None:
-        """The job's handler returned: nothing to cancel any more."""
-        self.running = False
+        """The job's handler returned: nothing to cancel any more.
+
+        The deadline leaves its slice at once, so a finished job's task is
+        not kept alive until the slice's timer fires (a minute, with the
+        default limit, which under load is a great many tasks).
+        """
+        self._slice.discard(self)
+        self.task = None
 
 
 class Deadlines:
@@ -40,26 +46,27 @@ class Deadlines:
 
     def __init__(self, resolution: float = RESOLUTION) -> None:
         self._resolution = resolution
-        self._slices: dict[int, list[Deadline]] = {}
+        self._slices: dict[int, set[Deadline]] = {}
 
     def start(self, task: asyncio.Task[Any], seconds: float) -> Deadline:
         """Cancel `task` about `seconds` from now, unless `done()` is called first."""
         loop = asyncio.get_running_loop()
         index = math.ceil((loop.time() + seconds) / self._resolution)
-        deadline = Deadline(task)
         waiting = self._slices.get(index)
         if waiting is None:
-            waiting = self._slices[index] = []
+            waiting = self._slices[index] = set()
             loop.call_at(index * self._resolution, self._expire, index)
-        waiting.append(deadline)
+        deadline = Deadline(task, waiting)
+        waiting.add(deadline)
         return deadline
 
     def _expire(self, index: int) -> None:
         for deadline in self._slices.pop(index, ()):
-            if deadline.running:
-                deadline.running = False
+            task = deadline.task
+            if task is not None:
+                deadline.task = None
                 deadline.expired = True
-                deadline.task.cancel()
+                task.cancel()
 
 
 __all__ = ["Deadline", "Deadlines"]

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: MIT
+"""Shared time-limit timers: they stop what overruns and keep nothing that finished."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+
+from rainier_queue.worker.deadlines import Deadlines
+
+
+async def test_a_finished_job_leaves_its_slice_so_its_task_can_be_freed() -> None:
+    deadlines = Deadlines()
+
+    async def quick() -> None:
+        limit = deadlines.start(asyncio.current_task(), 60)  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        limit.done()
+
+    task = asyncio.create_task(quick())
+    await task
+    gone = weakref.ref(task)
+    del task
+    await asyncio.sleep(0)  # the loop lets go of a finished task on its next turn
+    gc.collect()
+
+    assert gone() is None, "a finished job's task is not held until its slice's timer fires"
+
+
+async def test_a_job_still_running_at_its_limit_is_cancelled_and_marked_expired() -> None:
+    deadlines = Deadlines(resolution=0.01)
+    started = asyncio.Event()
+
+    async def hangs() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(hangs())
+    await started.wait()
+    limit = deadlines.start(task, 0.02)
+    await asyncio.gather(task, return_exceptions=True)
+
+    assert task.cancelled()
+    assert limit.expired
