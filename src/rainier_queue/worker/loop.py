@@ -9,7 +9,9 @@ priority order, one task per job; when nothing fills them it waits on the
 driver's `wait_for_work` (which a push, or a running job finishing, cuts
 short) instead of polling. A slot frees when its handler returns, and the
 acknowledgements of finished jobs ride along with the next reserve, so a
-busy worker pays one round trip per batch, not two or one per job.
+busy worker pays one round trip per batch, not two or one per job. While
+work is waiting, a second reserve may set off before the first is back
+(`MAX_FILLS`), so a broker slow to answer is not a pause per batch.
 
 Stopping: `stop()` ends reserving at once, lets running jobs finish within
 `options.grace`, then interrupts what is left and hands it back with its
