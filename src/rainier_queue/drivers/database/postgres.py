@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -75,9 +74,9 @@ from ._postgres_push import (
     copy_jobs,
     insert_jobs,
 )
+from ._postgres_sql import PgStatements
 from .dialect import Dialect, Row, Session, Work
 from .schema import DEFAULT_PREFIX, Tables
-from .statements import ENVELOPE
 
 if TYPE_CHECKING:
     from .. import DriverContext
@@ -216,71 +215,6 @@ class PostgresDialect(Dialect):
 # -- the queue -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _PgStatements:
-    """The statements PostgreSQL runs in one round trip where portable SQL takes several."""
-
-    claim: str
-    acknowledge_many: str
-    acknowledge_and_claim: str
-    """`acknowledge_many` and `claim` as one statement; acknowledged rows come last, with
-    NULL in every claim column and (id, token) at the end."""
-    release: str
-    renew: str
-    fail: str
-    soonest: str
-    """Template with `{marks}` for the queue names."""
-
-    @classmethod
-    def build(cls, tables: Tables) -> Self:
-        jobs = tables.jobs
-        returned = ["j.seq", "picked.was_due", "j.due_at", "j.reservation_token"] + [
-            f"j.{c}" for c in ENVELOPE.split(", ")
-        ]
-        clock_and_pick = (
-            f"clock AS (SELECT {NOW_US} AS now), "
-            f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
-            "WHERE queue = %s AND due_at <= (SELECT now FROM clock) "
-            "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED)"
-        )
-        update = (
-            f"UPDATE {jobs} AS j SET attempts = j.attempts + 1, "
-            "reservation_token = replace(gen_random_uuid()::text, '-', ''), "
-            "reserved_at = clock.now, due_at = clock.now + %s "
-            "FROM picked, clock WHERE j.seq = picked.seq "
-            f"RETURNING {', '.join(returned)}"
-        )
-        delete = (
-            f"DELETE FROM {jobs} AS j USING unnest(%s::text[], %s::text[]) "
-            "AS s(id, token) WHERE j.id = s.id AND j.reservation_token = s.token "
-            "RETURNING j.id, j.reservation_token"
-        )
-        return cls(
-            claim=f"WITH {clock_and_pick} {update}",
-            acknowledge_many=delete,
-            # One statement, so one commit: the acknowledgements and the claim
-            # land together or not at all. The rows being acknowledged are
-            # reserved (due later), so the claim could not pick them anyway.
-            acknowledge_and_claim=f"WITH acked AS ({delete}), {clock_and_pick}, "
-            f"claimed AS ({update}) "
-            "SELECT *, NULL, NULL FROM claimed UNION ALL "
-            f"SELECT {', '.join(['NULL'] * len(returned))}, id, reservation_token FROM acked",
-            release=f"WITH clock AS (SELECT {NOW_US} AS now) UPDATE {jobs} SET "
-            "reservation_token = NULL, reserved_at = NULL, "
-            "available_at = clock.now + %s, due_at = clock.now + %s, "
-            "attempts = CASE WHEN attempts >= %s THEN attempts - %s ELSE 0 END "
-            "FROM clock WHERE id = %s AND reservation_token = %s",
-            renew=f"UPDATE {jobs} SET due_at = {NOW_US} + %s "
-            "WHERE id = %s AND reservation_token = %s",
-            # Removed and recorded in one statement, so atomically: the job is
-            # in exactly one of the two tables, whatever happens.
-            fail=f"WITH gone AS (DELETE FROM {jobs} WHERE id = %s AND reservation_token = %s "
-            f"RETURNING {ENVELOPE}) INSERT INTO {tables.failed} ({ENVELOPE}, error, failed_at) "
-            f"SELECT {ENVELOPE}, %s, {NOW_US} FROM gone",
-            soonest=f"SELECT (SELECT MIN(due_at) FROM {jobs} WHERE queue IN ({{marks}})), {NOW_US}",
-        )
-
-
 class PostgresQueue(DatabaseQueue):
     """The database queue on PostgreSQL. See the module docs for what it costs."""
 
@@ -355,7 +289,7 @@ class PostgresQueue(DatabaseQueue):
         super().__init__(
             self._pg_dialect, lease=lease, prefix=prefix, migrate=migrate, schema=schema
         )
-        self._pg = _PgStatements.build(tables)
+        self._pg = PgStatements.build(tables)
         self._push = PushStatements(tables)
 
     @property
