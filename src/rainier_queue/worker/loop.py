@@ -372,9 +372,7 @@ class Worker:
 
     async def _reserve(self, name: str, limit: int) -> list[Reservation]:
         """Reserve from `name`, carrying the acknowledgements that are waiting to be sent."""
-        if not self._acks_ride_along:
-            return await self.queue.reserve(name, limit=limit)
-        waiting = self._settler.acks.take()
+        waiting = self._settler.acks.take() if self._acks_ride_along else None
         if not waiting:
             return await self.queue.reserve(name, limit=limit)
         try:
