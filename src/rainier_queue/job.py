@@ -32,6 +32,7 @@ import dataclasses
 import inspect
 import typing
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, overload
 
@@ -51,6 +52,9 @@ P = ParamSpec("P")
 
 DEFAULT_UNIQUE_FOR = timedelta(hours=1)
 MAX_BACKOFF = timedelta(seconds=64)
+
+_REBUILDING: ContextVar[bool] = ContextVar("rainier_queue_rebuilding_job", default=False)
+"""True while `Job.from_payload` builds a job from a payload it has just checked."""
 
 
 @dataclass_transform(kw_only_default=True, field_specifiers=(dataclasses.field,))
@@ -102,7 +106,11 @@ class Job:
         cls._hints_checked = True
 
     def __post_init__(self) -> None:
-        self.to_payload()
+        # A job rebuilt from its stored payload had every field checked on the
+        # way in (`from_payload`); checking them again on the way out would
+        # double the cost of starting each job for nothing.
+        if not _REBUILDING.get():
+            self.to_payload()
 
     # -- what the worker calls -------------------------------------------------
 
@@ -150,12 +158,15 @@ class Job:
     def from_payload(cls, payload: JSONValue) -> Job:
         """Rebuild the job from its stored payload, or say how they diverged."""
         cls._check_field_types()
+        rebuilding = _REBUILDING.set(True)
         try:
             built: Job = dataclass_from_json(cls, {} if payload is None else payload)
         except _Mismatch as exc:
             raise mismatch_error(
                 f"the stored payload of job `{cls.name}` has diverged from {cls.__qualname__}", exc
             ) from None
+        finally:
+            _REBUILDING.reset(rebuilding)
         return built
 
     def queue_name(self) -> str:

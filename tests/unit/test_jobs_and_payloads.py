@@ -110,6 +110,31 @@ def test_a_stored_payload_that_no_longer_fits_says_it_diverged() -> None:
         Everything.from_payload([1, 2])
 
 
+def test_rebuilding_from_a_payload_leaves_later_constructions_checked() -> None:
+    # from_payload skips the second check of fields it has just read; that
+    # shortcut must end with the call, whether the payload fitted or not.
+    with pytest.raises(PayloadError, match="diverged"):
+        Everything.from_payload({"text": "a", "count": "one"})
+    Everything.from_payload({"text": "a", "count": 1})
+    with pytest.raises(PayloadError, match=re.escape("`count`")):
+        Everything(text="a", count="one")  # type: ignore[arg-type]
+
+
+def test_a_jobs_own_post_init_still_runs_when_it_is_rebuilt() -> None:
+    class Positive(Job):
+        name = "positive"
+        amount: int
+
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            if self.amount <= 0:
+                raise ValueError("amount must be positive")
+
+    assert Positive.from_payload({"amount": 3}) == Positive(amount=3)
+    with pytest.raises(ValueError, match="positive"):
+        Positive.from_payload({"amount": -1})
+
+
 def test_a_job_without_a_name_is_refused_when_its_class_is_defined() -> None:
     with pytest.raises(TypeError, match="needs a `name`"):
 
