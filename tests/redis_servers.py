@@ -91,6 +91,14 @@ class RedisServers:
         proc.terminate()
         proc.wait(10)
 
+    def kill(self, port: int) -> None:
+        """SIGKILL the server on `port`, a crash that flushes nothing, and forget it."""
+        index = self.ports.index(port)
+        proc = self.procs.pop(index)
+        self.ports.pop(index)
+        proc.kill()
+        proc.wait(10)
+
     def restart(self, port: int, *extra: str) -> None:
         """Stop the server on `port` and start it again there, with `extra` arguments."""
         self.stop_one(port)
@@ -118,6 +126,61 @@ def standalone() -> tuple[RedisServers, int]:
     except BaseException:
         servers.stop()
         raise
+
+
+PRIMARY = ("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
+"""A primary that streams its snapshot to a new replica at once, and never writes one to disk
+(an RDB file left in its folder would bring data back on a restart that should be empty)."""
+
+
+def replicated() -> tuple[RedisServers, int, int]:
+    """A primary and one replica following it, neither persisting; returns once they are linked.
+
+    The caller stops them. `wait_for_replica` again after restarting either.
+    """
+    servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-replicated-")))
+    try:
+        primary = servers.start(*PRIMARY)
+        replica = servers.start("--replicaof", "127.0.0.1", str(primary))
+        wait_for_replica(primary, replica)
+    except BaseException:
+        servers.stop()
+        raise
+    return servers, primary, replica
+
+
+def wait_for_replica(primary: int, replica: int, timeout: float = 30) -> None:
+    """Wait until `replica` has synced with `primary` and the primary counts it as online."""
+    cli = _binary("redis-cli")
+    deadline = time.monotonic() + timeout
+
+    def info(port: int) -> str:
+        return subprocess.run(
+            [cli, "-p", str(port), "info", "replication"], capture_output=True, text=True
+        ).stdout
+
+    while time.monotonic() < deadline:
+        if "master_link_status:up" in info(replica) and f"port={replica},state=online" in info(
+            primary
+        ):
+            break
+        time.sleep(0.05)
+    else:
+        raise RuntimeError(f"the replica on {replica} never synced with the primary on {primary}")
+    # Online is not yet answering: the first WAIT after a sync has been seen to take a
+    # second. One write confirmed by WAIT on its own connection proves the link works.
+    from redis import Redis
+
+    client = Redis(port=primary)
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.set("rq-test:replication-probe", "1")
+        pipe.wait(1, int(timeout * 1000))
+        pipe.delete("rq-test:replication-probe")
+        if pipe.execute()[1] < 1:
+            raise RuntimeError(f"the replica on {replica} did not confirm a write")
+    finally:
+        client.close()
 
 
 def cluster(nodes: int = 3) -> RedisServers:

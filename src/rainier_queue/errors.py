@@ -14,6 +14,7 @@ classes at one place, so the tree is the contract between them:
     ├── BrokerError            the backend failed, and no job did
     │   ├── BrokerUnavailable  unreachable or timed out; the worker backs off and retries
     │   │   └── OutcomeUnknown the connection died after the write was sent: it may have happened
+    │   │       └── NotReplicated written on the primary, fewer replicas confirmed it than asked
     │   └── BrokerRejected     the backend refused (schema missing, permissions, too large)
     ├── LeaseLost              a settle or renew on a reservation that is no longer current
     ├── UnsupportedOperation   this driver cannot do that (a raw push on MemoryQueue)
@@ -103,6 +104,28 @@ class OutcomeUnknown(BrokerUnavailable):
     """
 
 
+class NotReplicated(OutcomeUnknown):
+    """A push was written on the primary, but fewer replicas confirmed it than were asked for.
+
+    Raised by a driver in a durable mode that waits for replicas after each
+    push (Redis with `wait_replicas`). The jobs are queued: the primary holds
+    them and will run them. What is unknown is whether they outlive a
+    failover that happens before they reach a replica. Pushing them again
+    would queue them twice, so don't retry blindly. Treat them as queued but
+    at risk, and find out why the replicas lag (`rainier-queue doctor` shows
+    how many are connected).
+    """
+
+    def __init__(
+        self, message: str, *, job_ids: Iterable[str], confirmed: int, wanted: int
+    ) -> None:
+        super().__init__(message)
+        self.job_ids = tuple(job_ids)
+        """The jobs written on the primary that no replica (or too few) confirmed."""
+        self.confirmed = confirmed
+        self.wanted = wanted
+
+
 class BrokerRejected(BrokerError):
     """The backend answered with a refusal (missing schema, permissions, a full disk)."""
 
@@ -190,6 +213,7 @@ __all__ = [
     "JobTimeout",
     "LeaseLost",
     "MissingDependency",
+    "NotReplicated",
     "OutcomeUnknown",
     "PayloadError",
     "QueueError",

@@ -344,9 +344,19 @@ class Diagnosable(Protocol):
         ...
 
 
+@runtime_checkable
+class HealthNotes(Protocol):
+    """A backend that can say how its server is set up, beyond warnings (`doctor`)."""
+
+    async def health_notes(self) -> list[str]:
+        """Plain facts worth showing (a replication role), each a sentence."""
+        ...
+
+
 __all__ = [
     "DEFAULT_LEASE",
     "Diagnosable",
+    "HealthNotes",
     "Capabilities",
     "FailedJob",
     "FailedJobStore",

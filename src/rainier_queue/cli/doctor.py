@@ -22,7 +22,7 @@ import click
 
 from ..errors import BrokerError
 from ..job import Job
-from ..queue import Capabilities, Diagnosable, Migratable, Queue
+from ..queue import Capabilities, Diagnosable, HealthNotes, Migratable, Queue
 from ..worker import WorkerOptions, check_worker_settings
 from .exit_codes import ExitCode
 from .loading import Loaded
@@ -123,6 +123,12 @@ async def _connection(loaded: Loaded, queue: Queue, report: Report) -> None:
         else:
             report.add("ok", "reachable")
     report.add("ok", _capabilities(queue.capabilities))
+    if isinstance(queue, HealthNotes):
+        try:
+            for note in await queue.health_notes():
+                report.add("ok", note)
+        except BrokerError:
+            pass  # the warnings below say the settings could not be read
     if isinstance(queue, Diagnosable):
         try:
             warnings = await queue.health_warnings()

@@ -12,8 +12,9 @@ that can lose a job it has accepted. What choosing it costs:
   without persistence (`--save "" --appendonly no`, as on our development
   machines) a restart loses every queued job.
 - **Replication is asynchronous.** A failover can drop writes the old
-  primary had confirmed; `WAIT` narrows the window, it does not close it.
-  A primary without persistence that restarts empty wipes its replicas.
+  primary had confirmed. The durable mode below (`wait_replicas`) narrows
+  that window; it does not close it. A primary without persistence that
+  restarts empty wipes its replicas.
 - **An evicting `maxmemory-policy` silently deletes queued jobs** under
   memory pressure. Use `noeviction`; `RedisQueue.diagnose()` (and
   `rainier-queue doctor`) warns about anything else.
@@ -61,6 +62,56 @@ says why it did not parse. Nothing crashes and nothing loops.
 **Dataset wipes.** The driver keeps a marker key with a random epoch; if
 the marker disappears (Redis restarted empty, or was flushed) it logs an
 error saying so, rather than carrying on as if the old jobs were there.
+A worker checks every few seconds as it reserves; `check_dataset()` checks
+at once. A driver pointed at a replica reads the marker without writing
+it, so a replica that resynced from a primary that came back empty reports
+the loss too.
+
+## Durable mode: waiting for replicas
+
+`wait_replicas=N` (with `wait_timeout`, default `1s`) makes every push
+(`push`, `push_many`, `push_raw`) send `WAIT N <timeout>` behind it on the
+same connection, in the same round trip, and return only once N replicas
+have applied it. The default, 0, sends no `WAIT` and costs nothing.
+
+- **Fewer confirmations than N** raise `NotReplicated` (a kind of
+  `OutcomeUnknown`). The jobs are queued on the primary and run if it
+  lives until they replicate. Do not push them again: Redis cannot tell a
+  repeat from a new job, so that would queue them twice. The error names
+  the job ids; find out why the replicas lag (`rainier-queue doctor`
+  shows how many are connected and warns if fewer than N).
+- **A connection lost after the push was sent** raises `OutcomeUnknown`:
+  the push may or may not have been written. A push refused before
+  anything was sent (Redis down) is a plain `BrokerUnavailable`, safe to
+  retry.
+- **Only pushes wait.** A release, a failure or a retry from the failed
+  store moves the job inside one script, and Redis replicates a script's
+  writes as one unit: a replica that missed the move still has the job
+  where it was (delivered, with its lease running), so after a failover it
+  is delivered again. Likewise an acknowledgement the replica missed runs
+  the job again. Those are duplicates, never losses, which at-least-once
+  allows.
+
+What it does not close, so that nobody reads "durable" as more than it is:
+
+- `WAIT` counts replicas that have the write *in memory*; it says
+  nothing about disks. A power cut that takes the primary and those
+  replicas at once loses it (Redis 7.2's `WAITAOF` waits for fsyncs; this
+  driver does not send it).
+- The replica promoted after a failure must be one that confirmed. With
+  one replica and `wait_replicas=1` it is; with more replicas than N, a
+  failover that promotes one that lags (Sentinel prefers the most
+  up-to-date, but only among those it can reach) drops what it lacks.
+- A primary without persistence that restarts *before* a replica is
+  promoted comes back empty, and its replicas copy the emptiness: every
+  job is gone, confirmed or not. Promote a replica first (or turn
+  persistence on, or keep the primary from restarting on its own); the
+  marker check reports the wipe either way.
+- The driver connects to one address. Promotion means pointing the
+  connection at the new primary; a worker on the old address rides out
+  the outage until it answers again.
+- On a cluster the client does not expose the connection a write went
+  down, so `wait_replicas` is refused there at startup.
 
 **Keys and clusters.** Every key starts with the `prefix` option (default
 `rq:`), so several applications can share one Redis; queue names are
@@ -70,7 +121,8 @@ percent-encoded, and every key of one queue carries the hash tag
 queues drains all of them, wherever their slots are.
 
 Options (in the query string or the connection's settings): `prefix`,
-`lease` (default 90s), `cluster`, `consumer` (default host-pid-random).
+`lease` (default 90s), `cluster`, `consumer` (default host-pid-random),
+`wait_replicas` (default 0) and `wait_timeout` (default 1s).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
 The URL is redis-py's own (`redis://`, `rediss://` with TLS), plus a seed
 list for clusters: `redis-cluster://host:port,host:port/?prefix=app:`, or
 any Redis URL with `cluster=true`. This library's own settings may ride in
-the query string (`prefix`, `lease`, `cluster`, `consumer`); they are taken
-out before redis-py sees the rest.
+the query string (`prefix`, `lease`, `cluster`, `consumer`, `wait_replicas`,
+`wait_timeout`); they are taken out before redis-py sees the rest.
 
 Every call a driver makes goes through `translated()`, so the worker sees
 `BrokerUnavailable` (ride it out) or `BrokerRejected` (a bug or a refused
@@ -144,6 +144,14 @@ class Diagnosis:
     appendfsync: str | None
     save: str | None
     warnings: list[str] = field(default_factory=list)
+    role: str | None = None
+    """`primary` or `replica` (Redis says `master` and `slave`); None if INFO was refused."""
+    connected_replicas: int | None = None
+    """How many replicas a primary has connected right now."""
+    primary: str | None = None
+    """For a replica, the primary it follows (`host:port`)."""
+    notes: list[str] = field(default_factory=list)
+    """Facts worth showing that are not warnings (the replication role)."""
 
     @property
     def persists(self) -> bool | None:
@@ -160,8 +168,12 @@ def _first(config: Mapping[str, Any], key: str) -> str | None:
     return None if value is None else str(value)
 
 
-async def diagnose(client: Client) -> Diagnosis:
-    """Read maxmemory-policy and the persistence settings; warn about each unsafe one."""
+async def diagnose(client: Client, *, wait_replicas: int = 0) -> Diagnosis:
+    """Read maxmemory-policy, persistence and replication; warn about each unsafe setting.
+
+    `wait_replicas` is how many replicas this driver waits for after each
+    push; more than the primary has connected is a warning.
+    """
     config: dict[str, Any] = {}
     for key in ("maxmemory-policy", "appendonly", "appendfsync", "save"):
         try:
@@ -176,11 +188,15 @@ async def diagnose(client: Client) -> Diagnosis:
     policy = _first(config, "maxmemory-policy")
     aof = _first(config, "appendonly")
     save = _first(config, "save")
+    role, replicas, primary = await _replication(client)
     diagnosis = Diagnosis(
         maxmemory_policy=policy,
         appendonly=None if aof is None else aof == "yes",
         appendfsync=_first(config, "appendfsync"),
         save=save,
+        role=role,
+        connected_replicas=replicas,
+        primary=primary,
     )
     if policy is None:
         diagnosis.warnings.append(
@@ -201,7 +217,61 @@ async def diagnose(client: Client) -> Diagnosis:
             f"appendfsync is {diagnosis.appendfsync}: jobs accepted in the last second or so "
             "can be lost on a crash"
         )
+    _judge_replication(diagnosis, wait_replicas)
     return diagnosis
+
+
+async def _replication(client: Client) -> tuple[str | None, int | None, str | None]:
+    """The role, connected replicas and followed primary from `INFO replication`."""
+    try:
+        info = dict(await client.info("replication"))
+    except rx.ResponseError:
+        return None, None, None
+    except (rx.ConnectionError, rx.TimeoutError) as exc:
+        raise BrokerUnavailable(f"Redis is unreachable while reading INFO: {exc}") from exc
+    if "role" not in info:  # a cluster answers per node; each queue has its own primary
+        return None, None, None
+    role = {"master": "primary", "slave": "replica"}.get(str(info["role"]), str(info["role"]))
+    if role == "replica":
+        primary = f"{info.get('master_host')}:{info.get('master_port')}"
+        return role, None, primary
+    return role, int(info.get("connected_slaves", 0)), None
+
+
+def _judge_replication(diagnosis: Diagnosis, wait_replicas: int) -> None:
+    replicas = diagnosis.connected_replicas
+    if diagnosis.role == "replica":
+        diagnosis.notes.append(f"replication: a replica of {diagnosis.primary}")
+        diagnosis.warnings.append(
+            f"this Redis is a read-only replica of {diagnosis.primary}: pushes and reserves "
+            "are refused; point the connection at the primary"
+        )
+    elif diagnosis.role == "primary":
+        diagnosis.notes.append(f"replication: a primary with {replicas} connected replica(s)")
+    if wait_replicas:
+        diagnosis.notes.append(f"each push waits for {wait_replicas} replica(s) (wait_replicas)")
+    if wait_replicas and diagnosis.role is None:
+        diagnosis.warnings.append(
+            f"wait_replicas is {wait_replicas} but INFO replication could not be read, so "
+            "whether that many replicas are connected is unknown"
+        )
+    elif wait_replicas and replicas is not None and replicas < wait_replicas:
+        diagnosis.warnings.append(
+            f"wait_replicas is {wait_replicas} but the primary has {replicas} connected "
+            "replica(s): every push will wait out wait_timeout and raise NotReplicated"
+        )
+    if diagnosis.role == "primary" and replicas and diagnosis.persists is False:
+        diagnosis.warnings.append(
+            f"this primary keeps nothing on disk and has {replicas} replica(s): if it restarts "
+            "empty before a replica is promoted, the replicas copy its empty dataset and "
+            "every queued job is gone from all of them; promote a replica instead of "
+            "restarting it, or turn persistence on"
+        )
+    elif diagnosis.role == "primary" and replicas and not wait_replicas:
+        diagnosis.notes.append(
+            "replication is asynchronous: a failover can drop pushes the primary had not "
+            "shipped yet; `wait_replicas=1` makes each push wait for a replica"
+        )
 
 
 __all__ = [

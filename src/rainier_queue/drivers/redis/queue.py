@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
+from redis import exceptions as rx
 from typing_extensions import override
 
 from ..._clock import utcnow
@@ -37,6 +38,8 @@ from .connection import (
 )
 from .failed import RedisFailedJobs
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
+from .replication import OPTIONS as DURABILITY_OPTIONS
+from .replication import Durability, ReplicatedWrites, durability_from, raise_first
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -81,7 +84,9 @@ class RedisQueue(RedisFailedJobs, Queue):
         raw_push=True,
     )
 
-    OPTIONS: ClassVar[frozenset[str]] = frozenset({"prefix", "lease", "cluster", "consumer"})
+    OPTIONS: ClassVar[frozenset[str]] = frozenset(
+        {"prefix", "lease", "cluster", "consumer", *DURABILITY_OPTIONS}
+    )
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
@@ -102,6 +107,7 @@ class RedisQueue(RedisFailedJobs, Queue):
             consumer=settings.get("consumer"),
             url=url,
             cluster=cluster,
+            durability=durability_from(settings, cluster=cluster),
         )
 
     def __init__(
@@ -113,6 +119,7 @@ class RedisQueue(RedisFailedJobs, Queue):
         consumer: str | None = None,
         url: str = "redis://",
         cluster: bool = False,
+        durability: Durability | None = None,
     ) -> None:
         self._client = client
         self._ready = Ready(client)
@@ -125,6 +132,7 @@ class RedisQueue(RedisFailedJobs, Queue):
         self._epoch: str | None = None
         self._blocking: asyncio.Task[None] | None = None
         self._checked_at = 0.0
+        self._replicated = None if durability is None else ReplicatedWrites(client, durability)
 
     @property
     @override
@@ -139,7 +147,8 @@ class RedisQueue(RedisFailedJobs, Queue):
     @override
     def describe(self) -> str:
         kind = "redis-cluster" if self.cluster else "redis"
-        return f"{kind} {redact_url(self._url)} prefix={self.keys.prefix!r}"
+        durable = "" if self._replicated is None else f" {self._replicated.durability.describe()}"
+        return f"{kind} {redact_url(self._url)} prefix={self.keys.prefix!r}{durable}"
 
     def _script(self, source: str) -> AsyncScript:
         script = self._scripts.get(source)
@@ -174,9 +183,19 @@ class RedisQueue(RedisFailedJobs, Queue):
         async def push_to(queue: str, pairs: list[Any]) -> None:
             keys = self.keys.queue(queue)
             names = [keys.stream, keys.delayed] + ([] if self.cluster else [self.keys.wake])
-            await self._run(scripts.PUSH, names, [tokens, WAKE_TOKENS, *pairs], "push jobs")
+            args = [tokens, WAKE_TOKENS, *pairs]
+            if self._replicated is not None:
+                ids = [job.id for job in jobs if job.queue == queue]
+                script = self._script(scripts.PUSH)
+                await self._replicated.script(script, names, args, what="push jobs", job_ids=ids)
+                return
+            await self._run(scripts.PUSH, names, args, "push jobs")
 
-        await asyncio.gather(*(push_to(q, pairs) for q, pairs in by_queue.items()))
+        pushes = [push_to(q, pairs) for q, pairs in by_queue.items()]
+        if self._replicated is None:
+            await asyncio.gather(*pushes)
+        else:
+            raise_first(await asyncio.gather(*pushes, return_exceptions=True))
         if self.cluster:
             pipe = (await self._ready()).pipeline(transaction=False)
             self._wake(pipe, tokens)
@@ -191,8 +210,16 @@ class RedisQueue(RedisFailedJobs, Queue):
         If this library's own workers reserve it, it is not a job: it goes to
         the failed store under the name `rainier-queue:not-a-job`.
         """
+        stream = self.keys.queue(queue).stream
+        if self._replicated is not None:
+            wake = [("LPUSH", self.keys.wake, "1"), ("LTRIM", self.keys.wake, 0, WAKE_TOKENS - 1)]
+            what = "push a raw body"
+            await self._replicated.commands(
+                [("XADD", stream, "*", "body", body), *wake], what=what, job_ids=[]
+            )
+            return
         pipe = (await self._ready()).pipeline(transaction=False)
-        pipe.xadd(self.keys.queue(queue).stream, {"body": body})
+        pipe.xadd(stream, {"body": body})
         self._wake(pipe, 1)
         async with translated("push a raw body"):
             await pipe.execute()
@@ -468,12 +495,17 @@ class RedisQueue(RedisFailedJobs, Queue):
     # -- health --------------------------------------------------------------------
 
     async def diagnose(self) -> Diagnosis:
-        """maxmemory-policy and persistence, with a warning for each unsafe setting."""
-        return await diagnose(await self._ready())
+        """maxmemory-policy, persistence and replication, with a warning for each unsafe one."""
+        wait = 0 if self._replicated is None else self._replicated.durability.replicas
+        return await diagnose(await self._ready(), wait_replicas=wait)
 
     async def health_warnings(self) -> list[str]:
         """The warnings of `diagnose`, for `rainier-queue doctor` (the `Diagnosable` protocol)."""
         return (await self.diagnose()).warnings
+
+    async def health_notes(self) -> list[str]:
+        """The replication role and durable-push setting, for `doctor` (`HealthNotes`)."""
+        return (await self.diagnose()).notes
 
     async def check_dataset(self) -> bool:
         """False (and an error logged) if the Redis under us lost its data since we last looked.
@@ -481,18 +513,18 @@ class RedisQueue(RedisFailedJobs, Queue):
         A marker key with a random epoch is set the first time; if it is gone
         later, the server restarted without persistence, failed over to an
         empty replica, or was flushed, and every job it held is gone with it.
+        On a read-only replica the marker is only read: a replica that
+        resynced from a primary that came back empty loses it too, and is
+        reported the same way; the primary's drivers write the new one.
         """
+        client = await self._ready()
         async with translated("check the dataset marker"):
-            seen = await cast(Awaitable[str | None], (await self._ready()).get(self.keys.marker))
-            if seen is not None and self._epoch in (None, seen):
-                self._epoch = seen
+            found = await cast(Awaitable[str | None], client.get(self.keys.marker))
+            if found is not None and self._epoch in (None, found):
+                self._epoch = found
                 return True
-            fresh = secrets.token_hex(8)
-            await cast(Awaitable[Any], (await self._ready()).set(self.keys.marker, fresh, nx=True))
-            now_seen = await cast(
-                Awaitable[str | None], (await self._ready()).get(self.keys.marker)
-            )
-            previous, self._epoch = self._epoch, now_seen
+            seen = found if found is not None else await self._new_marker(client)
+        previous, self._epoch = self._epoch, seen
         if previous is None:
             return True
         log.error(
@@ -501,9 +533,17 @@ class RedisQueue(RedisFailedJobs, Queue):
             "before is gone; see the `redis` driver's documentation",
             self.describe(),
             self.keys.marker,
-            "gone" if seen is None else "changed",
+            "gone" if found is None else "changed",
         )
         return False
+
+    async def _new_marker(self, client: Client) -> str | None:
+        """Set a fresh epoch unless one is there; the epoch now in place (None on a replica)."""
+        try:
+            await cast(Awaitable[Any], client.set(self.keys.marker, secrets.token_hex(8), nx=True))
+        except rx.ReadOnlyError:
+            return None
+        return await cast(Awaitable[str | None], client.get(self.keys.marker))
 
     async def _check_now_and_then(self) -> None:
         now = time.monotonic()

@@ -1,0 +1,233 @@
+# SPDX-License-Identifier: MIT
+"""Durable pushes: a push that waits for replicas to confirm it, or says they did not.
+
+Redis answers a write from memory and ships it to its replicas afterwards.
+A primary that dies in between takes the write with it: the caller was told
+the job was queued, and the replica promoted in the primary's place never
+had it. `WAIT <replicas> <timeout>`, sent on the connection that made the
+write, blocks until that many replicas have acknowledged everything the
+connection wrote (or the timeout passes) and answers how many did.
+
+With `wait_replicas` set, each push is sent with a `WAIT` behind it on one
+connection, in one round trip, so the push returns only once the replicas
+have the job. Fewer confirmations than asked raise `NotReplicated`: the job
+*is* queued on the primary, so pushing it again would queue it twice, but
+it is not known to outlive a failover. A connection lost after the push was
+sent raises `OutcomeUnknown`: the push may or may not have been written.
+Neither is retried here; the caller is the one who can decide.
+
+Only pushes wait. Every other write is a move inside one script (a release
+puts the job back as it drops the delivered entry; a retry from the failed
+store moves it back to the stream) and replicates as one unit, so a replica
+that missed it still holds the job where it was before, and after a
+failover it is delivered again: a duplicate run, never a loss. Waiting
+there would cost every job a round trip to buy fewer duplicates.
+
+On a cluster a push goes to whichever node owns its queue's slot, and the
+client does not expose the connection it used, so `WAIT` there is refused
+at configuration time rather than sent where it would measure nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from redis import exceptions as rx
+from redis.asyncio import Redis
+
+from ...durations import format_duration, parse_duration
+from ...errors import BrokerRejected, ConfigurationError, NotReplicated, OutcomeUnknown
+from .connection import Client, translated
+
+if TYPE_CHECKING:
+    from redis.asyncio.connection import AbstractConnection
+    from redis.commands.core import AsyncScript
+
+OPTIONS = frozenset({"wait_replicas", "wait_timeout"})
+DEFAULT_WAIT_TIMEOUT = timedelta(seconds=1)
+
+_SLACK = 5.0
+"""Seconds past the `WAIT` timeout before a silent server counts as a lost connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """How many replicas must confirm each push, and how long to wait for them."""
+
+    replicas: int
+    timeout: timedelta = DEFAULT_WAIT_TIMEOUT
+
+    @property
+    def timeout_ms(self) -> int:
+        return max(1, round(self.timeout.total_seconds() * 1000))
+
+    def describe(self) -> str:
+        return f"wait_replicas={self.replicas} wait_timeout={format_duration(self.timeout)}"
+
+
+def durability_from(settings: Mapping[str, Any], *, cluster: bool) -> Durability | None:
+    """The `wait_replicas` / `wait_timeout` settings, checked; None when pushes do not wait."""
+    replicas = _whole(settings.get("wait_replicas", 0), setting="wait_replicas")
+    timeout = parse_duration(
+        settings.get("wait_timeout", DEFAULT_WAIT_TIMEOUT), setting="wait_timeout"
+    )
+    if timeout < timedelta(milliseconds=1):
+        raise ConfigurationError(
+            "`wait_timeout` must be at least 1ms: Redis's WAIT with a timeout of 0 waits "
+            "for ever, and a push must not hang on a replica that is gone"
+        )
+    if replicas == 0:
+        return None
+    if cluster:
+        raise ConfigurationError(
+            "`wait_replicas` is not supported on a Redis Cluster: WAIT must go down the "
+            "connection that made the write, which the cluster client does not expose; "
+            "use a single primary with replicas, or leave `wait_replicas` at 0"
+        )
+    return Durability(replicas, timeout)
+
+
+def _whole(value: object, *, setting: str) -> int:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(str(value))
+    except ValueError:
+        raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
+    if number < 0:
+        raise ConfigurationError(f"`{setting}` cannot be negative (got {value!r})")
+    return number
+
+
+class ReplicatedWrites:
+    """Writes each followed by `WAIT` on the same connection, checked against `Durability`."""
+
+    def __init__(self, client: Client, durability: Durability) -> None:
+        if not isinstance(client, Redis):
+            raise ConfigurationError("`wait_replicas` is not supported on a Redis Cluster")
+        self._client = client
+        self.durability = durability
+        kwargs = client.connection_pool.connection_kwargs
+        self._where = str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
+
+    async def script(
+        self,
+        script: AsyncScript,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *,
+        what: str,
+        job_ids: Sequence[str],
+    ) -> Any:
+        """Run `script` (by its SHA, loading it once if the server lacks it), then wait."""
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        replies = await self._write([command], what=what)
+        if isinstance(replies[0], rx.NoScriptError):  # nothing ran; load it and send again
+            async with translated(f"load the script to {what}"):
+                await self._client.script_load(script.script)
+            replies = await self._write([command], what=what)
+        return self._checked(replies, what=what, job_ids=job_ids)[0]
+
+    async def commands(
+        self, commands: Sequence[Sequence[Any]], *, what: str, job_ids: Sequence[str]
+    ) -> list[Any]:
+        """Send `commands` and a `WAIT` in one round trip; their replies."""
+        return self._checked(await self._write(commands, what=what), what=what, job_ids=job_ids)
+
+    def _checked(self, replies: list[Any], *, what: str, job_ids: Sequence[str]) -> list[Any]:
+        *answers, confirmed = replies
+        for answer in answers:
+            if isinstance(answer, rx.ResponseError):
+                raise BrokerRejected(f"Redis refused to {what}: {answer}") from answer
+        wanted = self.durability.replicas
+        if not isinstance(confirmed, int) or confirmed < wanted:
+            count = confirmed if isinstance(confirmed, int) else 0
+            raise NotReplicated(
+                f"the Redis primary at {self._where} wrote the push, but {count} of "
+                f"{wanted} replica(s) confirmed it within "
+                f"{format_duration(self.durability.timeout)}. The jobs are queued and run if "
+                "the primary lives until they replicate; a failover before then loses them. "
+                "Do not push them again (that would queue them twice); find out why the "
+                "replicas lag (`rainier-queue doctor` shows how many are connected)",
+                job_ids=job_ids,
+                confirmed=count,
+                wanted=wanted,
+            )
+        return answers
+
+    async def _write(self, commands: Sequence[Sequence[Any]], *, what: str) -> list[Any]:
+        """Every reply (error replies as exceptions in the list), the `WAIT` count last.
+
+        Connecting happens before anything is sent, so a failure there is a
+        plain outage. Once the bytes have gone, a lost connection may have
+        lost the reply of a write that happened: `OutcomeUnknown`.
+        """
+        pool = self._client.connection_pool
+        async with translated(what):
+            conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            return await self._exchange(conn, commands)
+        except (rx.ConnectionError, rx.TimeoutError, OSError) as exc:
+            await conn.disconnect(nowait=True)
+            raise OutcomeUnknown(
+                f"the connection to Redis at {self._where} was lost after the push was sent, "
+                f"so whether it was written is unknown (it is not retried): {exc}"
+            ) from exc
+        except BaseException:
+            await conn.disconnect(nowait=True)  # a reply may still be on its way
+            raise
+        finally:
+            await pool.release(conn)
+
+    async def _exchange(
+        self, conn: AbstractConnection, commands: Sequence[Sequence[Any]]
+    ) -> list[Any]:
+        wait = ("WAIT", self.durability.replicas, self.durability.timeout_ms)
+        await conn.send_packed_command(conn.pack_commands([*commands, wait]))
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(await conn.read_response())
+            except rx.ResponseError as exc:
+                replies.append(exc)
+        # The server answers WAIT when its timeout passes; give it that long and then some.
+        limit = self.durability.timeout.total_seconds() + max(_SLACK, conn.socket_timeout or 0)
+        confirmed = await conn.read_response(timeout=limit)  # None: the time ran out
+        if confirmed is None:
+            raise rx.TimeoutError(f"no answer to WAIT within {limit:g}s")
+        replies.append(confirmed)
+        return replies
+
+
+def raise_first(outcomes: Sequence[BaseException | None]) -> None:
+    """Raise the first failure of a push to several queues, shortfalls merged into one.
+
+    Any other failure wins, since the caller must see the outage. If every
+    failure is a shortfall, one `NotReplicated` names all their jobs.
+    """
+    failures = [o for o in outcomes if o is not None]
+    for failure in failures:
+        if not isinstance(failure, NotReplicated):
+            raise failure
+    if not failures:
+        return
+    short = cast(list[NotReplicated], failures)
+    raise NotReplicated(
+        str(short[0]),
+        job_ids=[i for f in short for i in f.job_ids],
+        confirmed=min(f.confirmed for f in short),
+        wanted=short[0].wanted,
+    )
+
+
+__all__ = [
+    "DEFAULT_WAIT_TIMEOUT",
+    "OPTIONS",
+    "Durability",
+    "ReplicatedWrites",
+    "durability_from",
+    "raise_first",
+]
