@@ -67,9 +67,11 @@ def format_time(moment: datetime) -> str:
 
 def parse_time(text: str) -> datetime:
     """Read an RFC 3339 time; naive times are taken as UTC."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    moment = datetime.fromisoformat(text)
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        return moment.replace(tzinfo=UTC)
+    if moment.tzinfo is UTC:  # what `format_time` writes, so nearly always
+        return moment
     return moment.astimezone(UTC)
 
 
@@ -173,8 +175,13 @@ class QueuedJob:
                 "not a job envelope: missing or empty " + ", ".join(f"`{k}`" for k in missing)
             )
         try:
-            now = utcnow()
-            headers = data.get("headers") or {}
+            available_text = data.get("available_at")
+            created_text = data.get("created_at")
+            now = utcnow() if available_text is None or created_text is None else None
+            available_at = parse_time(available_text) if available_text is not None else now
+            created_at = parse_time(created_text) if created_text is not None else now
+            assert available_at is not None and created_at is not None
+            headers = data.get("headers")
             return cls(
                 id=data["id"],
                 name=data["name"],
@@ -182,10 +189,10 @@ class QueuedJob:
                 queue=str(data.get("queue") or "default"),
                 attempts=max(0, int(data.get("attempts", 0))),
                 max_attempts=max(1, int(data.get("max_attempts", 1))),
-                available_at=parse_time(data["available_at"]) if "available_at" in data else now,
-                created_at=parse_time(data["created_at"]) if "created_at" in data else now,
+                available_at=available_at,
+                created_at=created_at,
                 unique_key=data.get("unique_key"),
-                headers={str(k): str(v) for k, v in dict(headers).items()},
+                headers={str(k): str(v) for k, v in dict(headers).items()} if headers else {},
             )
         except (TypeError, ValueError) as exc:
             raise PayloadError(f"not a job envelope: {exc}") from exc

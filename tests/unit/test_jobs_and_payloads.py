@@ -306,6 +306,17 @@ def test_envelope_times_are_written_in_utc_with_microseconds_and_a_z(
     assert parse_time(text) == moment
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["2026-12-02T18:30:00.5+05:30", "2026-12-02T13:00:00.5+00:00", "2026-12-02T13:00:00.5"],
+)
+def test_envelope_times_with_an_offset_or_none_are_read_as_utc(text: str) -> None:
+    # Other producers may write an offset, or none (taken as UTC).
+    moment = parse_time(text)
+    assert moment.tzinfo is UTC
+    assert moment == datetime(2026, 12, 2, 13, 0, 0, 500000, tzinfo=UTC)
+
+
 def test_microseconds_since_the_epoch_allow_for_any_offset_and_round_trip() -> None:
     moment = datetime(2026, 12, 2, 13, 0, 0, 123456, tzinfo=UTC)
     expected = 1_796_216_400_123_456
