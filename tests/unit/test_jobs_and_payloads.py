@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import re
@@ -315,6 +316,41 @@ def test_envelope_times_with_an_offset_or_none_are_read_as_utc(text: str) -> Non
     moment = parse_time(text)
     assert moment.tzinfo is UTC
     assert moment == datetime(2026, 12, 2, 13, 0, 0, 500000, tzinfo=UTC)
+
+
+def test_with_changes_copies_every_envelope_field_and_changes_only_those_named() -> None:
+    original = QueuedJob(
+        id="j1",
+        name="n",
+        payload={"a": [1]},
+        queue="q",
+        attempts=2,
+        max_attempts=5,
+        available_at=datetime(2026, 1, 1, tzinfo=UTC),
+        created_at=datetime(2025, 1, 1, tzinfo=UTC),
+        unique_key="k",
+        headers={"h": "v"},
+    )
+    assert original.with_changes() == original
+    others: dict[str, object] = {
+        "id": "j2",
+        "name": "m",
+        "payload": None,
+        "queue": "r",
+        "attempts": 3,
+        "max_attempts": 6,
+        "available_at": datetime(2027, 1, 1, tzinfo=UTC),
+        "created_at": datetime(2024, 1, 1, tzinfo=UTC),
+        "unique_key": None,
+        "headers": {},
+    }
+    assert set(others) == {f.name for f in dataclasses.fields(QueuedJob)}
+    for name, value in others.items():
+        changed = original.with_changes(**{name: value})
+        assert getattr(changed, name) == value
+        assert dataclasses.replace(changed, **{name: getattr(original, name)}) == original
+    with pytest.raises(TypeError, match="no field.*colour"):
+        original.with_changes(colour="red")
 
 
 def test_microseconds_since_the_epoch_allow_for_any_offset_and_round_trip() -> None:
