@@ -13,6 +13,7 @@ What happens when the primary fails is in `tests/faults/test_redis_failover.py`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -277,3 +278,27 @@ def test_wait_replicas_on_a_cluster_is_refused_at_startup(url: str) -> None:
 
 def test_zero_wait_replicas_is_the_plain_mode() -> None:
     assert "wait_replicas" not in open_queue("redis://127.0.0.1:1/0?wait_replicas=0").describe()
+
+
+async def test_a_queue_reading_a_replica_reports_a_wipe_it_can_only_read(
+    pair: tuple[int, int], open_at: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    primary, replica = pair
+    on_primary, on_replica = open_at(primary, wait_replicas=1), open_at(replica)
+    await on_primary.push(a_job())  # confirmed on the replica
+    assert await on_primary.check_dataset() is True
+    assert await on_replica.check_dataset() is True, "the replica holds the primary's marker"
+
+    wiper = Redis(port=primary)
+    try:
+        pipe = wiper.pipeline(transaction=False)  # what an empty restart does to the replica
+        pipe.flushall()
+        pipe.wait(1, 5000)
+        assert (await pipe.execute())[1] == 1
+    finally:
+        await wiper.aclose()
+
+    with caplog.at_level(logging.ERROR, logger="rainier_queue.redis"):
+        assert await on_replica.check_dataset() is False
+    assert "is gone" in caplog.text, "a replica cannot write a marker, only miss one"
+    assert await on_replica.check_dataset() is True, "reported once"

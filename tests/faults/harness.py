@@ -1,14 +1,29 @@
 # SPDX-License-Identifier: MIT
-"""Start real worker processes through the CLI and read the ledger they leave."""
+"""Start real worker processes through the CLI and read the ledger they leave.
+
+Also the steps every broker-fault test takes around its fault: push the
+ledger's `slow` jobs, wait until a set of them has finished with the worker
+still alive, stop the worker gracefully, and check that nothing was left
+queued or failed and that each job ran to the end once.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+
+from rainier_queue.drivers import open_queue
+from rainier_queue.envelope import QueuedJob
+from rainier_queue.queue import FailedJobStore
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.faults.ledger_jobs:registry"
@@ -61,3 +76,62 @@ def events(ledger: Path) -> list[tuple[str, int, int, int, str]]:
 def count(ledger: Path, event: str) -> Counter[int]:
     """How many times each job number logged `event`."""
     return Counter(n for _, n, _, _, e in events(ledger) if e == event)
+
+
+async def push_slow(url: str, numbers: Iterable[int], seconds: float = 0.02) -> None:
+    """Push one ledger `slow` job per number, in one bulk push, to the queue at `url`."""
+    queue = open_queue(url)
+    try:
+        await queue.push_many(
+            [
+                QueuedJob.create("slow", {"n": n, "seconds": seconds}, max_attempts=5)
+                for n in numbers
+            ]
+        )
+    finally:
+        await queue.aclose()
+
+
+async def until_finished(
+    ledger: Path, proc: subprocess.Popen[bytes], numbers: set[int], within: float = 60
+) -> None:
+    """Wait until every job in `numbers` has a finish in the ledger, the worker alive throughout.
+
+    `within` is a liveness bound (seconds), not a timing assertion.
+    """
+    deadline = time.monotonic() + within
+    while not numbers <= set(count(ledger, "finish")):
+        assert proc.poll() is None, f"the worker exited: {output(proc)}"
+        assert time.monotonic() < deadline, f"not every job finished: {output(proc)}"
+        await asyncio.sleep(0.1)
+
+
+async def terminate(proc: subprocess.Popen[bytes], within: float = 60) -> int:
+    """SIGTERM the worker and wait for it: a graceful stop, its exit code."""
+    proc.send_signal(signal.SIGTERM)
+    return await asyncio.to_thread(proc.wait, within)
+
+
+def rode_out_an_outage(printed: str, outage: str) -> bool:
+    """Whether a worker's output shows `outage` and a nonzero count of broker errors ridden out."""
+    ridden = re.search(r"(\d+) broker errors? ridden out", printed)
+    return outage in printed and ridden is not None and int(ridden.group(1)) > 0
+
+
+def each_finished_once(ledger: Path, numbers: Iterable[int]) -> None:
+    """Assert that exactly the jobs in `numbers` finished, none of them twice."""
+    finished = count(ledger, "finish")
+    twice = sorted(n for n, times in finished.items() if times > 1)
+    assert twice == [], f"jobs run to the end more than once: {twice}"
+    assert set(finished) == set(numbers)
+
+
+async def assert_drained(url: str, queue_name: str = "default") -> None:
+    """Assert that the queue at `url` holds no job and its failed store none either."""
+    queue = open_queue(url)
+    try:
+        assert await queue.size(queue_name) == 0
+        assert isinstance(queue, FailedJobStore)
+        assert await queue.failed_jobs() == []
+    finally:
+        await queue.aclose()

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from rainier_queue.drivers import open_queue
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.queue import FailedJobStore
 
 from ..mysql_service import ThrowawayServer
-from .harness import config, count, output, worker
+from .harness import assert_drained, config, count, output, worker
 from .test_workers import push
 
 pytestmark = pytest.mark.slow
@@ -78,12 +76,6 @@ async def test_workers_ride_out_a_killed_and_restarted_server_and_every_job_fini
         # Every job pushed before the crash was still there after it (a commit
         # is on disk), and each ran to the end; one whose acknowledgement the
         # crash swallowed may have run again, which at-least-once allows.
-        queue = open_queue(url)
-        try:
-            assert await queue.size("default") == 0
-            assert isinstance(queue, FailedJobStore)
-            assert await queue.failed_jobs() == []
-        finally:
-            await queue.aclose()
+        await assert_drained(url)
     finally:
         server.stop()

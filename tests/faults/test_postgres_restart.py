@@ -27,23 +27,30 @@ one per pooled connection.
 from __future__ import annotations
 
 import asyncio
-import re
-import signal
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from rainier_queue.drivers import open_queue
-from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerUnavailable
-from rainier_queue.queue import FailedJobStore
 
 from ..postgres_server import ThrowawayPostgres
-from .harness import config, count, output, worker
+from .harness import (
+    assert_drained,
+    config,
+    count,
+    each_finished_once,
+    output,
+    push_slow,
+    rode_out_an_outage,
+    terminate,
+    until_finished,
+    worker,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -61,29 +68,6 @@ def server() -> Iterator[ThrowawayPostgres]:
         pg.remove()
 
 
-async def _push(url: str, numbers: Iterable[int], seconds: float = 0.02) -> None:
-    queue = open_queue(url)
-    try:
-        await queue.push_many(
-            [
-                QueuedJob.create("slow", {"n": n, "seconds": seconds}, max_attempts=5)
-                for n in numbers
-            ]
-        )
-    finally:
-        await queue.aclose()
-
-
-async def _assert_drained(url: str) -> None:
-    queue = open_queue(url)
-    try:
-        assert await queue.size("default") == 0
-        assert isinstance(queue, FailedJobStore)
-        assert await queue.failed_jobs() == []
-    finally:
-        await queue.aclose()
-
-
 def _start_worker(conf: Path, ledger: Path) -> subprocess.Popen[bytes]:
     return worker(
         conf,
@@ -91,15 +75,6 @@ def _start_worker(conf: Path, ledger: Path) -> subprocess.Popen[bytes]:
         *("--concurrency", "4", "--sleep", "0.5s", "--timeout", "5s"),
         *("--max-consecutive-errors", "200", "--max-error-backoff", "0.5s"),
     )
-
-
-async def _until_finished(ledger: Path, proc: subprocess.Popen[bytes], numbers: set[int]) -> None:
-    """Wait until every job in `numbers` has finished, the worker alive throughout."""
-    deadline = time.monotonic() + 60
-    while not numbers <= set(count(ledger, "finish")):
-        assert proc.poll() is None, f"the worker exited: {output(proc)}"
-        assert time.monotonic() < deadline, f"not every job finished: {output(proc)}"
-        await asyncio.sleep(0.1)
 
 
 async def _restart_under(
@@ -111,24 +86,6 @@ async def _restart_under(
     server.start()  # same port, same data folder
 
 
-async def _terminate(proc: subprocess.Popen[bytes]) -> int:
-    """SIGTERM the worker and wait for it: a graceful stop, its exit code."""
-    proc.send_signal(signal.SIGTERM)
-    return await asyncio.to_thread(proc.wait, 60)
-
-
-def _rode_out_an_outage(printed: str) -> bool:
-    ridden = re.search(r"(\d+) broker errors? ridden out", printed)
-    return "is unavailable" in printed and ridden is not None and int(ridden.group(1)) > 0
-
-
-def _each_finished_once(ledger: Path, numbers: Iterable[int]) -> None:
-    finished = count(ledger, "finish")
-    twice = sorted(n for n, times in finished.items() if times > 1)
-    assert twice == [], f"jobs run to the end more than once: {twice}"
-    assert set(finished) == set(numbers)
-
-
 @pytest.mark.timeout(120)
 async def test_a_busy_worker_rides_out_a_postgres_crash_and_restart_and_runs_every_job_once(
     tmp_path: Path, server: ThrowawayPostgres
@@ -137,7 +94,7 @@ async def test_a_busy_worker_rides_out_a_postgres_crash_and_restart_and_runs_eve
     conf = config(tmp_path, url, lease="30s")
     ledger = tmp_path / "ledger.db"
     total = 300
-    await _push(url, range(total))
+    await push_slow(url, range(total))
 
     proc = _start_worker(conf, ledger)
     try:
@@ -151,16 +108,16 @@ async def test_a_busy_worker_rides_out_a_postgres_crash_and_restart_and_runs_eve
 
         await _restart_under(proc, server, "immediate")
 
-        await _until_finished(ledger, proc, set(range(total)))
+        await until_finished(ledger, proc, set(range(total)))
     finally:
-        code = await _terminate(proc)
+        code = await terminate(proc)
 
     printed = output(proc)
     assert code == 0, f"the worker should exit cleanly on SIGTERM: {printed}"
-    assert _rode_out_an_outage(printed), printed
+    assert rode_out_an_outage(printed, "is unavailable"), printed
     assert set(count(ledger, "finish")) - before, "some jobs finished only after the restart"
-    _each_finished_once(ledger, range(total))
-    await _assert_drained(url)
+    each_finished_once(ledger, range(total))
+    await assert_drained(url)
 
 
 @pytest.mark.timeout(120)
@@ -170,26 +127,28 @@ async def test_an_idle_worker_rides_out_a_postgres_restart_and_takes_jobs_pushed
     url = f"{server.url}?prefix=rq_idle_"
     conf = config(tmp_path, url, lease="30s")
     ledger = tmp_path / "ledger.db"
-    await _push(url, range(10))
+    await push_slow(url, range(10))
 
     proc = _start_worker(conf, ledger)
     try:
-        await _until_finished(ledger, proc, set(range(10)))
+        await until_finished(ledger, proc, set(range(10)))
         await asyncio.sleep(1)  # every slot free: the worker waits on its LISTEN connection
 
         await _restart_under(proc, server, "fast")
-        await _push(url, range(10, 30))  # one INSERT: the small-push path
-        await _push(url, range(30, 100))  # COPY: the bulk path
+        await push_slow(url, range(10, 30))  # one INSERT: the small-push path
+        await push_slow(url, range(30, 100))  # COPY: the bulk path
 
-        await _until_finished(ledger, proc, set(range(100)))
+        await until_finished(ledger, proc, set(range(100)))
     finally:
-        code = await _terminate(proc)
+        code = await terminate(proc)
 
     printed = output(proc)
     assert code == 0, f"the worker should exit cleanly on SIGTERM: {printed}"
-    assert _rode_out_an_outage(printed), "its pooled connections died with the server"
-    _each_finished_once(ledger, range(100))
-    await _assert_drained(url)
+    assert rode_out_an_outage(printed, "is unavailable"), (
+        "its pooled connections died with the server"
+    )
+    each_finished_once(ledger, range(100))
+    await assert_drained(url)
 
 
 async def _until_open(url: str, count: int) -> None:

@@ -15,11 +15,9 @@ A Redis that comes back *empty* is covered in-process by
 from __future__ import annotations
 
 import asyncio
-import re
-import signal
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,12 +25,20 @@ from redis.asyncio import Redis
 
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import RedisQueue
-from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerUnavailable
-from rainier_queue.queue import FailedJobStore
 
 from ..redis_servers import RedisServers, standalone
-from .harness import config, count, output, worker
+from .harness import (
+    assert_drained,
+    config,
+    count,
+    output,
+    push_slow,
+    rode_out_an_outage,
+    terminate,
+    until_finished,
+    worker,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -57,35 +63,6 @@ async def _appendonly(port: int) -> str:
         return str((await client.config_get("appendonly"))["appendonly"])
     finally:
         await client.aclose()
-
-
-async def _push(url: str, numbers: Iterable[int]) -> None:
-    queue = open_queue(url)
-    try:
-        await queue.push_many(
-            [QueuedJob.create("slow", {"n": n, "seconds": 0.02}, max_attempts=5) for n in numbers]
-        )
-    finally:
-        await queue.aclose()
-
-
-async def _assert_drained(url: str) -> None:
-    queue = open_queue(url)
-    try:
-        assert await queue.size("default") == 0
-        assert isinstance(queue, FailedJobStore)
-        assert await queue.failed_jobs() == []
-    finally:
-        await queue.aclose()
-
-
-async def _until_finished(ledger: Path, proc: subprocess.Popen[bytes], numbers: set[int]) -> None:
-    """Wait until every job in `numbers` has a finish in the ledger, the worker still alive."""
-    deadline = time.monotonic() + 40
-    while not numbers <= set(count(ledger, "finish")):
-        assert proc.poll() is None, f"the worker exited: {output(proc)}"
-        assert time.monotonic() < deadline, f"not every job finished: {output(proc)}"
-        await asyncio.sleep(0.1)
 
 
 async def _check_dataset(queue: RedisQueue) -> bool:
@@ -132,17 +109,6 @@ def _start_worker(conf: Path, ledger: Path) -> subprocess.Popen[bytes]:
     )
 
 
-async def _terminate(proc: subprocess.Popen[bytes]) -> int:
-    """SIGTERM the worker and wait for it: a graceful stop, its exit code."""
-    proc.send_signal(signal.SIGTERM)
-    return await asyncio.to_thread(proc.wait, 30)
-
-
-def _rode_out_an_outage(printed: str) -> bool:
-    ridden = re.search(r"(\d+) broker errors? ridden out", printed)
-    return "Redis is unreachable" in printed and ridden is not None and int(ridden.group(1)) > 0
-
-
 @pytest.mark.timeout(60)
 async def test_a_worker_rides_out_a_redis_restart_and_resumes_when_it_is_back(
     tmp_path: Path, private_redis: tuple[RedisServers, int]
@@ -153,7 +119,7 @@ async def test_a_worker_rides_out_a_redis_restart_and_resumes_when_it_is_back(
     conf = config(tmp_path, url, lease="2s")
     ledger = tmp_path / "ledger.db"
     total = 200
-    await _push(url, range(total))
+    await push_slow(url, range(total))
 
     proc = _start_worker(conf, ledger)
     try:
@@ -167,16 +133,16 @@ async def test_a_worker_rides_out_a_redis_restart_and_resumes_when_it_is_back(
         assert len(before) < total, "the restart should land while jobs are still queued"
         await _restart_under(proc, servers, port, url)
 
-        await _until_finished(ledger, proc, set(range(total)))
+        await until_finished(ledger, proc, set(range(total)), within=40)
     finally:
-        code = await _terminate(proc)
+        code = await terminate(proc, within=30)
 
     printed = output(proc)
     assert code == 0, f"the worker should exit cleanly on SIGTERM: {printed}"
-    assert _rode_out_an_outage(printed), printed
+    assert rode_out_an_outage(printed, "Redis is unreachable"), printed
     assert "lost its data" not in printed, "the AOF should have brought every key back"
     assert set(count(ledger, "finish")) - before, "some jobs finished only after the restart"
-    await _assert_drained(url)
+    await assert_drained(url)
 
 
 @pytest.mark.timeout(60)
@@ -187,22 +153,22 @@ async def test_an_idle_worker_rides_out_a_redis_restart_and_takes_jobs_pushed_af
     url = f"redis://127.0.0.1:{port}/0?prefix=rq:idle:"
     conf = config(tmp_path, url, lease="2s")
     ledger = tmp_path / "ledger.db"
-    await _push(url, range(10))
+    await push_slow(url, range(10))
 
     proc = _start_worker(conf, ledger)
     try:
-        await _until_finished(ledger, proc, set(range(10)))
+        await until_finished(ledger, proc, set(range(10)), within=40)
         await asyncio.sleep(0.5)  # every slot free: the worker waits on an empty stream
 
         await _restart_under(proc, servers, port, url)
-        await _push(url, range(10, 30))
+        await push_slow(url, range(10, 30))
 
-        await _until_finished(ledger, proc, set(range(30)))
+        await until_finished(ledger, proc, set(range(30)), within=40)
     finally:
-        code = await _terminate(proc)
+        code = await terminate(proc, within=30)
 
     printed = output(proc)
     assert code == 0, f"the worker should exit cleanly on SIGTERM: {printed}"
-    assert _rode_out_an_outage(printed), printed
+    assert rode_out_an_outage(printed, "Redis is unreachable"), printed
     assert "lost its data" not in printed, "the AOF should have brought every key back"
-    await _assert_drained(url)
+    await assert_drained(url)
