@@ -12,7 +12,10 @@ deliberate:
 3. take the uniqueness lock, if the job asks for one (a duplicate is dropped
    and reported as None);
 4. push; if the push fails, give the lock back, so a failed dispatch does not
-   block the retry that follows it;
+   block the retry that follows it. Not when the failure is `OutcomeUnknown`
+   (the job may be queued, or is, unreplicated): then a retry is exactly
+   the duplicate the lock is there to drop, so the lock stays until the job
+   settles or the lock lapses;
 5. on a backend that ran the job inside `push` (inline), give the lock back
    too: nobody else will.
 
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING
 from .cache import Lock, LockManager
 from .dispatch import DispatchOptions, PendingDispatch, build_envelope, unique_lock_name
 from .envelope import QueuedJob
-from .errors import UnknownConnection
+from .errors import OutcomeUnknown, UnknownConnection
 from .job import Job
 from .queue import Queue
 from .registry import JobRegistry
@@ -144,7 +147,7 @@ class QueueManager(FakeAssertions):
 
         Unique jobs whose lock is held come back as None; if a bulk push
         fails, every lock this call took is given back before the error
-        propagates.
+        propagates, unless it is `OutcomeUnknown` (the jobs may be queued).
         """
         defaults = DispatchOptions()  # read, never changed, by build_envelope
         built = [(build_envelope(_require_job(j), defaults), j) for j in jobs]
@@ -172,6 +175,8 @@ class QueueManager(FakeAssertions):
                 self._recorded.extend(to_push)
             elif to_push:
                 await queue.push_many(to_push)
+        except OutcomeUnknown:
+            raise  # the jobs may be queued: their locks stay
         except BaseException:
             await self._give_back(taken)
             raise
@@ -193,6 +198,8 @@ class QueueManager(FakeAssertions):
                 self._recorded.append(envelope)
                 return envelope.id
             job_id = await queue.push(envelope)
+        except OutcomeUnknown:
+            raise  # the job may be queued: its lock stays
         except BaseException:
             await self._give_back([lock] if lock else [])
             raise

@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from rainier_queue import NotReplicated, OutcomeUnknown
+from rainier_queue import (
+    Job,
+    JobContext,
+    LockManager,
+    NotReplicated,
+    OutcomeUnknown,
+    QueueManager,
+)
+from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import RedisQueue
 from rainier_queue.envelope import QueuedJob
@@ -302,3 +310,28 @@ async def test_a_queue_reading_a_replica_reports_a_wipe_it_can_only_read(
         assert await on_replica.check_dataset() is False
     assert "is gone" in caplog.text, "a replica cannot write a marker, only miss one"
     assert await on_replica.check_dataset() is True, "reported once"
+
+
+class Receipt(Job):
+    name = "receipt"
+    order: int
+
+    def unique_id(self) -> str | None:
+        return str(self.order)
+
+    def handle(self, ctx: JobContext) -> None:
+        pass
+
+
+async def test_a_unique_job_whose_push_was_not_replicated_keeps_its_lock(
+    pair: tuple[int, int], open_at: Any
+) -> None:
+    primary, _ = pair
+    queue = open_at(primary, wait_replicas=2, wait_timeout="50ms")
+    manager = QueueManager(queue, locks=LockManager(MemoryCache()))
+
+    with pytest.raises(NotReplicated):
+        await manager.dispatch(Receipt(order=7))
+
+    assert await manager.dispatch(Receipt(order=7)) is None, "a retry would be a duplicate"
+    assert await queue.size("default") == 1

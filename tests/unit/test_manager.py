@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -19,7 +20,7 @@ from rainier_queue import (
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.drivers.inline import InlineQueue
 from rainier_queue.drivers.memory import MemoryQueue
-from rainier_queue.errors import BrokerUnavailable
+from rainier_queue.errors import BrokerUnavailable, NotReplicated, OutcomeUnknown
 
 
 class Welcome(Job):
@@ -127,6 +128,37 @@ async def test_a_push_that_fails_gives_the_uniqueness_lock_back() -> None:
         await manager.dispatch(Welcome(user_id=9))
 
     assert not await locks.is_held("unique:welcome:9"), "the retry must not be dropped"
+
+
+class UnconfirmedQueue(MemoryQueue):
+    """Queues the job, then says too few replicas confirmed it (as Redis's durable mode does)."""
+
+    async def push(self, job: QueuedJob) -> str:
+        return (await self.push_many([job]))[0]
+
+    async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        await super().push_many(jobs)
+        raise NotReplicated("unconfirmed", job_ids=[j.id for j in jobs], confirmed=0, wanted=1)
+
+
+@pytest.mark.parametrize("many", [False, True])
+async def test_a_push_whose_outcome_is_unknown_keeps_the_lock_so_a_retry_is_dropped(
+    many: bool,
+) -> None:
+    locks = LockManager(MemoryCache())
+    queue = UnconfirmedQueue()
+    manager = QueueManager(queue, locks=locks)
+
+    async def dispatch() -> str | None:
+        if many:
+            return (await manager.dispatch_many([Welcome(user_id=9)]))[0]
+        return await manager.dispatch(Welcome(user_id=9))
+
+    with pytest.raises(OutcomeUnknown):
+        await dispatch()
+    assert await locks.is_held("unique:welcome:9"), "the job may be queued"
+    assert await dispatch() is None, "the retry is the duplicate the lock drops"
+    assert await queue.size("emails") == 1
 
 
 async def test_a_unique_job_run_inline_gives_its_lock_back_at_once() -> None:
