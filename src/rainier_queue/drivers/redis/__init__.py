@@ -67,12 +67,25 @@ at once. A driver pointed at a replica reads the marker without writing
 it, so a replica that resynced from a primary that came back empty reports
 the loss too.
 
+**Keys and clusters.** Every key starts with the `prefix` option (default
+`rq:`), so several applications can share one Redis; queue names are
+percent-encoded, and every key of one queue carries the hash tag
+`{<queue>}`, so on a cluster (`redis-cluster://host:port,host:port` or
+`cluster=true`) each queue lives on one slot and a worker serving several
+queues drains all of them, wherever their slots are.
+
+Options (in the query string or the connection's settings): `prefix`,
+`lease` (default 90s), `cluster`, `consumer` (default host-pid-random),
+`wait_replicas` (default 0) and `wait_timeout` (default 1s).
+
 ## Durable mode: waiting for replicas
 
 `wait_replicas=N` (with `wait_timeout`, default `1s`) makes every push
 (`push`, `push_many`, `push_raw`) send `WAIT N <timeout>` behind it on the
 same connection, in the same round trip, and return only once N replicas
-have applied it. The default, 0, sends no `WAIT` and costs nothing.
+have applied it. That costs a replica's acknowledgement on every push
+call (a push_many pays it once per queue, not per job); the default, 0,
+sends no `WAIT` and costs nothing.
 
 - **Fewer confirmations than N** raise `NotReplicated` (a kind of
   `OutcomeUnknown`). The jobs are queued on the primary and run if it
@@ -107,22 +120,13 @@ What it does not close, so that nobody reads "durable" as more than it is:
   job is gone, confirmed or not. Promote a replica first (or turn
   persistence on, or keep the primary from restarting on its own); the
   marker check reports the wipe either way.
-- The driver connects to one address. Promotion means pointing the
-  connection at the new primary; a worker on the old address rides out
-  the outage until it answers again.
+- The driver connects to one address; it does not follow a failover.
+  Promotion means pointing the connection at the new primary. A worker
+  left on the old address waits for it, and if it comes back empty,
+  reports the wipe and serves an empty queue while the jobs wait on the
+  promoted replica.
 - On a cluster the client does not expose the connection a write went
   down, so `wait_replicas` is refused there at startup.
-
-**Keys and clusters.** Every key starts with the `prefix` option (default
-`rq:`), so several applications can share one Redis; queue names are
-percent-encoded, and every key of one queue carries the hash tag
-`{<queue>}`, so on a cluster (`redis-cluster://host:port,host:port` or
-`cluster=true`) each queue lives on one slot and a worker serving several
-queues drains all of them, wherever their slots are.
-
-Options (in the query string or the connection's settings): `prefix`,
-`lease` (default 90s), `cluster`, `consumer` (default host-pid-random),
-`wait_replicas` (default 0) and `wait_timeout` (default 1s).
 """
 
 from __future__ import annotations
