@@ -13,7 +13,31 @@ the consumer group, times in epoch milliseconds and tokens.
 
 from __future__ import annotations
 
-RESERVE = """
+# Lua's `unpack` takes a few thousand values at most, so commands over many
+# ids go in chunks; one command per chunk, not one per job, is what keeps a
+# batch cheap (each `redis.call` costs about as much as a small command).
+_MANY = """
+local function many(command, key, list, first)
+  local answers = {}
+  for i = 1, #list, 1000 do
+    local chunk = {unpack(list, i, math.min(i + 999, #list))}
+    local got
+    if first then
+      got = redis.call(command, key, first, unpack(chunk))
+    else
+      got = redis.call(command, key, unpack(chunk))
+    end
+    if type(got) == 'table' then
+      for _, value in ipairs(got) do answers[#answers + 1] = value end
+    end
+  end
+  return answers
+end
+"""
+
+RESERVE = (
+    _MANY
+    + """
 -- KEYS: stream, delayed, leases, deliveries, cursor
 -- ARGV: group, consumer, now_ms, lease_ms, limit, token_1 .. token_limit
 local stream, delayed, leases, deliveries, cursor = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -34,11 +58,9 @@ local start = redis.call('GET', cursor) or '0-0'
 local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, lease, start, 'COUNT', limit)
 redis.call('SET', cursor, claimed[1])
 for _, entry in ipairs(claimed[2]) do picked[#picked + 1] = entry end
-if claimed[3] then
-  for _, gone in ipairs(claimed[3]) do
-    redis.call('HDEL', leases, gone)
-    redis.call('HDEL', deliveries, gone)
-  end
+if claimed[3] and #claimed[3] > 0 then
+  many('HDEL', leases, claimed[3])
+  many('HDEL', deliveries, claimed[3])
 end
 if #picked < limit then
   local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
@@ -48,7 +70,13 @@ if #picked < limit then
   end
 end
 
-local out = {}
+if #picked == 0 then return {} end
+-- Each picked entry gets its token and one more delivery: read and written
+-- once for the whole batch, not a command per entry.
+local ids = {}
+for i, entry in ipairs(picked) do ids[i] = entry[1] end
+local counts = many('HMGET', deliveries, ids)
+local counted, held, out = {}, {}, {}
 for i, entry in ipairs(picked) do
   local id, fields, body = entry[1], entry[2], false
   if fields then
@@ -56,12 +84,18 @@ for i, entry in ipairs(picked) do
       if fields[j] == 'body' then body = fields[j + 1] end
     end
   end
-  local count = redis.call('HINCRBY', deliveries, id, 1)
-  redis.call('HSET', leases, id, ARGV[5 + i])
+  local count = (tonumber(counts[i]) or 0) + 1
+  counted[#counted + 1] = id
+  counted[#counted + 1] = count
+  held[#held + 1] = id
+  held[#held + 1] = ARGV[5 + i]
   out[#out + 1] = {id, body or '', count}
 end
+many('HSET', deliveries, counted)
+many('HSET', leases, held)
 return out
 """
+)
 
 PUSH = """
 -- KEYS: stream, delayed, [wake list: only off-cluster, where any keys may meet]
@@ -93,19 +127,31 @@ end
 """
 
 ACKNOWLEDGE = (
-    _SETTLE_PREAMBLE
+    _MANY
     + """
 -- KEYS: stream, leases, deliveries
 -- ARGV: group, id_1, token_1, id_2, token_2, ...
-local out = {}
-for i = 2, #ARGV, 2 do
-  local id, token = ARGV[i], ARGV[i + 1]
-  if current(KEYS[2], id, token) then
-    drop(KEYS[1], KEYS[2], KEYS[3], ARGV[1], id)
-    out[#out + 1] = 1
+-- The same check and removal as the other settles, done for the whole batch
+-- with one command of each kind.
+local ids = {}
+for i = 2, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local holders = many('HMGET', KEYS[2], ids)
+local out, done, seen = {}, {}, {}
+for i, id in ipairs(ids) do
+  -- An id named twice is settled once; the second finds its token gone.
+  if holders[i] == ARGV[2 * i + 1] and not seen[id] then
+    seen[id] = true
+    done[#done + 1] = id
+    out[i] = 1
   else
-    out[#out + 1] = 0
+    out[i] = 0
   end
+end
+if #done > 0 then
+  many('XACK', KEYS[1], done, ARGV[1])
+  many('XDEL', KEYS[1], done)
+  many('HDEL', KEYS[2], done)
+  many('HDEL', KEYS[3], done)
 end
 return out
 """
