@@ -20,7 +20,7 @@ import pytest
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import NOT_A_JOB, RedisQueue
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.errors import BrokerUnavailable, ConfigurationError, UnknownOption
+from rainier_queue.errors import BrokerUnavailable, ConfigurationError, LeaseLost, UnknownOption
 from rainier_queue.queue import Queue
 
 from ..redis_servers import RedisServers, delete_keys, free_port, shared_cluster, standalone
@@ -147,6 +147,28 @@ async def test_acknowledged_entries_are_deleted_so_the_stream_does_not_grow(
 
     assert await queue.acknowledge_many(batch) == [None] * 5
     assert await queue.client.xlen(queue.keys.queue("default").stream) == 0
+
+
+async def test_a_batch_larger_than_one_lua_unpack_is_reserved_and_settled_whole(
+    open_on: Any,
+) -> None:
+    # The scripts pass a batch's ids to one command in chunks of 1,000: Lua cannot
+    # unpack the 9,000 values of one HSET of 4,500 leases.
+    queue = open_on()
+    jobs = [a_job() for _ in range(4_500)]
+    await queue.push_many(jobs)
+    batch = await queue.reserve("default", limit=4_500)
+    assert [r.job.id for r in batch] == [job.id for job in jobs]
+    assert {r.job.attempts for r in batch} == {1}
+
+    outcomes = await queue.acknowledge_many([*batch, batch[0]])
+
+    assert outcomes[:-1] == [None] * 4_500
+    assert isinstance(outcomes[-1], LeaseLost), "an id named twice is settled once"
+    keys = queue.keys.queue("default")
+    assert await queue.client.xlen(keys.stream) == 0
+    assert await queue.client.hlen(keys.leases) == 0
+    assert await queue.client.hlen(keys.deliveries) == 0
 
 
 async def test_queue_names_with_pattern_and_hash_tag_characters_are_safe_keys(
