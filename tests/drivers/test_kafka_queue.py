@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from rainier_queue.cache import LockManager
+from rainier_queue.cache import Lock, LockManager
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.kafka import KafkaPosition, KafkaQueue
@@ -441,6 +441,59 @@ async def test_a_partition_another_worker_leased_is_left_alone(
     await first.acknowledge(held)
     await first.release_partitions()
     assert len(await second.reserve("default")) == 1
+
+
+class Interleaved(LockManager):
+    """A shared memory lock store that runs a step of a test just before a given lease is taken.
+
+    It puts a settle at an exact point inside a reserve, and notes every lease
+    given back, so a test can tell which partitions a reserve let go.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(MemoryCache(), shared=True)
+        self.before: dict[str, Callable[[], Awaitable[Any]]] = {}
+        self.given_back: list[str] = []
+
+    async def acquire(self, name: str, ttl: timedelta) -> Lock | None:
+        step = self.before.pop(name, None)
+        if step is not None:
+            await step()
+        return await super().acquire(name, ttl)
+
+    async def release(self, lock: Lock) -> bool:
+        self.given_back.append(lock.key)
+        return await super().release(lock)
+
+
+async def test_a_partition_freed_while_a_reserve_looks_elsewhere_is_served_and_kept(
+    topics: Any, open_kafka: Opener, prefix: str
+) -> None:
+    # A worker frees a slot when its handler returns, so its next reserve often
+    # starts while that job's acknowledgement is still on its way: the partition
+    # looks busy and the reserve looks at an empty one instead. The settle lands
+    # meanwhile; the reserve must hand out the next job of the freed partition
+    # (its records are read already), not wait on the empty partition for the
+    # broker and give the freed one's lease away.
+    await topics("pair", partitions=2)
+    locks = Interleaved()
+    queue = open_kafka(locks)
+    first, second = (a_job("pair").with_changes(unique_key="account-7") for _ in range(2))
+    await queue.push_many([first, second])
+    [running] = await queue.reserve("pair")
+    assert isinstance(running.handle, KafkaPosition)
+    busy = running.handle.partition
+    empty = 1 - busy
+    topic = prefix + "pair"
+    locks.before[lease_name("rainier", topic, empty)] = lambda: queue.acknowledge(running)
+    locks.given_back.clear()
+
+    [got] = await queue.reserve("pair")
+
+    assert got.job.id == second.id
+    assert locks.given_back == [locks.key(lease_name("rainier", topic, empty))], (
+        "the empty partition is given back; the one with work stays with this worker"
+    )
 
 
 async def test_a_partition_never_read_starts_at_its_earliest_record(

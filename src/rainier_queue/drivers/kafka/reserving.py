@@ -6,8 +6,12 @@ A reserve first serves the partitions whose records it has already read
 Only if that falls short does it take more partitions, a few at a time
 (no more than it has jobs to fill, so other workers find some free), those
 last found read to the end last, and waits for the broker only when it has
-nothing to hand out and none of its jobs runs. Every partition it passed by
-is given back at the end.
+nothing to hand out and none of its jobs runs. A partition whose job was
+settled while the reserve looked elsewhere (a worker reserves as soon as a
+handler returns, often before its acknowledgement is recorded) is served
+from its records before any wait: waiting on empty partitions instead cost
+a fetch long-poll, about 0.2 s, per reserve, and gave the busy partition's
+lease away. Every partition it passed by is given back at the end.
 
 A reserve that found nothing looks again before it says so, when one of
 this worker's jobs was settled meanwhile (its partition is free now, and the
@@ -102,23 +106,29 @@ class Reserver:
             # that falls short are others looked at, together, so a reserve waits
             # for one fetch, not one per partition.
             later: list[PartitionState] = []
+            busy: list[PartitionState] = []
             for state in ordered:
                 if len(out) >= limit:
                     break
-                if not self._free(state):
+                if state.delivery is not None and time.monotonic() < state.delivery.deadline:
+                    busy.append(state)
+                elif not self._free(state):
                     continue
-                if not state.buffer:
+                elif not state.buffer:
                     later.append(state)
-                elif not await self._partitions.own(state):
-                    self._contended = True
                 else:
-                    await self._partitions.place(state)
-                    if (reservation := await self._hand_out(state, queue)) is not None:
-                        out.append(reservation)
-                    elif not state.buffer and state.not_before is None:
-                        later.append(state)
+                    await self._from_buffer(state, queue, out, later)
             looked: list[PartitionState] = []
-            while len(out) < limit and later:
+            while len(out) < limit:
+                # A job of this worker's settled while the reserve looked elsewhere
+                # (its acknowledgement was on its way when the reserve began): its
+                # partition has records read already, so it comes before any wait.
+                for state in [s for s in busy if s.delivery is None]:
+                    busy.remove(state)
+                    if len(out) < limit and state.buffer and self._free(state):
+                        await self._from_buffer(state, queue, out, later)
+                if len(out) >= limit or not later:
+                    break
                 # Records read meanwhile first, then partitions this worker holds; those
                 # found read to the end most recently last.
                 later.sort(key=lambda s: (not s.buffer, s.lock is None, s.drained_at))
@@ -133,9 +143,10 @@ class Reserver:
                         self._contended = True
                 for state in batch:
                     await self._partitions.place(state)
-                # Wait for the broker only with nothing to hand out and no job of this
-                # worker's running: a worker with jobs running comes back when one ends.
-                idle = not out and not any(s.delivery for s in states)
+                # Wait for the broker only with nothing to hand out: no job of this
+                # worker's running (one that ends brings the worker back) and no
+                # partition freed meanwhile with records to hand out at once.
+                idle = not out and not busy and not any(s.delivery for s in states)
                 await self._partitions.fill(batch, self.settings.max_wait, patient=idle)
                 looked += batch
                 # Records may have come for a partition of an earlier batch meanwhile.
@@ -149,6 +160,23 @@ class Reserver:
         finally:
             await self._partitions.let_go(states)
         return out
+
+    async def _from_buffer(
+        self,
+        state: PartitionState,
+        queue: str,
+        out: list[Reservation],
+        later: list[PartitionState],
+    ) -> None:
+        """Hand out the job at the head of a partition whose records were read already."""
+        if not await self._partitions.own(state):
+            self._contended = True
+            return
+        await self._partitions.place(state)
+        if (reservation := await self._hand_out(state, queue)) is not None:
+            out.append(reservation)
+        elif not state.buffer and state.not_before is None:
+            later.append(state)
 
     def _free(self, state: PartitionState) -> bool:
         """Whether a partition may hand out a job now (nothing running, head not known to wait)."""
