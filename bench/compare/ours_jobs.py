@@ -1,17 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""Our job for bench.compare: one Redis INCR on the per-run counter key."""
+"""Our job for bench.compare: one Redis INCR on the per-run counter key.
+
+It counts through the same pipelined INCR as the other asyncio systems
+(`peers/_async.py`, which says why it is not redis-py's asyncio client).
+"""
 
 from __future__ import annotations
 
-import os
-
-import redis.asyncio as aioredis
-
 from rainier_queue import Job, JobContext, JobRegistry
 
-from .peers._common import KEY_ENV, REDIS_URL
-
-_client: aioredis.Redis | None = None
+from .peers._async import incr_counter
 
 
 class Incr(Job):
@@ -20,10 +18,7 @@ class Incr(Job):
     n: int
 
     async def handle(self, ctx: JobContext) -> None:
-        global _client
-        if _client is None:
-            _client = aioredis.Redis.from_url(REDIS_URL)
-        await _client.incr(os.environ[KEY_ENV])
+        await incr_counter()
 
 
 registry = JobRegistry([Incr])

@@ -13,14 +13,14 @@ import time
 from collections.abc import AsyncIterator
 
 import asyncpg
-import redis.asyncio as aioredis
 from pgqueuer import PgQueuer
 from pgqueuer.db import AsyncpgDriver
 from pgqueuer.models import Job
 from pgqueuer.queries import Queries
 
 from ..latency_check import record
-from ._common import PG_DSN, REDIS_URL, Adapter, bin_of, counter_key, main, tag
+from ._async import incr_counter
+from ._common import PG_DSN, Adapter, bin_of, main, tag
 
 BATCH = 1000
 ENTRYPOINT = "compare_incr"
@@ -36,12 +36,10 @@ async def create_pgqueuer() -> AsyncIterator[PgQueuer]:
     """The worker factory `pgq run` calls."""
     connection = await asyncpg.connect(PG_DSN)
     pgq = PgQueuer(AsyncpgDriver(connection))
-    client = aioredis.Redis.from_url(REDIS_URL)
-    key = counter_key()
 
     @pgq.entrypoint(ENTRYPOINT)
     async def incr(job: Job) -> None:
-        await client.incr(key)
+        await incr_counter()
 
     @pgq.entrypoint(LATENCY)
     async def latency(job: Job) -> None:

@@ -11,11 +11,11 @@ import os
 import time
 
 import psycopg
-import redis.asyncio as aioredis
 from procrastinate import App, PsycopgConnector
 
 from ..latency_check import record
-from ._common import PG_DSN, REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
+from ._async import incr_counter
+from ._common import PG_DSN, TAG_ENV, Adapter, bin_of, main
 
 BATCH = 1000
 SCHEMA = f"rqcmp_proc_{os.environ.get(TAG_ENV, 'none')}"
@@ -23,15 +23,11 @@ SCHEMA = f"rqcmp_proc_{os.environ.get(TAG_ENV, 'none')}"
 app = App(
     connector=PsycopgConnector(conninfo=PG_DSN, kwargs={"options": f"-c search_path={SCHEMA}"})
 )
-_client: aioredis.Redis | None = None
 
 
 @app.task(name="compare_incr")
 async def incr(n: int) -> None:
-    global _client
-    if _client is None:
-        _client = aioredis.Redis.from_url(REDIS_URL)
-    await _client.incr(counter_key())
+    await incr_counter()
 
 
 @app.task(name="compare_latency")

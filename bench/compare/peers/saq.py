@@ -13,25 +13,21 @@ import time
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 from saq import Queue
 
 from ..latency_check import record
-from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
+from ._async import incr_counter
+from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, main
 
 BATCH = 1000
 NAME = f"rqcmp-saq-{os.environ.get(TAG_ENV, 'none')}"
 CONCURRENCY_ENV = "RQCOMPARE_CONCURRENCY"
 
 queue = Queue.from_url(REDIS_URL, name=NAME)
-_client: aioredis.Redis | None = None
 
 
 async def compare_incr(ctx: dict[str, Any], *, n: int) -> None:
-    global _client
-    if _client is None:
-        _client = aioredis.Redis.from_url(REDIS_URL)
-    await _client.incr(counter_key())
+    await incr_counter()
 
 
 async def compare_latency(ctx: dict[str, Any], *, seq: int, pushed_at: float) -> None:

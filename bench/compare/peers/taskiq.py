@@ -13,11 +13,11 @@ import os
 import time
 
 import redis
-import redis.asyncio as aioredis
 from taskiq_redis import RedisStreamBroker
 
 from ..latency_check import record
-from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, counter_key, main
+from ._async import incr_counter
+from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, main
 
 BATCH = 1000
 STREAM = f"rqcmp:taskiq:{os.environ.get(TAG_ENV, 'none')}"
@@ -25,15 +25,11 @@ STREAM = f"rqcmp:taskiq:{os.environ.get(TAG_ENV, 'none')}"
 broker = RedisStreamBroker(
     REDIS_URL, queue_name=STREAM, consumer_group_name=f"{STREAM}:group", consumer_id="0"
 )
-_client: aioredis.Redis | None = None
 
 
 @broker.task(task_name="compare_incr")
 async def incr(n: int) -> None:
-    global _client
-    if _client is None:
-        _client = aioredis.Redis.from_url(REDIS_URL)
-    await _client.incr(counter_key())
+    await incr_counter()
 
 
 @broker.task(task_name="compare_latency")
