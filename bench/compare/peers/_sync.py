@@ -56,6 +56,14 @@ def incr_counter() -> None:
     _reply(_local.conn)
 
 
+def close_counter() -> None:
+    """Close this thread's counter connection, if it has one (tests; a worker just exits)."""
+    conn = getattr(_local, "conn", None)
+    if conn is not None:
+        conn.close()
+    _local.conn = _local.pid = None
+
+
 def delete_matching(pattern: str) -> None:
     client = redis.Redis.from_url(REDIS_URL)
     try:
