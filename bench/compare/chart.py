@@ -89,7 +89,9 @@ def draw(result: dict[str, Any], out: Path) -> None:
                     color="black",
                 )
         ticks.append(x + (len(group) - 1) * width / 2)
-        labels.append(NAMES.get(backend, backend))
+        tick = NAMES.get(backend, backend)
+        partitions = next((r["partitions"] for r in group if r.get("partitions")), None)
+        labels.append(f"{tick}\n({partitions} partitions)" if partitions else tick)
         x += len(group) * width + 1.0
     ax.set_xticks(ticks, labels)
     ax.set_ylabel("end-to-end jobs/s (higher is better)")

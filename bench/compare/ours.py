@@ -4,7 +4,9 @@
 Run by the project's venv: `python -m bench.compare.ours --backend postgres ...`.
 The backends are the drivers' URLs below. `memory://` lives inside one
 process, so on that backend there is no separate enqueue: one process
-(`bench.compare.ours_inproc`) pushes and works, and P is always 1.
+(`bench.compare.ours_inproc`) pushes and works, and P is always 1. Kafka
+needs a broker started for the run and a lock store beside it; its adapter
+is `bench.compare.ours_kafka`, built on this one.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from rainier_queue import QueuedJob
 from rainier_queue.drivers import open_queue
@@ -24,15 +27,32 @@ from .ours_jobs import Incr
 from .peers._common import MYSQL_DSN, PG_DSN, REDIS_URL, Adapter, main, tag
 
 BATCH = 1000
-BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
+BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka")
 
 
 def sqlite_path() -> Path:
     return Path(tempfile.gettempdir()) / f"rqcmp_{tag()}.db"
 
 
-def url_for(backend: str) -> str:
-    """The queue URL for one backend, with this run's table prefix, key prefix or file."""
+def kafka_locks() -> str:
+    """The Kafka row's shared lock store: this run's keys on the benchmark's Redis."""
+    return f"{REDIS_URL}?prefix=rqcmp:{tag()}:"
+
+
+def kafka_prefix() -> str:
+    return f"rqcmp.{tag()}."
+
+
+def url_for(backend: str, *, brokers: str | None = None) -> str:
+    """The queue URL for one backend, with this run's table prefix, key prefix or file.
+
+    Kafka also needs the address of the broker started for the run.
+    """
+    if backend == "kafka":
+        if brokers is None:
+            raise SystemExit("ours: the kafka backend needs a broker (bench.compare.ours_kafka)")
+        locks = quote(kafka_locks(), safe="")
+        return f"kafka://{brokers}/?locks={locks}&topic_prefix={kafka_prefix()}"
     if backend == "postgres":
         return f"{PG_DSN}?prefix=rqcmp_{tag()}_"
     if backend == "mysql":

@@ -43,6 +43,8 @@ DISPLAY = {
     "rq": "RQ (one job at a time per worker)",
     "celery": "Celery",
 }
+KAFKA_PARTITIONS = 6
+"""Partitions of the Kafka row's topic: on a log, at most this many jobs run at once."""
 NO_PEER = {
     "memory": (
         "one process that pushes, then works (P is 1); no peer: an in-process queue is not "
@@ -52,6 +54,11 @@ NO_PEER = {
     "mysql": (
         "no peer ran on MySQL/MariaDB (of the peers here, only Huey has MySQL storage, "
         "SqlHuey; PgQueuer and Procrastinate are PostgreSQL-only)"
+    ),
+    "kafka": (
+        f"one topic of {KAFKA_PARTITIONS} partitions, so at most {KAFKA_PARTITIONS} jobs run at "
+        "once whatever the concurrency; no peer ran on Kafka here, and the broker is Tansu "
+        "(a Kafka-protocol broker in memory), not Apache Kafka"
     ),
 }
 TIMES = "\u00d7"  # the README writes ratios as 1.33\u00d7

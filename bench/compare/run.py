@@ -13,8 +13,10 @@ Workloads:
 - **throughput**: every system enqueues N jobs with its own bulk API, then P
   worker processes at concurrency C drain them through the system's own
   worker CLI. Ours runs on every driver (memory, SQLite, PostgreSQL,
-  MySQL/MariaDB, Redis); the peers on theirs. Runs are interleaved
-  (A B C A B C ...) for R rounds and the medians reported.
+  MySQL/MariaDB, Redis, and Kafka on a Tansu broker started for each run,
+  one topic of `report.KAFKA_PARTITIONS` partitions, no peer beside it);
+  the peers on theirs. Runs are interleaved (A B C A B C ...) for R rounds
+  and the medians reported.
 - **latency**: ours on every driver, an idle worker, jobs pushed one at a
   time at a fixed rate; push-to-start p50/p99 (bench/compare/latency_run.py).
 - **memory**: a long run (200,000 jobs by default) through one worker process,
@@ -86,6 +88,7 @@ SYSTEMS: list[tuple[str, str, str]] = [
     ("huey", "redis", "bench.compare.peers.huey"),
     ("rq", "redis", "bench.compare.peers.rq"),
     ("celery", "redis", "bench.compare.peers.celery"),
+    (OURS, "kafka", "bench.compare.ours_kafka"),
 ]
 LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
 LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker
@@ -246,6 +249,11 @@ def choose(args: argparse.Namespace, quiet: bool = False) -> list[tuple[str, str
     return chosen
 
 
+def partitions_of(backend: str) -> dict[str, int]:
+    """The topic's partition count, for a backend that is a log: its ceiling on concurrency."""
+    return {"partitions": report.KAFKA_PARTITIONS} if backend == "kafka" else {}
+
+
 def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
     chosen = choose(args)
     runs = {(s, b): Runs(s, b) for s, b, _ in chosen}
@@ -275,6 +283,7 @@ def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                 "backend": backend,
                 **common,
                 "processes": processes,
+                **partitions_of(backend),
                 "ok": ok,
                 "counter": result.get("counter"),
                 "counter_ok": result.get("counter") == args.jobs,
@@ -292,7 +301,7 @@ def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                 row["error"] = result.get("error")
                 entry.errors.append(str(result.get("error")))
             emit(sink, row)
-    rows = [entry.row() for entry in runs.values()]
+    rows = [{**entry.row(), **partitions_of(entry.backend)} for entry in runs.values()]
     for row in rows:
         emit(
             sink,
@@ -473,7 +482,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-peers", action="store_true", help="ours only (no peers' venv)")
     parser.add_argument(
         "--backend",
-        help="comma-separated backends (memory,sqlite,postgres,mysql,redis) [all]",
+        help="comma-separated backends (memory,sqlite,postgres,mysql,redis,kafka) [all]",
     )
     parser.add_argument("--latency-rate", type=float, default=50.0, help="[%(default)s]/s")
     parser.add_argument("--latency-samples", type=int, default=300, help="[%(default)s]")
@@ -578,6 +587,10 @@ def main(argv: list[str] | None = None) -> None:
         )
         if backend == "memory":
             title = title.replace(f"{p['processes']} processes", "1 process")
+        if backend == "kafka":
+            title = title.replace(
+                " processes", f" processes on {report.KAFKA_PARTITIONS} partitions"
+            )
         console.print(report.throughput_table(rows, backend, title))
     if result["latency"]:
         title = f"{p['latency_samples']} jobs at {p['latency_rate']:g}/s, idle worker"

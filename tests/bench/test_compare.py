@@ -132,6 +132,22 @@ def test_captions_name_the_fastest_peer_or_say_there_is_none() -> None:
     assert "FAILED" in report.caption(ROWS, "redis")
 
 
+def test_the_kafka_row_stands_alone_and_says_how_many_partitions_it_ran_on(
+    tmp_path: Path,
+) -> None:
+    rows = [*ROWS, row(OURS, "kafka", 1100.0, 15000.0)]
+    text = report.caption(rows, "kafka")
+
+    assert f"{report.KAFKA_PARTITIONS} partitions" in text
+    assert "no peer ran on Kafka" in text
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{START}\n{END}\n")
+    report.write_readme(readme, result(throughput=rows), None)
+    written = readme.read_text()
+    assert "| Kafka | **rainier-queue** | 15,000 | **1,100** |" in written
+    assert f"Kafka: one topic of {report.KAFKA_PARTITIONS} partitions" in written
+
+
 def test_backends_are_ordered_embedded_first() -> None:
     assert report.ordered_backends(["redis", "zz", "memory", "postgres"]) == [
         "memory",
