@@ -242,16 +242,24 @@ class RedisQueue(RedisFailedJobs, Queue):
     @property
     @override
     def combines_acknowledge_and_reserve(self) -> bool:
-        # A MULTI spans one slot on a cluster; acknowledgements may come from
-        # other queues than the one reserved from, so a cluster keeps them apart.
-        return not self.cluster
+        return True
 
     @override
     async def acknowledge_and_reserve(
         self, reservations: Sequence[Reservation], queue: str, *, limit: int
     ) -> tuple[list[Exception | None], list[Reservation]]:
-        """Both scripts in one MULTI/EXEC: one round trip, and both run or neither does."""
-        if self.cluster or not reservations or limit < 1:
+        """One round trip, and both happen or neither does.
+
+        Acknowledgements from the queue being reserved from (a worker's usual
+        case) go with the reserve in one script, which works on a cluster too
+        (one queue, one slot). Others need a MULTI/EXEC over both scripts,
+        which a cluster cannot run across slots, so there they go apart.
+        """
+        if not reservations or limit < 1:
+            return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
+        if all(r.job.queue == queue for r in reservations):
+            return await self._acknowledge_and_reserve_one_queue(reservations, queue, limit)
+        if self.cluster:
             return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
         await self._check_now_and_then()
         by_queue: dict[str, list[int]] = defaultdict(list)
@@ -278,6 +286,26 @@ class RedisQueue(RedisFailedJobs, Queue):
             for i, ok in zip(indexes, done, strict=True):
                 outcomes[i] = None if ok else self._lost(reservations[i])
         return outcomes, await self._reservations(queue, keys, answers[-1], args, now)
+
+    async def _acknowledge_and_reserve_one_queue(
+        self, reservations: Sequence[Reservation], queue: str, limit: int
+    ) -> tuple[list[Exception | None], list[Reservation]]:
+        await self._check_now_and_then()
+        keys, args, now = self._reserve_call(queue, limit)
+        call = [*args[:5], len(reservations), *args[5:]]
+        for reservation in reservations:
+            call += [str(reservation.handle), reservation.token]
+        acked, rows = await self._run(
+            scripts.ACKNOWLEDGE_AND_RESERVE,
+            keys.reserve_keys,
+            call,
+            f"acknowledge jobs and reserve from {queue!r}",
+        )
+        outcomes: list[Exception | None] = [
+            None if ok else self._lost(reservation)
+            for reservation, ok in zip(reservations, acked, strict=True)
+        ]
+        return outcomes, await self._reservations(queue, keys, rows, args, now)
 
     def _reserve_call(self, queue: str, limit: int) -> tuple[QueueKeys, list[Any], datetime]:
         """The keys, the arguments (fresh tokens from index 5 on) and the time of one reserve."""

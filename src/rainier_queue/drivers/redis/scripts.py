@@ -33,67 +33,132 @@ local function many(command, key, list, first)
   end
   return answers
 end
+local function slice(list, first, last)
+  local out = {}
+  for i = first, last do out[#out + 1] = list[i] end
+  return out
+end
+"""
+
+_RESERVE_FN = """
+-- Reserve up to `limit` entries of one queue; `tokens[i]` becomes the i-th one's token.
+local function reserve(stream, delayed, leases, deliveries, cursor,
+                       group, consumer, now, lease, limit, tokens)
+  -- Delayed jobs that came due join the stream, in due order, exactly once.
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000)
+  for _, body in ipairs(due) do
+    redis.call('ZREM', delayed, body)
+    redis.call('XADD', stream, '*', 'body', body)
+  end
+  redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+
+  -- Entries whose lease lapsed come first, then new ones.
+  local picked = {}
+  local start = redis.call('GET', cursor) or '0-0'
+  local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, lease, start, 'COUNT', limit)
+  redis.call('SET', cursor, claimed[1])
+  for _, entry in ipairs(claimed[2]) do picked[#picked + 1] = entry end
+  if claimed[3] and #claimed[3] > 0 then
+    many('HDEL', leases, claimed[3])
+    many('HDEL', deliveries, claimed[3])
+  end
+  if #picked < limit then
+    local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
+                             'COUNT', limit - #picked, 'STREAMS', stream, '>')
+    if fresh then
+      for _, entry in ipairs(fresh[1][2]) do picked[#picked + 1] = entry end
+    end
+  end
+
+  if #picked == 0 then return {} end
+  -- Each picked entry gets its token and one more delivery: read and written
+  -- once for the whole batch, not a command per entry.
+  local ids = {}
+  for i, entry in ipairs(picked) do ids[i] = entry[1] end
+  local counts = many('HMGET', deliveries, ids)
+  local counted, held, out = {}, {}, {}
+  for i, entry in ipairs(picked) do
+    local id, fields, body = entry[1], entry[2], false
+    if fields then
+      for j = 1, #fields, 2 do
+        if fields[j] == 'body' then body = fields[j + 1] end
+      end
+    end
+    local count = (tonumber(counts[i]) or 0) + 1
+    counted[#counted + 1] = id
+    counted[#counted + 1] = count
+    held[#held + 1] = id
+    held[#held + 1] = tokens[i]
+    out[#out + 1] = {id, body or '', count}
+  end
+  many('HSET', deliveries, counted)
+  many('HSET', leases, held)
+  return out
+end
+"""
+
+_ACKNOWLEDGE_FN = """
+-- Acknowledge (id, token) pairs of one queue: the same check and removal as
+-- the other settles, done for the whole batch with one command of each kind.
+-- 1 per pair whose token still held the lease, 0 for the others.
+local function acknowledge(stream, leases, deliveries, group, ids, tokens)
+  local holders = many('HMGET', leases, ids)
+  local out, done, seen = {}, {}, {}
+  for i, id in ipairs(ids) do
+    -- An id named twice is settled once; the second finds its token gone.
+    if holders[i] == tokens[i] and not seen[id] then
+      seen[id] = true
+      done[#done + 1] = id
+      out[i] = 1
+    else
+      out[i] = 0
+    end
+  end
+  if #done > 0 then
+    many('XACK', stream, done, group)
+    many('XDEL', stream, done)
+    many('HDEL', leases, done)
+    many('HDEL', deliveries, done)
+  end
+  return out
+end
 """
 
 RESERVE = (
     _MANY
+    + _RESERVE_FN
     + """
 -- KEYS: stream, delayed, leases, deliveries, cursor
 -- ARGV: group, consumer, now_ms, lease_ms, limit, token_1 .. token_limit
-local stream, delayed, leases, deliveries, cursor = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local group, consumer = ARGV[1], ARGV[2]
-local now, lease, limit = ARGV[3], ARGV[4], tonumber(ARGV[5])
+return reserve(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3],
+               ARGV[4], tonumber(ARGV[5]), slice(ARGV, 6, #ARGV))
+"""
+)
 
--- Delayed jobs that came due join the stream, in due order, exactly once.
-local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000)
-for _, body in ipairs(due) do
-  redis.call('ZREM', delayed, body)
-  redis.call('XADD', stream, '*', 'body', body)
+ACKNOWLEDGE_AND_RESERVE = (
+    _MANY
+    + _ACKNOWLEDGE_FN
+    + _RESERVE_FN
+    + """
+-- A busy worker's acknowledgements and its next reserve from the same queue,
+-- as one script: one command, atomic, and the acknowledged leases are gone
+-- before the reserve looks for lapsed ones.
+-- KEYS: stream, delayed, leases, deliveries, cursor
+-- ARGV: group, consumer, now_ms, lease_ms, limit, n_acks,
+--       token_1 .. token_limit, then n_acks pairs of id and token
+local limit, acks = tonumber(ARGV[5]), tonumber(ARGV[6])
+local ids, held = {}, {}
+for i = 1, acks do
+  ids[i] = ARGV[6 + limit + 2 * i - 1]
+  held[i] = ARGV[6 + limit + 2 * i]
 end
-redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-
--- Entries whose lease lapsed come first, then new ones.
-local picked = {}
-local start = redis.call('GET', cursor) or '0-0'
-local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, lease, start, 'COUNT', limit)
-redis.call('SET', cursor, claimed[1])
-for _, entry in ipairs(claimed[2]) do picked[#picked + 1] = entry end
-if claimed[3] and #claimed[3] > 0 then
-  many('HDEL', leases, claimed[3])
-  many('HDEL', deliveries, claimed[3])
+local acked = {}
+if acks > 0 then
+  acked = acknowledge(KEYS[1], KEYS[3], KEYS[4], ARGV[1], ids, held)
 end
-if #picked < limit then
-  local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
-                           'COUNT', limit - #picked, 'STREAMS', stream, '>')
-  if fresh then
-    for _, entry in ipairs(fresh[1][2]) do picked[#picked + 1] = entry end
-  end
-end
-
-if #picked == 0 then return {} end
--- Each picked entry gets its token and one more delivery: read and written
--- once for the whole batch, not a command per entry.
-local ids = {}
-for i, entry in ipairs(picked) do ids[i] = entry[1] end
-local counts = many('HMGET', deliveries, ids)
-local counted, held, out = {}, {}, {}
-for i, entry in ipairs(picked) do
-  local id, fields, body = entry[1], entry[2], false
-  if fields then
-    for j = 1, #fields, 2 do
-      if fields[j] == 'body' then body = fields[j + 1] end
-    end
-  end
-  local count = (tonumber(counts[i]) or 0) + 1
-  counted[#counted + 1] = id
-  counted[#counted + 1] = count
-  held[#held + 1] = id
-  held[#held + 1] = ARGV[5 + i]
-  out[#out + 1] = {id, body or '', count}
-end
-many('HSET', deliveries, counted)
-many('HSET', leases, held)
-return out
+local reserved = reserve(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2],
+                         ARGV[3], ARGV[4], limit, slice(ARGV, 7, 6 + limit))
+return {acked, reserved}
 """
 )
 
@@ -128,32 +193,16 @@ end
 
 ACKNOWLEDGE = (
     _MANY
+    + _ACKNOWLEDGE_FN
     + """
 -- KEYS: stream, leases, deliveries
 -- ARGV: group, id_1, token_1, id_2, token_2, ...
--- The same check and removal as the other settles, done for the whole batch
--- with one command of each kind.
-local ids = {}
-for i = 2, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
-local holders = many('HMGET', KEYS[2], ids)
-local out, done, seen = {}, {}, {}
-for i, id in ipairs(ids) do
-  -- An id named twice is settled once; the second finds its token gone.
-  if holders[i] == ARGV[2 * i + 1] and not seen[id] then
-    seen[id] = true
-    done[#done + 1] = id
-    out[i] = 1
-  else
-    out[i] = 0
-  end
+local ids, tokens = {}, {}
+for i = 2, #ARGV, 2 do
+  ids[#ids + 1] = ARGV[i]
+  tokens[#tokens + 1] = ARGV[i + 1]
 end
-if #done > 0 then
-  many('XACK', KEYS[1], done, ARGV[1])
-  many('XDEL', KEYS[1], done)
-  many('HDEL', KEYS[2], done)
-  many('HDEL', KEYS[3], done)
-end
-return out
+return acknowledge(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ids, tokens)
 """
 )
 
@@ -230,6 +279,7 @@ return 1
 
 __all__ = [
     "ACKNOWLEDGE",
+    "ACKNOWLEDGE_AND_RESERVE",
     "CLEAR",
     "FAIL",
     "PUSH",
