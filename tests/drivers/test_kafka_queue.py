@@ -264,6 +264,8 @@ async def test_acknowledging_moves_the_cursor_past_the_record(
     assert isinstance(got.handle, KafkaPosition)
     cursor = await locks.cache.get(cursor_key("rainier", prefix + "default", 0))
     assert cursor == str(got.handle.offset + 1).encode()
+    delivered = attempts_key("rainier", prefix + "default", 0, got.handle.offset)
+    assert await locks.cache.get(delivered) is None, "the delivery count went with the record"
     assert await queue.size("default") == 0
     assert await queue.reserve("default") == []
 
@@ -317,6 +319,21 @@ async def test_a_released_job_is_a_new_record_that_keeps_its_attempts(
     records = await records_of(tansu, prefix + "default")
     retry = next(r for r in records if r.offset == again.handle.offset)
     assert dict(retry.headers)["retry-of"] == str(first.handle).encode()
+
+
+async def test_after_a_release_only_the_retry_can_be_settled(
+    topics: Any, open_kafka: Opener
+) -> None:
+    queue = open_kafka()
+    await queue.push(a_job())
+    [first] = await queue.reserve("default")
+    await queue.release(first)
+    [retry] = await queue.reserve("default")
+
+    with pytest.raises(LeaseLost):
+        await queue.acknowledge(first)
+    await queue.acknowledge(retry)
+    assert await queue.size("default") == 0
 
 
 async def test_a_job_released_with_a_delay_blocks_its_partition_until_due(
@@ -494,6 +511,59 @@ async def test_a_partition_freed_while_a_reserve_looks_elsewhere_is_served_and_k
     assert locks.given_back == [locks.key(lease_name("rainier", topic, empty))], (
         "the empty partition is given back; the one with work stays with this worker"
     )
+
+
+async def test_a_record_is_keyed_by_its_unique_key_else_its_id_and_headed_with_its_job(
+    tansu: KafkaBroker, topics: Any, open_kafka: Opener, prefix: str
+) -> None:
+    queue = open_kafka()
+    plain, unique = a_job(), a_job().with_changes(unique_key="account-7")
+    await queue.push_many([plain, unique])
+
+    records = {
+        QueuedJob.from_json(r.value).id: r for r in await records_of(tansu, prefix + "default")
+    }
+
+    assert records[plain.id].key == plain.id.encode()
+    assert records[unique.id].key == b"account-7"
+    headers = dict(records[plain.id].headers)
+    assert headers["job"] == b"note"
+    assert headers["attempts"] == str(plain.attempts).encode()
+
+
+async def test_each_group_gets_every_job_and_keeps_its_own_cursor(
+    topics: Any, open_kafka: Opener
+) -> None:
+    store = MemoryCache()
+    billing = open_kafka(shared_locks(store), group="billing")
+    audit = open_kafka(shared_locks(store), group="audit")
+    job = a_job()
+    await billing.push(job)
+    [billed] = await billing.reserve("default")
+    await billing.acknowledge(billed)
+
+    [audited] = await audit.reserve("default")
+
+    assert billed.job.id == audited.job.id == job.id
+    assert audited.job.attempts == 1, "the other group's delivery is not counted here"
+    assert await billing.size("default") == 0
+    assert await billing.reserve("default") == []
+
+
+async def test_giving_back_a_lease_that_had_lapsed_warns_of_a_possible_double_run(
+    topics: Any, open_kafka: Opener, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = open_kafka(lease=SHORT)
+    await queue.push_many([a_job(), a_job()])
+    [got] = await queue.reserve("default")
+    await queue.acknowledge(got)  # the partition stays this worker's until it lets go
+    await asyncio.sleep(SHORT.total_seconds() * 1.5)
+
+    with caplog.at_level(logging.WARNING, "rainier_queue.kafka"):
+        await queue.release_partitions()
+
+    assert "had lapsed before it was given back" in caplog.text
+    assert "partition 0" in caplog.text
 
 
 async def test_a_partition_never_read_starts_at_its_earliest_record(
