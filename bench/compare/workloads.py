@@ -1,0 +1,287 @@
+# SPDX-License-Identifier: MIT
+"""The three workloads of bench.compare: throughput, latency and memory, each a list of rows.
+
+Each takes the parsed command line and a sink for JSON lines, runs its
+systems (interleaved rounds for throughput), and returns one row per
+system and backend for the tables, the chart and the README block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import secrets
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import report
+from .adapters import available, console, run_adapter
+from .report import OURS
+
+# (system, backend, adapter module): ours first on each backend, then the peers.
+SYSTEMS: list[tuple[str, str, str]] = [
+    (OURS, "memory", "bench.compare.ours"),
+    (OURS, "sqlite", "bench.compare.ours"),
+    ("huey", "sqlite", "bench.compare.peers.huey"),
+    (OURS, "postgres", "bench.compare.ours"),
+    ("pgqueuer", "postgres", "bench.compare.peers.pgqueuer"),
+    ("procrastinate", "postgres", "bench.compare.peers.procrastinate"),
+    (OURS, "mysql", "bench.compare.ours"),
+    ("huey", "mysql", "bench.compare.peers.huey"),
+    (OURS, "redis", "bench.compare.ours"),
+    ("taskiq", "redis", "bench.compare.peers.taskiq"),
+    ("saq", "redis", "bench.compare.peers.saq"),
+    ("dramatiq", "redis", "bench.compare.peers.dramatiq"),
+    ("huey", "redis", "bench.compare.peers.huey"),
+    ("rq", "redis", "bench.compare.peers.rq"),
+    ("celery", "redis", "bench.compare.peers.celery"),
+    (OURS, "kafka", "bench.compare.ours_kafka"),
+]
+LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
+LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker
+MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
+
+
+@dataclass(slots=True)
+class Runs:
+    """Every run of one system on one backend in one workload."""
+
+    system: str
+    backend: str
+    enqueue: list[float] = field(default_factory=list)
+    e2e: list[float] = field(default_factory=list)
+    steady: list[float] = field(default_factory=list)
+    runs: int = 0
+    errors: list[str] = field(default_factory=list)
+    last: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.runs > 0 and not self.errors
+
+    def row(self) -> dict[str, Any]:
+        enqueue = report.median(self.enqueue) if self.ok else None
+        e2e = report.median(self.e2e) if self.ok else None
+        steady = report.median(self.steady) if self.ok else None
+        return {
+            "system": self.system,
+            "backend": self.backend,
+            "ok": self.ok,
+            "runs": self.runs,
+            "runs_ok": self.runs - len(self.errors),
+            "enqueue_jobs_s": round(enqueue, 1) if enqueue is not None else None,
+            "e2e_jobs_s": round(e2e, 1) if e2e is not None else None,
+            "steady_jobs_s": round(steady, 1) if steady is not None else None,
+            "errors": self.errors,
+        }
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def emit(sink: TextIO, row: dict[str, Any]) -> None:
+    sink.write(json.dumps(row) + "\n")
+    sink.flush()
+
+
+def choose(args: argparse.Namespace, quiet: bool = False) -> list[tuple[str, str, str]]:
+    chosen: list[tuple[str, str, str]] = []
+    for system, backend, module in SYSTEMS:
+        if args.backend and backend not in args.backend:
+            continue
+        if args.only is not None and system != OURS and system not in args.only:
+            continue
+        if args.no_peers and system != OURS:
+            continue
+        why = available(system, backend, module)
+        if why:
+            if not quiet:
+                console.print(f"[yellow]skipping {system} ({backend})[/yellow]: {why}")
+            continue
+        chosen.append((system, backend, module))
+    return chosen
+
+
+def partitions_of(backend: str) -> dict[str, int]:
+    """The topic's partition count, for a backend that is a log: its ceiling on concurrency."""
+    return {"partitions": report.KAFKA_PARTITIONS} if backend == "kafka" else {}
+
+
+def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    chosen = choose(args)
+    runs = {(s, b): Runs(s, b) for s, b, _ in chosen}
+    common = {"jobs": args.jobs, "processes": args.processes, "concurrency": args.concurrency}
+    for round_no in range(1, args.rounds + 1):
+        for system, backend, module in chosen:
+            console.print(f"throughput round {round_no}/{args.rounds}: {system} ({backend}) ...")
+            processes = 1 if backend == "memory" else args.processes
+            result = run_adapter(
+                system,
+                backend,
+                module,
+                jobs=args.jobs,
+                processes=processes,
+                concurrency=args.concurrency,
+                timeout=args.timeout,
+            )
+            entry = runs[system, backend]
+            entry.runs += 1
+            ok = bool(result.get("ok"))
+            row: dict[str, Any] = {
+                "type": "run",
+                "workload": "throughput",
+                "at": now(),
+                "round": round_no,
+                "system": system,
+                "backend": backend,
+                **common,
+                "processes": processes,
+                **partitions_of(backend),
+                "ok": ok,
+                "counter": result.get("counter"),
+                "counter_ok": result.get("counter") == args.jobs,
+            }
+            if ok:
+                if result.get("enqueue_s"):
+                    row["enqueue_jobs_s"] = round(args.jobs / result["enqueue_s"], 1)
+                    entry.enqueue.append(row["enqueue_jobs_s"])
+                row["e2e_jobs_s"] = round(args.jobs / result["drain_s"], 1)
+                entry.e2e.append(row["e2e_jobs_s"])
+                if result.get("steady_s"):
+                    row["steady_jobs_s"] = round(result["steady_jobs"] / result["steady_s"], 1)
+                    entry.steady.append(row["steady_jobs_s"])
+            else:
+                row["error"] = result.get("error")
+                entry.errors.append(str(result.get("error")))
+            emit(sink, row)
+    rows = [{**entry.row(), **partitions_of(entry.backend)} for entry in runs.values()]
+    for row in rows:
+        emit(
+            sink,
+            {
+                "type": "result",
+                "workload": "throughput",
+                **row,
+                **common,
+                "processes": 1 if row["backend"] == "memory" else args.processes,
+                "rounds": args.rounds,
+                "counter_ok": row["ok"],
+            },
+        )
+    for summary in report.summaries(rows):
+        emit(sink, {"type": "summary", "workload": "throughput", **summary})
+    return rows
+
+
+def latency_urls(tmp: Path) -> dict[str, str]:
+    tag = secrets.token_hex(4)
+    return {
+        "memory": "memory://",
+        "sqlite": f"sqlite:///{tmp / 'latency.db'}",
+        "postgres": f"postgresql://postgres@127.0.0.1:5432/test?prefix=rqcmplat_{tag}_",
+        "mysql": f"mysql://root@127.0.0.1:3306/test?prefix=rqcmplat_{tag}_",
+        "redis": f"redis://127.0.0.1:6379/0?prefix=rqcmplat:{tag}:",
+    }
+
+
+def latency(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    from .latency_run import measure
+
+    plan: list[tuple[str, str, str]] = []
+    for system, backend, module in choose(args, quiet=True):
+        if system == OURS and backend not in LATENCY_BACKENDS:
+            continue
+        if system != OURS and not args.latency_peers:
+            continue
+        plan.append((system, backend, module))
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        urls = latency_urls(Path(tmp))
+        for system, backend, module in plan:
+            console.print(f"latency: {system} ({backend}) ...")
+            if system == OURS:
+                out = asyncio.run(measure(urls[backend], args.latency_rate, args.latency_samples))
+            else:
+                out = run_adapter(
+                    system,
+                    backend,
+                    module,
+                    jobs=args.latency_samples,
+                    processes=1,
+                    concurrency=LATENCY_CONCURRENCY,
+                    timeout=args.timeout,
+                    workload="latency",
+                    rate=args.latency_rate,
+                )
+            if not out.get("ok"):
+                console.print(f"[red]{system} ({backend}) latency FAILED[/red]: {out.get('error')}")
+            row = {"system": system, "backend": backend, **out, "ok": bool(out.get("ok"))}
+            rows.append(row)
+            emit(
+                sink,
+                {
+                    "type": "result",
+                    "workload": "latency",
+                    "at": now(),
+                    **row,
+                    "rate": args.latency_rate,
+                    "counter_ok": row["ok"],
+                },
+            )
+    return rows
+
+
+def memory(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    plan = [(OURS, b, "bench.compare.ours") for b in args.memory_backends]
+    for name in args.memory_peers:
+        backend, module = MEMORY_PEERS[name]
+        why = available(name, backend, module)
+        if why:
+            console.print(f"[yellow]skipping {name} ({backend}) memory run[/yellow]: {why}")
+            continue
+        plan.append((name, backend, module))
+    rows: list[dict[str, Any]] = []
+    for system, backend, module in plan:
+        if args.backend and backend not in args.backend:
+            continue
+        console.print(f"memory: {system} ({backend}), {args.memory_jobs:,} jobs, 1 process ...")
+        result = run_adapter(
+            system,
+            backend,
+            module,
+            jobs=args.memory_jobs,
+            processes=1,
+            concurrency=args.concurrency,
+            timeout=args.memory_timeout,
+            workload="memory",
+        )
+        ok = bool(result.get("ok"))
+        row: dict[str, Any] = {
+            "system": system,
+            "backend": backend,
+            "ok": ok,
+            "jobs": args.memory_jobs,
+            "e2e_jobs_s": round(args.memory_jobs / result["drain_s"], 1) if ok else None,
+            **{k: result.get(k) for k in ("rss_start_kib", "rss_end_kib", "rss_peak_kib")},
+            "rss_growth_kib": result.get("rss_growth_kib"),
+            "error": result.get("error"),
+        }
+        rows.append(row)
+        emit(
+            sink,
+            {
+                "type": "result",
+                "workload": "memory",
+                "at": now(),
+                **row,
+                "concurrency": args.concurrency,
+                "counter": result.get("counter"),
+                "counter_ok": result.get("counter") == args.memory_jobs,
+            },
+        )
+    return rows
