@@ -14,7 +14,7 @@ the connection closes), keeps but never applies `retention.ms` and
 `retention.bytes`, and this build has no other storage engine compiled in.
 So on Tansu the test skips with that reason, and runs as it stands on a
 broker that can delete records; the lost-range arithmetic has a unit test
-in test_kafka_queue.py. It runs on a broker of its own, so a broker thread
+in test_kafka_cursors.py. It runs on a broker of its own, so a broker thread
 that panics cannot disturb other tests.
 """
 

@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+"""The Kafka driver tests' broker, topics and queues, and the helpers they share.
+
+The test_kafka_*.py files that need a broker run against Tansu (see
+tests/kafka_broker.py), each test on topics of its own under a fresh prefix,
+with a memory lock store vouched for as shared, because everything here runs
+in one process. The fixtures live here, where pytest hands them to every one
+of those files (imported into a test module, a fixture would read to ruff as
+an unused import that the test's argument redefines); the helpers are
+imported from here, as tests/contract does. A fixture is set up only when a
+test asks for it, so the other drivers' tests in this directory never start
+a broker, and test_kafka_retention.py keeps a broker of its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from rainier_queue.cache import LockManager
+from rainier_queue.cache.memory import MemoryCache
+from rainier_queue.drivers.kafka import KafkaQueue
+from rainier_queue.drivers.kafka.config import KafkaSettings
+from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
+from rainier_queue.envelope import QueuedJob
+
+from ..kafka_broker import KafkaBroker, broker
+
+SHORT = timedelta(milliseconds=300)
+
+
+def a_job(queue: str = "default", **kwargs: Any) -> QueuedJob:
+    return QueuedJob.create("note", {"text": uuid.uuid4().hex}, queue=queue, **kwargs)
+
+
+def shared_locks(cache: MemoryCache | None = None) -> LockManager:
+    # One process, so a memory store is as shared as it needs to be; the test vouches for it.
+    return LockManager(cache or MemoryCache()).declared_shared()
+
+
+def settings(**changes: Any) -> KafkaSettings:
+    return KafkaSettings(brokers=("127.0.0.1:1",), **changes)
+
+
+Opener = Callable[..., KafkaQueue]
+
+
+@pytest.fixture(scope="session")
+def tansu() -> KafkaBroker:
+    return broker()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"k{uuid.uuid4().hex[:10]}."
+
+
+@pytest.fixture
+async def topics(tansu: KafkaBroker, prefix: str) -> Callable[..., Any]:
+    async def create(*queues: str, partitions: int = 1, failed: bool = True) -> None:
+        names = [topic_name(prefix, q) for q in queues]
+        names += [failed_topic_name(prefix, q) for q in queues] if failed else []
+        await tansu.create_topics(names, partitions)
+
+    await create("default")
+    return create
+
+
+@pytest.fixture
+async def open_kafka(tansu: KafkaBroker, prefix: str) -> AsyncIterator[Opener]:
+    opened: list[KafkaQueue] = []
+
+    def opener(locks: LockManager | None = None, **changes: Any) -> KafkaQueue:
+        made = KafkaSettings(
+            brokers=(tansu.bootstrap,), topic_prefix=prefix, batch_bytes=1, **changes
+        )
+        queue = KafkaQueue(made, locks or shared_locks())
+        opened.append(queue)
+        return queue
+
+    yield opener
+    for queue in opened:
+        await queue.aclose()
+
+
+async def records_of(tansu: KafkaBroker, topic: str) -> list[Any]:
+    """Every record on `topic`, read with a plain consumer."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=tansu.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        found: list[Any] = []
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.seek_to_beginning(*tps)
+        for _ in range(50):
+            batches = await consumer.getmany(*tps, timeout_ms=200)
+            found += [r for records in batches.values() for r in records]
+            if all([await consumer.position(tp) >= ends[tp] for tp in tps]):
+                break
+        return found
+    finally:
+        await consumer.stop()
