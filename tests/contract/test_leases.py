@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
-from rainier_queue.errors import LeaseLost
+from rainier_queue.errors import ConfigurationError, LeaseLost
 from rainier_queue.queue import Queue
 
-from .conftest import SHORT_LEASE
+from .conftest import SHORT_LEASE, OpenQueue
 from .jobs import a_job, reserve_eventually, reserve_one
 
 LAPSE = SHORT_LEASE.total_seconds() * 1.5
@@ -115,3 +116,9 @@ async def test_acknowledge_many_settles_each_and_reports_the_stale_one(queue: Qu
     assert isinstance(results[1], LeaseLost)
     for name in set(names):
         assert await queue.size(name) == 0
+
+
+def test_a_lease_of_zero_is_refused_when_the_queue_is_opened(open_queue: OpenQueue) -> None:
+    # A lease that lapses at once would hand every running job to another worker.
+    with pytest.raises(ConfigurationError, match="`lease` must be longer than zero"):
+        open_queue(lease=timedelta(0))

@@ -353,6 +353,22 @@ def test_a_misspelt_url_option_is_refused_with_a_suggestion() -> None:
         open_queue("redis://127.0.0.1:6379/0?prefxi=app:")
 
 
+def test_a_misspelt_option_on_a_cluster_seed_url_is_refused_too() -> None:
+    # redis-py never parses a redis-cluster:// URL, so nothing else would catch it.
+    with pytest.raises(UnknownOption, match="Did you mean `prefix`"):
+        open_queue("redis-cluster://127.0.0.1:7000,127.0.0.1:7001/?prefx=app:")
+
+
+@pytest.mark.parametrize(
+    "url", ["redis-cluster://127.0.0.1:7000/3", "redis://127.0.0.1:6379/15?cluster=true"]
+)
+def test_a_cluster_url_naming_a_database_other_than_0_says_clusters_have_only_0(
+    url: str,
+) -> None:
+    with pytest.raises(ConfigurationError, match="only database 0; remove /"):
+        open_queue(url)
+
+
 def test_a_prefix_with_a_hash_tag_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="may not contain"):
         open_queue("redis://127.0.0.1:6379/0?prefix={app}:")

@@ -28,7 +28,7 @@ from .._clock import utcnow
 from .._wakeup import Wakeup
 from ..durations import parse_duration
 from ..envelope import QueuedJob
-from ..errors import LeaseLost
+from ..errors import ConfigurationError, LeaseLost
 from ..queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ class MemoryQueue(Queue):
         )
 
     def __init__(self, *, lease: timedelta = DEFAULT_LEASE) -> None:
+        if lease <= timedelta(0):
+            raise ConfigurationError(f"`lease` must be longer than zero (got {lease})")
         self._lease = lease
         self._lock = threading.Lock()
         self._lanes: dict[str, _Lane] = {}

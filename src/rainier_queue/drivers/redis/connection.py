@@ -53,11 +53,22 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
     A query parameter neither this library nor redis-py takes (a typo) is an
     `UnknownOption` now, not a `TypeError` at the first command.
     """
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "redis-cluster":
-        return _cluster_from_seeds(url, decode=decode)
-    if scheme not in ("redis", "rediss", "unix"):
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("redis", "rediss", "unix", "redis-cluster"):
         raise ConfigurationError(f"not a Redis URL scheme: {scheme!r}")
+    if cluster or scheme == "redis-cluster":
+        database = parts.path.strip("/")
+        if database not in ("", "0"):
+            raise ConfigurationError(
+                f"a Redis cluster has only database 0; remove /{database} from the URL "
+                "(use `prefix` to keep applications apart)"
+            )
+    if scheme == "redis-cluster":
+        for key, _ in parse_qsl(parts.query, keep_blank_values=True):
+            # redis-py never sees this URL, so none of its own options apply here.
+            raise UnknownOption("a redis-cluster URL", key, set(ours))
+        return _cluster_from_seeds(url, decode=decode)
     try:
         if cluster:
             return RedisCluster.from_url(url, decode_responses=decode)

@@ -121,6 +121,8 @@ class RedisQueue(RedisFailedJobs, Queue):
         cluster: bool = False,
         durability: Durability | None = None,
     ) -> None:
+        if lease <= timedelta(0):
+            raise ConfigurationError(f"`lease` must be longer than zero (got {lease})")
         self._client = client
         self._ready = Ready(client)
         self.keys = Keys(check_prefix(prefix))
