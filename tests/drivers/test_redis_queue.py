@@ -19,6 +19,7 @@ import pytest
 
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import NOT_A_JOB, RedisQueue
+from rainier_queue.drivers.redis import queue as redis_queue_module
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerUnavailable, ConfigurationError, LeaseLost, UnknownOption
 from rainier_queue.queue import Queue
@@ -346,6 +347,59 @@ async def test_a_redis_restarted_without_persistence_is_an_outage_then_a_reporte
         assert await queue.check_dataset() is False
     assert "lost its data" in caplog.text
     assert await queue.size("default") == 0, "the accepted job is gone, as documented"
+
+
+async def consumers_of(queue: RedisQueue, name: str = "default") -> dict[str, int]:
+    """Each consumer of the queue's group, with how many entries it holds."""
+    listed = await queue.client.xinfo_consumers(queue.keys.queue(name).stream, "workers")
+    return {c["name"]: int(c["pending"]) for c in listed}
+
+
+async def test_a_stopping_worker_removes_its_consumer_so_groups_do_not_gather_them(
+    open_on: Any,
+) -> None:
+    queue, other = open_on(), open_on()
+    await queue.push_many([a_job(), a_job()])
+    for reserving in (queue, other):
+        [got] = await reserving.reserve("default")
+        await reserving.acknowledge(got)
+    assert set(await consumers_of(queue)) == {queue.consumer, other.consumer}
+
+    await queue.on_worker_stop()
+
+    assert set(await consumers_of(queue)) == {other.consumer}, "only its own, recently active"
+
+
+async def test_a_consumer_still_holding_an_entry_is_kept_so_the_entry_can_be_reclaimed(
+    open_on: Any,
+) -> None:
+    queue = open_on(lease="50ms")
+    await queue.push(job := a_job())
+    await queue.reserve("default")  # never settled: its worker "failed" to record it
+
+    await queue.on_worker_stop()
+
+    assert await consumers_of(queue) == {queue.consumer: 1}
+    other = open_on(lease="50ms")
+    await asyncio.sleep(0.1)  # the lease lapses
+    [again] = await other.reserve("default")
+    assert again.job.id == job.id
+
+
+async def test_a_stopping_worker_also_removes_long_idle_empty_consumers_of_dead_workers(
+    open_on: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead, queue = open_on(), open_on()
+    await queue.push_many([a_job(), a_job()])
+    for reserving in (dead, queue):
+        [got] = await reserving.reserve("default")
+        await reserving.acknowledge(got)
+    monkeypatch.setattr(redis_queue_module, "CONSUMER_IDLE_LIMIT", timedelta(milliseconds=1))
+    await asyncio.sleep(0.05)  # `dead` has been idle longer than the limit
+
+    await queue.on_worker_stop()
+
+    assert await consumers_of(queue) == {}
 
 
 def test_a_misspelt_url_option_is_refused_with_a_suggestion() -> None:

@@ -55,6 +55,9 @@ WAKE_TOKENS = 4
 """At most this many wake-up tokens wait in the wake list: enough to wake a few idle
 workers after a burst, few enough that workers do not spin on stale ones."""
 
+CONSUMER_IDLE_LIMIT = timedelta(hours=1)
+"""A stopping worker also removes other consumers idle this long that hold nothing."""
+
 MARKER_CHECK_EVERY = 5.0
 """Seconds between checks that the dataset under us was not wiped."""
 
@@ -135,6 +138,8 @@ class RedisQueue(RedisFailedJobs, Queue):
         self._blocking: asyncio.Task[None] | None = None
         self._checked_at = 0.0
         self._replicated = None if durability is None else ReplicatedWrites(client, durability)
+        self._served: set[str] = set()
+        """Queues this object reserved from: their groups hold a consumer of its name."""
 
     @property
     @override
@@ -311,6 +316,7 @@ class RedisQueue(RedisFailedJobs, Queue):
 
     def _reserve_call(self, queue: str, limit: int) -> tuple[QueueKeys, list[Any], datetime]:
         """The keys, the arguments (fresh tokens from index 5 on) and the time of one reserve."""
+        self._served.add(queue)
         now = utcnow()
         lease_ms = max(1, int(self._lease.total_seconds() * 1000))
         tokens = [new_token() for _ in range(limit)]
@@ -582,6 +588,24 @@ class RedisQueue(RedisFailedJobs, Queue):
             await self.check_dataset()
 
     @override
+    @override
+    async def on_worker_stop(self) -> None:
+        """Remove this worker's consumer from each group it read, and long-idle empty ones.
+
+        Every worker process reads under a consumer name of its own, and Redis
+        keeps a consumer until it is deleted, so without this a group would
+        gather one per process ever started. A consumer still holding entries
+        (a settle that failed) is kept, so another worker can reclaim them.
+        """
+        idle_ms = int(CONSUMER_IDLE_LIMIT.total_seconds() * 1000)
+        for queue in sorted(self._served):
+            await self._run(
+                scripts.RETIRE_CONSUMERS,
+                [self.keys.queue(queue).stream],
+                [GROUP, self.consumer, idle_ms],
+                f"retire consumers of {queue!r}",
+            )
+
     async def aclose(self) -> None:
         if self._blocking is not None:
             self._blocking.cancel()

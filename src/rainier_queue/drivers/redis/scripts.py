@@ -269,6 +269,30 @@ end
 return removed
 """
 
+RETIRE_CONSUMERS = """
+-- KEYS: stream
+-- ARGV: group, own consumer, idle_ms
+-- A consumer holding no pending entry goes: this worker's own, and any other
+-- idle longer than idle_ms (a worker that died; a live one that reads again
+-- is simply made anew). One holding entries stays, so they can be reclaimed.
+local consumers = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+if type(consumers) ~= 'table' or consumers.err then return 0 end
+local removed = 0
+for _, consumer in ipairs(consumers) do
+  local name, pending, idle = nil, 1, 0
+  for i = 1, #consumer, 2 do
+    if consumer[i] == 'name' then name = consumer[i + 1]
+    elseif consumer[i] == 'pending' then pending = consumer[i + 1]
+    elseif consumer[i] == 'idle' then idle = consumer[i + 1] end
+  end
+  if name and pending == 0 and (name == ARGV[2] or idle > tonumber(ARGV[3])) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], name)
+    removed = removed + 1
+  end
+end
+return removed
+"""
+
 RESTORE_FAILED = """
 -- KEYS: failed, stream
 -- ARGV: stored_record, new_body
@@ -287,5 +311,6 @@ __all__ = [
     "RENEW",
     "RESERVE",
     "RESTORE_FAILED",
+    "RETIRE_CONSUMERS",
     "SIZE",
 ]
