@@ -21,9 +21,16 @@ from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import NOT_A_JOB, RedisQueue
 from rainier_queue.drivers.redis import queue as redis_queue_module
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.errors import BrokerUnavailable, ConfigurationError, LeaseLost, UnknownOption
+from rainier_queue.errors import (
+    BrokerUnavailable,
+    ConfigurationError,
+    LeaseLost,
+    OutcomeUnknown,
+    UnknownOption,
+)
 from rainier_queue.queue import Queue
 
+from ..cutting_relay import CuttingRelay
 from ..redis_servers import RedisServers, delete_keys, free_port, shared_cluster, standalone
 from ..services import require_port
 from ..worker.jobs import Journal, quick, worker_for
@@ -400,6 +407,40 @@ async def test_a_stopping_worker_also_removes_long_idle_empty_consumers_of_dead_
     await queue.on_worker_stop()
 
     assert await consumers_of(queue) == {}
+
+
+@pytest.mark.parametrize("deliver", [True, False], ids=["written", "not-written"])
+async def test_a_push_whose_answer_is_lost_says_its_outcome_is_unknown(
+    open_on: Any, namespace: str, deliver: bool
+) -> None:
+    direct = open_on()
+    relay = CuttingRelay(6379, b"EVALSHA", deliver=deliver)
+    port = await relay.start()
+    queue = open_on(f"redis://127.0.0.1:{port}/0")
+    try:
+        await queue.push(a_job())  # connected, script loaded
+        relay.armed = True
+
+        with pytest.raises(OutcomeUnknown, match="unknown"):
+            await queue.push(a_job())
+
+        assert relay.cut
+        # Which is why it is not retried: the job is queued exactly when the
+        # push reached the server, and the client cannot tell which.
+        assert await direct.size("default") == (2 if deliver else 1)
+    finally:
+        await relay.close()
+
+
+async def test_a_push_to_a_redis_that_is_down_is_a_plain_outage_safe_to_retry(
+    open_on: Any,
+) -> None:
+    queue = open_on(f"redis://127.0.0.1:{free_port()}/0")
+
+    with pytest.raises(BrokerUnavailable) as raised:
+        await queue.push(a_job())
+
+    assert not isinstance(raised.value, OutcomeUnknown), "nothing was sent"
 
 
 def test_a_misspelt_url_option_is_refused_with_a_suggestion() -> None:

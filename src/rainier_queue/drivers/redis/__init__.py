@@ -96,7 +96,9 @@ sends no `WAIT` and costs nothing.
 - **A connection lost after the push was sent** raises `OutcomeUnknown`:
   the push may or may not have been written. A push refused before
   anything was sent (Redis down) is a plain `BrokerUnavailable`, safe to
-  retry.
+  retry. Off a cluster this holds without `wait_replicas` too; on a cluster
+  the client hides which connection a push used, so there a lost push is
+  a plain `BrokerUnavailable` either way.
 - **Only pushes wait.** A release, a failure or a retry from the failed
   store moves the job inside one script, and Redis replicates a script's
   writes as one unit: a replica that missed the move still has the job

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from redis import exceptions as rx
+from redis.asyncio import Redis
 from typing_extensions import override
 
 from ..._clock import utcnow
@@ -138,6 +139,11 @@ class RedisQueue(RedisFailedJobs, Queue):
         self._blocking: asyncio.Task[None] | None = None
         self._checked_at = 0.0
         self._replicated = None if durability is None else ReplicatedWrites(client, durability)
+        # Off a cluster every push holds its connection (see ReplicatedWrites), so a
+        # push whose answer was lost is OutcomeUnknown, not an outage to retry.
+        self._pushes = self._replicated or (
+            ReplicatedWrites(client, Durability(0)) if isinstance(client, Redis) else None
+        )
         self._served: set[str] = set()
         """Queues this object reserved from: their groups hold a consumer of its name."""
 
@@ -191,10 +197,10 @@ class RedisQueue(RedisFailedJobs, Queue):
             keys = self.keys.queue(queue)
             names = [keys.stream, keys.delayed] + ([] if self.cluster else [self.keys.wake])
             args = [tokens, WAKE_TOKENS, *pairs]
-            if self._replicated is not None:
+            if self._pushes is not None:
                 ids = [job.id for job in jobs if job.queue == queue]
                 script = self._script(scripts.PUSH)
-                await self._replicated.script(script, names, args, what="push jobs", job_ids=ids)
+                await self._pushes.script(script, names, args, what="push jobs", job_ids=ids)
                 return
             await self._run(scripts.PUSH, names, args, "push jobs")
 
@@ -218,10 +224,10 @@ class RedisQueue(RedisFailedJobs, Queue):
         the failed store under the name `rainier-queue:not-a-job`.
         """
         stream = self.keys.queue(queue).stream
-        if self._replicated is not None:
+        if self._pushes is not None:
             wake = [("LPUSH", self.keys.wake, "1"), ("LTRIM", self.keys.wake, 0, WAKE_TOKENS - 1)]
             what = "push a raw body"
-            await self._replicated.commands(
+            await self._pushes.commands(
                 [("XADD", stream, "*", "body", body), *wake], what=what, job_ids=[]
             )
             return

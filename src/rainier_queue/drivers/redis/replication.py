@@ -103,7 +103,13 @@ def _whole(value: object, *, setting: str) -> int:
 
 
 class ReplicatedWrites:
-    """Writes each followed by `WAIT` on the same connection, checked against `Durability`."""
+    """Pushes on a connection held for the exchange, each followed by `WAIT` when asked for.
+
+    Holding the connection is what tells a push that never left (a plain
+    outage, safe to retry) from one whose answer was lost (`OutcomeUnknown`),
+    so pushes off a cluster go through here even without `wait_replicas`
+    (`Durability(0)`: no `WAIT`, nothing to confirm).
+    """
 
     def __init__(self, client: Client, durability: Durability) -> None:
         if not isinstance(client, Redis):
@@ -138,11 +144,11 @@ class ReplicatedWrites:
         return self._checked(await self._write(commands, what=what), what=what, job_ids=job_ids)
 
     def _checked(self, replies: list[Any], *, what: str, job_ids: Sequence[str]) -> list[Any]:
-        *answers, confirmed = replies
+        wanted = self.durability.replicas
+        *answers, confirmed = replies if wanted else [*replies, 0]
         for answer in answers:
             if isinstance(answer, rx.ResponseError):
                 raise BrokerRejected(f"Redis refused to {what}: {answer}") from answer
-        wanted = self.durability.replicas
         if not isinstance(confirmed, int) or confirmed < wanted:
             count = confirmed if isinstance(confirmed, int) else 0
             raise NotReplicated(
@@ -185,14 +191,17 @@ class ReplicatedWrites:
     async def _exchange(
         self, conn: AbstractConnection, commands: Sequence[Sequence[Any]]
     ) -> list[Any]:
-        wait = ("WAIT", self.durability.replicas, self.durability.timeout_ms)
-        await conn.send_packed_command(conn.pack_commands([*commands, wait]))
+        waits = self.durability.replicas > 0
+        wait = [("WAIT", self.durability.replicas, self.durability.timeout_ms)] if waits else []
+        await conn.send_packed_command(conn.pack_commands([*commands, *wait]))
         replies: list[Any] = []
         for _ in commands:
             try:
                 replies.append(await conn.read_response())
             except rx.ResponseError as exc:
                 replies.append(exc)
+        if not waits:
+            return replies
         # The server answers WAIT when its timeout passes; give it that long and then some.
         limit = self.durability.timeout.total_seconds() + max(_SLACK, conn.socket_timeout or 0)
         confirmed = await conn.read_response(timeout=limit)  # None: the time ran out
