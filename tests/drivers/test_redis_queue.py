@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -441,6 +441,38 @@ async def test_a_push_to_a_redis_that_is_down_is_a_plain_outage_safe_to_retry(
         await queue.push(a_job())
 
     assert not isinstance(raised.value, OutcomeUnknown), "nothing was sent"
+
+
+async def test_due_times_follow_the_servers_clock_not_the_pushing_machines(
+    open_on: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pusher, worker = open_on(), open_on()
+    ahead = datetime.now(UTC) + timedelta(hours=1)  # the pushing machine's clock is an hour fast
+    monkeypatch.setattr(redis_queue_module, "utcnow", lambda: ahead)
+    await pusher.push(a_job().with_changes(available_at=ahead + timedelta(seconds=1)))
+    monkeypatch.undo()
+
+    assert await worker.reserve("default") == [], "a delay of 1 s, not yet up"
+    await asyncio.sleep(1.5)
+    got = await worker.reserve("default")
+
+    assert len(got) == 1, "due 1 s after the push on the server's clock, not in an hour"
+
+
+async def test_a_retry_delay_counts_from_the_servers_clock(
+    open_on: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = open_on()
+    await queue.push(a_job())
+    [got] = await queue.reserve("default")
+    behind = datetime.now(UTC) - timedelta(hours=1)  # this worker's clock is an hour slow
+    monkeypatch.setattr(redis_queue_module, "utcnow", lambda: behind)
+    await queue.release(got, delay=timedelta(seconds=1))
+    monkeypatch.undo()
+
+    assert await queue.reserve("default") == [], "not due before its delay is up"
+    await asyncio.sleep(1.5)
+    assert len(await queue.reserve("default")) == 1
 
 
 def test_a_misspelt_url_option_is_refused_with_a_suggestion() -> None:

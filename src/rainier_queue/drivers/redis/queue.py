@@ -189,8 +189,9 @@ class RedisQueue(RedisFailedJobs, Queue):
         now = utcnow()
         by_queue: dict[str, list[Any]] = defaultdict(list)
         for job in jobs:
-            due = _ms(job.available_at) if job.available_at > now else 0
-            by_queue[job.queue] += [due, job.to_json()]
+            # A delay, not a moment: the script adds it to the server's clock.
+            delay = max(1, _ms(job.available_at) - _ms(now)) if job.available_at > now else 0
+            by_queue[job.queue] += [delay, job.to_json()]
         tokens = min(len(jobs), WAKE_TOKENS)
 
         async def push_to(queue: str, pairs: list[Any]) -> None:
@@ -305,7 +306,7 @@ class RedisQueue(RedisFailedJobs, Queue):
     ) -> tuple[list[Exception | None], list[Reservation]]:
         await self._check_now_and_then()
         keys, args, now = self._reserve_call(queue, limit)
-        call = [*args[:5], len(reservations), *args[5:]]
+        call = [*args[:4], len(reservations), *args[4:]]
         for reservation in reservations:
             call += [str(reservation.handle), reservation.token]
         acked, rows = await self._run(
@@ -321,21 +322,21 @@ class RedisQueue(RedisFailedJobs, Queue):
         return outcomes, await self._reservations(queue, keys, rows, args, now)
 
     def _reserve_call(self, queue: str, limit: int) -> tuple[QueueKeys, list[Any], datetime]:
-        """The keys, the arguments (fresh tokens from index 5 on) and the time of one reserve."""
+        """The keys, the arguments (fresh tokens from index 4 on) and the time of one reserve."""
         self._served.add(queue)
         now = utcnow()
         lease_ms = max(1, int(self._lease.total_seconds() * 1000))
         tokens = [new_token() for _ in range(limit)]
         return (
             self.keys.queue(queue),
-            [GROUP, self.consumer, _ms(now), lease_ms, limit, *tokens],
+            [GROUP, self.consumer, lease_ms, limit, *tokens],
             now,
         )
 
     async def _reservations(
         self, queue: str, keys: QueueKeys, rows: Any, args: list[Any], now: datetime
     ) -> list[Reservation]:
-        tokens = args[5:]
+        tokens = args[4:]
         until = now + self._lease
         out: list[Reservation] = []
         for i, (entry_id, body, deliveries) in enumerate(rows):
@@ -371,9 +372,10 @@ class RedisQueue(RedisFailedJobs, Queue):
             keys = self.keys.queue(name)
             pipe.zrange(keys.delayed, 0, 0, withscores=True)
             pipe.hlen(keys.leases)
+        pipe.time()  # due times are on the server's clock
         async with translated("look for due work"):
-            answers = await pipe.execute()
-        now_ms = time.time() * 1000
+            *answers, (seconds_now, micros_now) = await pipe.execute()
+        now_ms = seconds_now * 1000 + micros_now / 1000
         for i in range(0, len(answers), 2):
             soonest = cast(list[tuple[str, float]], answers[i])
             if soonest:
@@ -463,7 +465,7 @@ class RedisQueue(RedisFailedJobs, Queue):
         now = utcnow()
         again = job.with_changes(attempts=attempts, available_at=now + delay)
         keys = self.keys.queue(job.queue)
-        due = _ms(again.available_at) if delay > timedelta(0) else 0
+        due = max(1, round(delay.total_seconds() * 1000)) if delay > timedelta(0) else 0
         ok = await self._run(
             scripts.RELEASE,
             [keys.stream, keys.delayed, keys.leases, keys.deliveries],

@@ -33,6 +33,12 @@ local function many(command, key, list, first)
   end
   return answers
 end
+-- Due times are the server's clock, never a worker's: machines that disagree
+-- about the time still agree on when a delayed job is due.
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local function slice(list, first, last)
   local out = {}
   for i = first, last do out[#out + 1] = list[i] end
@@ -43,9 +49,9 @@ end
 _RESERVE_FN = """
 -- Reserve up to `limit` entries of one queue; `tokens[i]` becomes the i-th one's token.
 local function reserve(stream, delayed, leases, deliveries, cursor,
-                       group, consumer, now, lease, limit, tokens)
+                       group, consumer, lease, limit, tokens)
   -- Delayed jobs that came due join the stream, in due order, exactly once.
-  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 1000)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', server_ms(), 'LIMIT', 0, 1000)
   for _, body in ipairs(due) do
     redis.call('ZREM', delayed, body)
     redis.call('XADD', stream, '*', 'body', body)
@@ -129,9 +135,9 @@ RESERVE = (
     + _RESERVE_FN
     + """
 -- KEYS: stream, delayed, leases, deliveries, cursor
--- ARGV: group, consumer, now_ms, lease_ms, limit, token_1 .. token_limit
+-- ARGV: group, consumer, lease_ms, limit, token_1 .. token_limit
 return reserve(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3],
-               ARGV[4], tonumber(ARGV[5]), slice(ARGV, 6, #ARGV))
+               tonumber(ARGV[4]), slice(ARGV, 5, #ARGV))
 """
 )
 
@@ -144,32 +150,38 @@ ACKNOWLEDGE_AND_RESERVE = (
 -- as one script: one command, atomic, and the acknowledged leases are gone
 -- before the reserve looks for lapsed ones.
 -- KEYS: stream, delayed, leases, deliveries, cursor
--- ARGV: group, consumer, now_ms, lease_ms, limit, n_acks,
+-- ARGV: group, consumer, lease_ms, limit, n_acks,
 --       token_1 .. token_limit, then n_acks pairs of id and token
-local limit, acks = tonumber(ARGV[5]), tonumber(ARGV[6])
+local limit, acks = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ids, held = {}, {}
 for i = 1, acks do
-  ids[i] = ARGV[6 + limit + 2 * i - 1]
-  held[i] = ARGV[6 + limit + 2 * i]
+  ids[i] = ARGV[5 + limit + 2 * i - 1]
+  held[i] = ARGV[5 + limit + 2 * i]
 end
 local acked = {}
 if acks > 0 then
   acked = acknowledge(KEYS[1], KEYS[3], KEYS[4], ARGV[1], ids, held)
 end
 local reserved = reserve(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2],
-                         ARGV[3], ARGV[4], limit, slice(ARGV, 7, 6 + limit))
+                         ARGV[3], limit, slice(ARGV, 6, 5 + limit))
 return {acked, reserved}
 """
 )
 
 PUSH = """
 -- KEYS: stream, delayed, [wake list: only off-cluster, where any keys may meet]
--- ARGV: wake_tokens, wake_cap, then pairs of due_ms (0: due now) and body
+-- ARGV: wake_tokens, wake_cap, then pairs of delay_ms (0: due now) and body
+-- A delay counts from the server's clock (see server_ms in RESERVE).
+local now = nil
 for i = 3, #ARGV, 2 do
   if ARGV[i] == '0' then
     redis.call('XADD', KEYS[1], '*', 'body', ARGV[i + 1])
   else
-    redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[i]), ARGV[i + 1])
   end
 end
 if KEYS[3] then
@@ -210,11 +222,13 @@ RELEASE = (
     _SETTLE_PREAMBLE
     + """
 -- KEYS: stream, delayed, leases, deliveries
--- ARGV: group, id, token, new_body, due_ms (0: due now)
+-- ARGV: group, id, token, new_body, delay_ms (0: due now, else from the server's clock)
 if not current(KEYS[3], ARGV[2], ARGV[3]) then return 0 end
 -- The job is written back before the old entry goes, so a crash loses nothing.
 if tonumber(ARGV[5]) > 0 then
-  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[4])
 else
   redis.call('XADD', KEYS[1], '*', 'body', ARGV[4])
 end
