@@ -248,6 +248,24 @@ async def test_doctor_prints_the_replication_role_and_the_wait_replicas_warning(
     assert "wait_replicas is 3 but the primary has 1" in result.stdout, result.output
 
 
+async def test_a_queue_left_on_a_replica_rides_it_out_as_an_outage_not_a_refusal(
+    pair: tuple[int, int], open_at: Any
+) -> None:
+    # After a failover the old primary's address may serve a replica: writes
+    # fail with READONLY until the URL is fixed. Workers should wait, not
+    # fail jobs, and the message should say what to do.
+    _, replica = pair
+    queue = open_at(replica)
+
+    with pytest.raises(BrokerUnavailable, match="read-only replica now") as pushing:
+        await queue.push(a_job())
+    with pytest.raises(BrokerUnavailable, match="read-only replica now") as reserving:
+        await queue.reserve("default")
+
+    assert not isinstance(pushing.value, OutcomeUnknown), "the replica refused it: nothing written"
+    assert not isinstance(reserving.value, OutcomeUnknown)
+
+
 def test_the_wait_options_are_the_same_from_the_url_and_from_the_config() -> None:
     from_url = open_queue("redis://127.0.0.1:1/0?wait_replicas=2&wait_timeout=250ms")
     from_table = open_queue("redis://127.0.0.1:1/0", {"wait_replicas": 2, "wait_timeout": "250ms"})

@@ -138,11 +138,35 @@ async def translated(what: str) -> AsyncIterator[None]:
     except (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError, rx.TryAgainError) as exc:
         raise BrokerUnavailable(f"Redis is unreachable while trying to {what}: {exc}") from exc
     except rx.ResponseError as exc:
-        raise BrokerRejected(f"Redis refused to {what}: {exc}") from exc
+        raise refusal(what, exc) from exc
     except rx.RedisClusterException as exc:
         raise BrokerUnavailable(f"the Redis cluster could not {what}: {exc}") from exc
     except rx.RedisError as exc:
         raise BrokerRejected(f"Redis failed to {what}: {exc}") from exc
+
+
+_PASSING = ("READONLY", "MASTERDOWN", "NOREPLICAS", "BUSY ", "LOADING", "TRYAGAIN")
+"""Refusals that say the server cannot take writes for now, not that the request is wrong."""
+
+
+def refusal(what: str, exc: rx.ResponseError) -> BrokerRejected | BrokerUnavailable:
+    """What a Redis error reply means to the worker: a refusal, or an outage to ride out.
+
+    A server that became a replica in a failover answers writes with
+    READONLY until the URL points at the new primary; one that lost its
+    primary, or its replicas, says so too. None of that is the request's
+    fault, and none of it wrote anything, so the caller waits and tries
+    again rather than failing jobs.
+    """
+    text = str(exc)
+    if isinstance(exc, rx.ReadOnlyError) or text.startswith(_PASSING):
+        hint = (
+            "; this server is a read-only replica now (a failover?): point the URL at the primary"
+            if isinstance(exc, rx.ReadOnlyError) or text.startswith("READONLY")
+            else ""
+        )
+        return BrokerUnavailable(f"Redis cannot {what} for now: {exc}{hint}")
+    return BrokerRejected(f"Redis refused to {what}: {exc}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,8 +39,8 @@ from redis import exceptions as rx
 from redis.asyncio import Redis
 
 from ...durations import format_duration, parse_duration
-from ...errors import BrokerRejected, ConfigurationError, NotReplicated, OutcomeUnknown
-from .connection import Client, translated
+from ...errors import ConfigurationError, NotReplicated, OutcomeUnknown
+from .connection import Client, refusal, translated
 
 if TYPE_CHECKING:
     from redis.asyncio.connection import AbstractConnection
@@ -148,7 +148,7 @@ class ReplicatedWrites:
         *answers, confirmed = replies if wanted else [*replies, 0]
         for answer in answers:
             if isinstance(answer, rx.ResponseError):
-                raise BrokerRejected(f"Redis refused to {what}: {answer}") from answer
+                raise refusal(what, answer) from answer
         if not isinstance(confirmed, int) or confirmed < wanted:
             count = confirmed if isinstance(confirmed, int) else 0
             raise NotReplicated(
