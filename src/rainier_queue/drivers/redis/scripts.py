@@ -8,7 +8,9 @@ token must still be the one in the leases hash, or the script changes
 nothing and answers 0, which the driver turns into `LeaseLost`.
 
 Key order is fixed per script and documented at its top; `ARGV` carries
-the consumer group, times in epoch milliseconds and tokens.
+the consumer group, durations in milliseconds (a lease, a delay) and
+tokens. No script is given the time: each reads the server's (`TIME`), so
+machines whose clocks disagree still agree on when a delayed job is due.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from __future__ import annotations
 # Lua's `unpack` takes a few thousand values at most, so commands over many
 # ids go in chunks; one command per chunk, not one per job, is what keeps a
 # batch cheap (each `redis.call` costs about as much as a small command).
-_MANY = """
+_CLOCK = """
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+_MANY = (
+    _CLOCK
+    + """
 local function many(command, key, list, first)
   local answers = {}
   for i = 1, #list, 1000 do
@@ -33,18 +44,13 @@ local function many(command, key, list, first)
   end
   return answers
 end
--- Due times are the server's clock, never a worker's: machines that disagree
--- about the time still agree on when a delayed job is due.
-local function server_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 local function slice(list, first, last)
   local out = {}
   for i = first, last do out[#out + 1] = list[i] end
   return out
 end
 """
+)
 
 _RESERVE_FN = """
 -- Reserve up to `limit` entries of one queue; `tokens[i]` becomes the i-th one's token.
@@ -168,19 +174,17 @@ return {acked, reserved}
 """
 )
 
-PUSH = """
+PUSH = (
+    _CLOCK
+    + """
 -- KEYS: stream, delayed, [wake list: only off-cluster, where any keys may meet]
 -- ARGV: wake_tokens, wake_cap, then pairs of delay_ms (0: due now) and body
--- A delay counts from the server's clock (see server_ms in RESERVE).
 local now = nil
 for i = 3, #ARGV, 2 do
   if ARGV[i] == '0' then
     redis.call('XADD', KEYS[1], '*', 'body', ARGV[i + 1])
   else
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
+    now = now or server_ms()
     redis.call('ZADD', KEYS[2], now + tonumber(ARGV[i]), ARGV[i + 1])
   end
 end
@@ -190,6 +194,7 @@ if KEYS[3] then
 end
 return (#ARGV - 2) / 2
 """
+)
 
 _SETTLE_PREAMBLE = """
 local function current(leases, id, token)
@@ -219,16 +224,15 @@ return acknowledge(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ids, tokens)
 )
 
 RELEASE = (
-    _SETTLE_PREAMBLE
+    _CLOCK
+    + _SETTLE_PREAMBLE
     + """
 -- KEYS: stream, delayed, leases, deliveries
 -- ARGV: group, id, token, new_body, delay_ms (0: due now, else from the server's clock)
 if not current(KEYS[3], ARGV[2], ARGV[3]) then return 0 end
 -- The job is written back before the old entry goes, so a crash loses nothing.
 if tonumber(ARGV[5]) > 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[4])
+  redis.call('ZADD', KEYS[2], server_ms() + tonumber(ARGV[5]), ARGV[4])
 else
   redis.call('XADD', KEYS[1], '*', 'body', ARGV[4])
 end
