@@ -228,6 +228,22 @@ async def test_the_report_names_the_eviction_policy_and_the_missing_persistence(
     assert any("keeps nothing on disk" in w for w in report.warnings)
 
 
+async def test_snapshots_without_an_append_only_file_are_a_warning(
+    private_server: tuple[RedisServers, int], opened: list[Queue]
+) -> None:
+    _, port = private_server
+    queue = open_queue(f"redis://127.0.0.1:{port}/0")
+    opened.append(queue)
+    assert isinstance(queue, RedisQueue)
+    await queue.client.config_set("save", "3600 1")
+    await queue.client.config_set("appendonly", "no")
+
+    report = await queue.diagnose()
+
+    assert report.persists is True
+    assert any("only RDB snapshots" in w and "appendonly" in w for w in report.warnings)
+
+
 async def test_an_evicting_policy_is_a_warning(
     private_server: tuple[RedisServers, int], opened: list[Queue]
 ) -> None:

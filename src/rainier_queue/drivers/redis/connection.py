@@ -247,6 +247,11 @@ async def diagnose(client: Client, *, wait_replicas: int = 0) -> Diagnosis:
             "Redis keeps nothing on disk (no AOF, no RDB snapshots): a restart loses every "
             "queued job"
         )
+    elif diagnosis.appendonly is False:
+        diagnosis.warnings.append(
+            f"Redis keeps only RDB snapshots (save {diagnosis.save!r}), no AOF: a crash loses "
+            "every job accepted since the last snapshot; turn on appendonly"
+        )
     elif diagnosis.appendonly and diagnosis.appendfsync != "always":
         diagnosis.warnings.append(
             f"appendfsync is {diagnosis.appendfsync}: jobs accepted in the last second or so "
