@@ -335,6 +335,28 @@ async def test_an_envelope_naming_another_queue_is_settled_on_the_stream_it_came
     assert await queue.size("default") == 0
 
 
+@pytest.mark.parametrize("where", ["single", "cluster"])
+async def test_an_idle_worker_waits_for_a_delayed_job_and_then_finds_it(
+    namespace: str, opened: list[Queue], where: str
+) -> None:
+    if where == "cluster":
+        seeds = ",".join(f"127.0.0.1:{port}" for port in shared_cluster().ports)
+        url = f"redis-cluster://{seeds}/?prefix=rq:{namespace}:"
+    else:
+        url = f"{SHARED}?prefix=rq:{namespace}:"
+    queue = open_queue(url)
+    opened.append(queue)
+    await queue.push(a_job(delay=timedelta(milliseconds=300)))
+    await queue.wait_for_work(["default"], timedelta(seconds=30))  # the push's wake-up
+
+    # The soonest due time is read against the server's clock; a cluster
+    # pipeline cannot carry TIME, so it is asked for on its own there.
+    await asyncio.wait_for(queue.wait_for_work(["default"], timedelta(seconds=30)), 30)
+    await asyncio.sleep(0.05)
+
+    assert len(await queue.reserve("default")) == 1
+
+
 async def test_a_plain_redis_url_with_cluster_true_reaches_every_node(
     namespace: str, opened: list[Queue]
 ) -> None:

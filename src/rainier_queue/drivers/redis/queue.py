@@ -367,14 +367,19 @@ class RedisQueue(RedisFailedJobs, Queue):
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
         seconds = timeout.total_seconds()
-        pipe = (await self._ready()).pipeline(transaction=False)
+        client = await self._ready()
+        pipe = client.pipeline(transaction=False)
         for name in queues:
             keys = self.keys.queue(name)
             pipe.zrange(keys.delayed, 0, 0, withscores=True)
             pipe.hlen(keys.leases)
-        pipe.time()  # due times are on the server's clock
+        if not self.cluster:
+            pipe.time()  # due times are on the server's clock
         async with translated("look for due work"):
-            *answers, (seconds_now, micros_now) = await pipe.execute()
+            answers = await pipe.execute()
+            # A cluster pipeline cannot carry TIME (it names no key); any node's
+            # clock will do to decide how long to wait.
+            seconds_now, micros_now = answers.pop() if not self.cluster else await client.time()
         now_ms = seconds_now * 1000 + micros_now / 1000
         for i in range(0, len(answers), 2):
             soonest = cast(list[tuple[str, float]], answers[i])
