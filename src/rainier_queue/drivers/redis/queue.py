@@ -10,13 +10,11 @@ import logging
 import os
 import secrets
 import socket
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
-from redis import exceptions as rx
 from redis.asyncio import Redis
 from typing_extensions import override
 
@@ -30,14 +28,13 @@ from ...redact import redact_url
 from . import scripts
 from .connection import (
     Client,
-    Diagnosis,
     Ready,
     connect,
-    diagnose,
     split_options,
     translated,
 )
 from .failed import RedisFailedJobs
+from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, ReplicatedWrites, durability_from, raise_first
@@ -59,9 +56,6 @@ workers after a burst, few enough that workers do not spin on stale ones."""
 CONSUMER_IDLE_LIMIT = timedelta(hours=1)
 """A stopping worker also removes other consumers idle this long that hold nothing."""
 
-MARKER_CHECK_EVERY = 5.0
-"""Seconds between checks that the dataset under us was not wiped."""
-
 
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
@@ -77,7 +71,7 @@ def _consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-class RedisQueue(RedisFailedJobs, Queue):
+class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
     """Redis streams with a consumer group, delayed jobs in a sorted set, Lua-fenced settles."""
 
     name: ClassVar[str] = "redis"
@@ -541,66 +535,6 @@ class RedisQueue(RedisFailedJobs, Queue):
             )
         )
 
-    # -- health --------------------------------------------------------------------
-
-    async def diagnose(self) -> Diagnosis:
-        """maxmemory-policy, persistence and replication, with a warning for each unsafe one."""
-        wait = 0 if self._replicated is None else self._replicated.durability.replicas
-        return await diagnose(await self._ready(), wait_replicas=wait)
-
-    async def health_warnings(self) -> list[str]:
-        """The warnings of `diagnose`, for `rainier-queue doctor` (the `Diagnosable` protocol)."""
-        return (await self.diagnose()).warnings
-
-    async def health_notes(self) -> list[str]:
-        """The replication role and durable-push setting, for `doctor` (`HealthNotes`)."""
-        return (await self.diagnose()).notes
-
-    async def check_dataset(self) -> bool:
-        """False (and an error logged) if the Redis under us lost its data since we last looked.
-
-        A marker key with a random epoch is set the first time; if it is gone
-        later, the server restarted without persistence, failed over to an
-        empty replica, or was flushed, and every job it held is gone with it.
-        On a read-only replica the marker is only read: a replica that
-        resynced from a primary that came back empty loses it too, and is
-        reported the same way; the primary's drivers write the new one.
-        """
-        client = await self._ready()
-        async with translated("check the dataset marker"):
-            found = await cast(Awaitable[str | None], client.get(self.keys.marker))
-            if found is not None and self._epoch in (None, found):
-                self._epoch = found
-                return True
-            seen = found if found is not None else await self._new_marker(client)
-        previous, self._epoch = self._epoch, seen
-        if previous is None:
-            return True
-        log.error(
-            "the Redis at %s lost its data (marker %s is %s): it restarted without "
-            "persistence, failed over to an empty replica, or was flushed. Every job it held "
-            "before is gone; see the `redis` driver's documentation",
-            self.describe(),
-            self.keys.marker,
-            "gone" if found is None else "changed",
-        )
-        return False
-
-    async def _new_marker(self, client: Client) -> str | None:
-        """Set a fresh epoch unless one is there; the epoch now in place (None on a replica)."""
-        try:
-            await cast(Awaitable[Any], client.set(self.keys.marker, secrets.token_hex(8), nx=True))
-        except rx.ReadOnlyError:
-            return None
-        return await cast(Awaitable[str | None], client.get(self.keys.marker))
-
-    async def _check_now_and_then(self) -> None:
-        now = time.monotonic()
-        if now - self._checked_at >= MARKER_CHECK_EVERY:
-            self._checked_at = now
-            await self.check_dataset()
-
-    @override
     @override
     async def on_worker_stop(self) -> None:
         """Remove this worker's consumer from each group it read, and long-idle empty ones.
@@ -619,6 +553,7 @@ class RedisQueue(RedisFailedJobs, Queue):
                 f"retire consumers of {queue!r}",
             )
 
+    @override
     async def aclose(self) -> None:
         if self._blocking is not None:
             self._blocking.cancel()
