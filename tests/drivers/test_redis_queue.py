@@ -78,6 +78,16 @@ def private_server() -> Iterator[tuple[RedisServers, int]]:
     servers.stop()
 
 
+@pytest.fixture
+def private_queue(private_server: tuple[RedisServers, int], opened: list[Queue]) -> RedisQueue:
+    """A queue on a server of the test's own, for tests that reconfigure the server."""
+    _, port = private_server
+    queue = open_queue(f"redis://127.0.0.1:{port}/0")
+    assert isinstance(queue, RedisQueue)
+    opened.append(queue)
+    return queue
+
+
 async def test_a_delayed_job_is_promoted_once_when_two_workers_reserve_at_once(
     open_on: Any,
 ) -> None:
@@ -229,12 +239,9 @@ async def test_the_report_names_the_eviction_policy_and_the_missing_persistence(
 
 
 async def test_snapshots_without_an_append_only_file_are_a_warning(
-    private_server: tuple[RedisServers, int], opened: list[Queue]
+    private_queue: RedisQueue,
 ) -> None:
-    _, port = private_server
-    queue = open_queue(f"redis://127.0.0.1:{port}/0")
-    opened.append(queue)
-    assert isinstance(queue, RedisQueue)
+    queue = private_queue
     await queue.client.config_set("save", "3600 1")
     await queue.client.config_set("appendonly", "no")
 
@@ -245,12 +252,9 @@ async def test_snapshots_without_an_append_only_file_are_a_warning(
 
 
 async def test_an_evicting_policy_is_a_warning(
-    private_server: tuple[RedisServers, int], opened: list[Queue]
+    private_queue: RedisQueue,
 ) -> None:
-    _, port = private_server
-    queue = open_queue(f"redis://127.0.0.1:{port}/0")
-    opened.append(queue)
-    assert isinstance(queue, RedisQueue)
+    queue = private_queue
     await queue.client.config_set("maxmemory-policy", "allkeys-lru")
 
     report = await queue.diagnose()
@@ -540,12 +544,9 @@ def test_a_prefix_with_a_hash_tag_is_refused() -> None:
 
 
 async def test_a_worker_that_stops_waiting_does_not_open_a_connection_each_time(
-    private_server: tuple[RedisServers, int], opened: list[Queue]
+    private_queue: RedisQueue,
 ) -> None:
-    _, port = private_server
-    queue = open_queue(f"redis://127.0.0.1:{port}/0")
-    opened.append(queue)
-    assert isinstance(queue, RedisQueue)
+    queue = private_queue
     before = (await queue.client.info("stats"))["total_connections_received"]
 
     for _ in range(20):  # what the worker does whenever one of its jobs finishes
