@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from . import report
-from .adapters import ROOT, console, draw_chart, ensure_peers_venv
+from .adapters import ROOT, compile_bytecode, console, draw_chart, ensure_peers_venv
 from .workloads import MEMORY_PEERS, latency, memory, now, throughput
 
 RESULTS = ROOT / "bench" / "results"
@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     began = time.monotonic()
     if not args.no_peers:
         ensure_peers_venv()
+    compile_bytecode()
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"compare-{dt.date.today().isoformat()}.jsonl"
     result: dict[str, Any] = {
