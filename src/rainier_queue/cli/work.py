@@ -110,6 +110,12 @@ def _shown(value: timedelta | None) -> str:
     "--prefetch", type=click.IntRange(min=1), help="Jobs reserved per round trip [free slots]."
 )
 @click.option(
+    "--reserve-ahead",
+    type=click.IntRange(min=0),
+    help="Jobs a busy worker may hold reserved beyond those it runs, while its jobs "
+    "finish faster than a reserve comes back; 0 for never [the concurrency].",
+)
+@click.option(
     "--batch-wait",
     **DURATION,
     help="With a backlog, how long to let running jobs finish so the next reserve "

@@ -11,7 +11,10 @@ short) instead of polling. A slot frees when its handler returns, and the
 acknowledgements of finished jobs ride along with the next reserve, so a
 busy worker pays one round trip per batch, not two or one per job. While
 work is waiting, a second reserve may set off before the first is back
-(`MAX_FILLS`), so a broker slow to answer is not a pause per batch.
+(`MAX_FILLS`), so a broker slow to answer is not a pause per batch; and
+while its jobs finish faster than a reserve comes back, the worker holds up
+to `reserve_ahead` jobs reserved beyond those it runs (`pace.py`), so the
+next batch is already here when the slots free.
 
 Stopping: `stop()` ends reserving at once, lets running jobs finish within
 `options.grace`, then interrupts what is left and hands it back with its
@@ -43,7 +46,8 @@ from . import signals
 from .leases import Lease, LeaseKeeper
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
-from .runner import Interruptible, Runner
+from .pace import Pace
+from .runner import Interruptible, Runner, Verdict
 from .settle import Settler
 
 log = logging.getLogger("rainier_queue.worker")
@@ -93,6 +97,14 @@ class Worker:
         """Every job this worker holds, from reservation until its settle is done."""
         self._handling = 0
         """How many of them are still running their handler (what `concurrency` limits)."""
+        self._held: collections.deque[_Slot] = collections.deque()
+        """Jobs reserved ahead, waiting for a slot, first reserved first started."""
+        self._ahead = (
+            options.concurrency if options.reserve_ahead is None else options.reserve_ahead
+        )
+        self._pace = Pace()
+        self._backlog = False
+        """Whether the last reserve came back full: more work is waiting."""
         self._acks_ride_along = queue.combines_acknowledge_and_reserve
         self._requested = 0
         """Slots set aside for reserves that are on their way."""
@@ -234,12 +246,13 @@ class Worker:
             while self._filled:
                 taken, ran_short, error = self._filled.popleft()
                 if error is not None:
-                    backlog = short = False
+                    backlog = short = self._backlog = False
                     await self._broker_failed(error)
                     continue
                 self._outage.succeeded()
                 backlog = taken > 0 and not ran_short
                 short = not backlog
+                self._backlog = backlog
                 empty = taken == 0
                 if empty:
                     self._stats.idles += 1
@@ -340,7 +353,11 @@ class Worker:
         # acknowledgements are on their way, so a worker is not idle for a
         # round trip per batch. At most `concurrency` settles may be pending.
         concurrency = self.options.concurrency
-        free = min(concurrency - self._handling, 2 * concurrency - len(self._running))
+        ahead = self._ahead if self._backlog and self._pace.jobs_outrun_reserves else 0
+        free = min(
+            concurrency + ahead - self._handling - len(self._held),
+            2 * concurrency + ahead - len(self._running),
+        )
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self._stats.total - len(self._running))
         return free - self._requested
@@ -373,16 +390,20 @@ class Worker:
     async def _reserve(self, name: str, limit: int) -> list[Reservation]:
         """Reserve from `name`, carrying the acknowledgements that are waiting to be sent."""
         waiting = self._settler.acks.take() if self._acks_ride_along else None
+        began = time.monotonic()
         if not waiting:
-            return await self.queue.reserve(name, limit=limit)
-        try:
-            outcomes, batch = await self.queue.acknowledge_and_reserve(
-                waiting.reservations, name, limit=limit
-            )
-        except BaseException as exc:
-            waiting.settle(exc)
-            raise
-        waiting.settle(outcomes)
+            batch = await self.queue.reserve(name, limit=limit)
+        else:
+            try:
+                outcomes, batch = await self.queue.acknowledge_and_reserve(
+                    waiting.reservations, name, limit=limit
+                )
+            except BaseException as exc:
+                waiting.settle(exc)
+                raise
+            waiting.settle(outcomes)
+        if batch:
+            self._pace.reserve_took(time.monotonic() - began)
         return batch
 
     async def _idle(self, deadline: float | None) -> None:
@@ -403,13 +424,43 @@ class Worker:
             raise error
 
     def _start(self, reservation: Reservation) -> None:
+        """Run a reserved job now if a slot is free; else hold it until one is.
+
+        A job that comes in after a stop, with no slot free, is handed back
+        at once instead of being held.
+        """
         slot = _Slot(reservation=reservation, lease=self._keeper.track(reservation))
         self._running[reservation.token] = slot
+        if self._handling < self.options.concurrency and not self._held:
+            self._launch(slot)
+        elif self._stopping:
+            slot.control.interrupt()
+            self._launch(slot)
+        else:
+            self._held.append(slot)
+
+    def _launch(self, slot: _Slot) -> None:
         self._handling += 1
         if self._hard:
             slot.control.interrupt()
-        job = reservation.job
+        job = slot.reservation.job
         slot.task = asyncio.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
+
+    def _handler_done(self) -> None:
+        """A slot is free: start the job held longest, if any (after a stop: hand it back)."""
+        self._handling -= 1
+        while self._held and self._handling < self.options.concurrency:
+            slot = self._held.popleft()
+            if self._stopping:
+                slot.control.interrupt()
+            self._launch(slot)
+
+    def _hand_back_held(self) -> None:
+        """Stopping: every job held ahead goes back unstarted, its attempt refunded."""
+        while self._held:
+            slot = self._held.popleft()
+            slot.control.interrupt()
+            self._launch(slot)
 
     async def _work(self, slot: _Slot) -> None:
         job = slot.reservation.job
@@ -422,7 +473,9 @@ class Worker:
                     log.exception("the event dispatcher failed on JobProcessing; ignored")
             attempt = await self._runner.run(slot.reservation, slot.control)
             handling = False
-            self._handling -= 1
+            self._handler_done()
+            if attempt.verdict is not Verdict.INTERRUPTED:
+                self._pace.job_took(time.monotonic() - attempt.started)
             self._changed.set()
             if slot.lease.lost:
                 log.info(
@@ -438,7 +491,7 @@ class Worker:
             )
         finally:
             if handling:
-                self._handling -= 1
+                self._handler_done()
             self._keeper.forget(slot.lease)
             self._running.pop(slot.reservation.token, None)
             self._changed.set()
@@ -447,6 +500,7 @@ class Worker:
 
     def _request_stop(self, now: bool) -> None:
         self._stopping = True
+        self._hand_back_held()
         self._stop_event.set()
         self._changed.set()
         if now and not self._hard:

@@ -49,6 +49,12 @@ class WorkerOptions:
     """Ceiling of the wait between retries of a failing broker."""
     prefetch: int | None = None
     """Jobs reserved per round trip; defaults to the free concurrency slots."""
+    reserve_ahead: int | None = None
+    """Jobs a busy worker may hold reserved beyond those it runs, so the next batch is
+    already here when slots free. Only while work is waiting and the worker's jobs
+    finish faster than a reserve comes back (see `worker/pace.py`); a job held ahead
+    and not started by a stop is handed back with its attempt refunded. None: as
+    many as `concurrency`; 0: never."""
     batch_wait: timedelta = timedelta(milliseconds=2)
     """While the queue has a backlog and jobs are running, how long the worker may
     wait for half its slots to free before it reserves again, so that it fetches
@@ -64,6 +70,8 @@ class WorkerOptions:
             raise ValueError("max_consecutive_errors must be at least 1")
         if self.tries is not None and self.tries < 1:
             raise ValueError("tries must be at least 1")
+        if self.reserve_ahead is not None and self.reserve_ahead < 0:
+            raise ValueError("reserve_ahead cannot be negative (0 turns it off)")
         if self.batch_wait < timedelta(0):
             raise ValueError("batch_wait cannot be negative")
 
