@@ -128,6 +128,36 @@ def standalone() -> tuple[RedisServers, int]:
         raise
 
 
+def on_socket(*extra: str) -> tuple[RedisServers, Path]:
+    """One private redis-server listening on a Unix socket only (`--port 0`); its socket's path.
+
+    The caller stops it. Its `RedisServers` holds this one process and no
+    port, so `stop()` is the only way to end it.
+    """
+    servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-socket-")))
+    path = servers.folder / "redis.sock"
+    args = [_binary("redis-server"), "--port", "0", "--unixsocket", str(path)]
+    args += ["--unixsocketperm", "700", "--dir", str(servers.folder), "--save", ""]
+    args += ["--appendonly", "no", "--logfile", str(servers.folder / "redis.log"), *extra]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers.procs.append(proc)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log = (servers.folder / "redis.log").read_text(errors="replace")
+            servers.stop()
+            raise RuntimeError(f"redis-server on {path} exited: {log}")
+        with socket.socket(socket.AF_UNIX) as sock:
+            try:
+                sock.connect(str(path))
+            except OSError:
+                time.sleep(0.02)
+                continue
+        return servers, path
+    servers.stop()
+    raise RuntimeError(f"redis-server on {path} did not come up")
+
+
 PRIMARY = ("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
 """A primary that streams its snapshot to a new replica at once, and never writes one to disk
 (an RDB file left in its folder would bring data back on a restart that should be empty)."""

@@ -77,6 +77,8 @@ _SCHEMES: dict[str, _Entry] = {
     "redis": _Entry("rainier_queue.drivers.redis", "RedisQueue", "redis", "redis"),
     "rediss": _Entry("rainier_queue.drivers.redis", "RedisQueue", "redis", "redis"),
     "redis-cluster": _Entry("rainier_queue.drivers.redis", "RedisQueue", "redis", "redis"),
+    # redis-py's URL for a Redis listening on a Unix socket: unix:///path/to/redis.sock
+    "unix": _Entry("rainier_queue.drivers.redis", "RedisQueue", "redis", "redis"),
     "kafka": _Entry("rainier_queue.drivers.kafka", "KafkaQueue", "kafka", "aiokafka"),
     "sqs": _Entry("rainier_queue.drivers.sqs", "SQSQueue", "sqs", "aiobotocore"),
     "amqp": _Entry("rainier_queue.drivers.rabbitmq", "RabbitMQQueue", "rabbitmq", "aio_pika"),

@@ -17,7 +17,8 @@ that can lose a job it has accepted. What choosing it costs:
   restarts empty wipes its replicas.
 - **An evicting `maxmemory-policy` silently deletes queued jobs** under
   memory pressure. Use `noeviction`; `RedisQueue.diagnose()` (and
-  `rainier-queue doctor`) warns about anything else.
+  `rainier-queue doctor`) warns about anything else, on a cluster for
+  each primary it finds it on.
 - **No transactional enqueue.** A push never joins the application's
   database transaction.
 
@@ -72,7 +73,13 @@ the loss too.
 percent-encoded, and every key of one queue carries the hash tag
 `{<queue>}`, so on a cluster (`redis-cluster://host:port,host:port` or
 `cluster=true`) each queue lives on one slot and a worker serving several
-queues drains all of them, wherever their slots are.
+queues drains all of them, wherever their slots are. A push on a cluster
+goes to the node owning its slot on a connection held for the answer,
+like a push to a single server, so it is never sent twice.
+
+A Redis on this machine's Unix socket is `unix:///path/to/redis.sock`
+(database and password as redis-py reads them: `?db=0`,
+`unix://:password@/path`); it takes the same options as `redis://`.
 
 Options (in the query string or the connection's settings): `prefix`,
 `lease` (default 90s), `cluster`, `consumer` (default host-pid-random),
@@ -96,9 +103,9 @@ sends no `WAIT` and costs nothing.
 - **A connection lost after the push was sent** raises `OutcomeUnknown`:
   the push may or may not have been written. A push refused before
   anything was sent (Redis down) is a plain `BrokerUnavailable`, safe to
-  retry. Off a cluster this holds without `wait_replicas` too; on a cluster
-  the client hides which connection a push used, so there a lost push is
-  a plain `BrokerUnavailable` either way.
+  retry. This holds without `wait_replicas` too, and on a cluster, where
+  each push is sent once on a connection to the node that owns its slot,
+  held for the answer, and never resent by the client.
 - **Only pushes wait.** A release, a failure or a retry from the failed
   store moves the job inside one script, and Redis replicates a script's
   writes as one unit: a replica that missed the move still has the job
@@ -127,13 +134,13 @@ What it does not close, so that nobody reads "durable" as more than it is:
   left on the old address waits for it, and if it comes back empty,
   reports the wipe and serves an empty queue while the jobs wait on the
   promoted replica.
-- On a cluster the client does not expose the connection a write went
-  down, so `wait_replicas` is refused there at startup.
+- On a cluster, where each slot range has a primary of its own, this mode
+  is not offered: `wait_replicas` is refused there at startup.
 """
 
 from __future__ import annotations
 
-from .connection import Diagnosis
+from .diagnosis import Diagnosis
 from .queue import NOT_A_JOB, RedisQueue
 
 __all__ = ["NOT_A_JOB", "Diagnosis", "RedisQueue"]

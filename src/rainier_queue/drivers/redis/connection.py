@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Building a redis-py client from a URL, and the one place its errors are translated.
 
-The URL is redis-py's own (`redis://`, `rediss://` with TLS), plus a seed
-list for clusters: `redis-cluster://host:port,host:port/?prefix=app:`, or
-any Redis URL with `cluster=true`. This library's own settings may ride in
+The URL is redis-py's own (`redis://`, `rediss://` with TLS, `unix://` for
+a socket file on this machine), plus a seed list for clusters:
+`redis-cluster://host:port,host:port/?prefix=app:`, or a `redis://` or
+`rediss://` URL with `cluster=true`. This library's own settings may ride in
 the query string (`prefix`, `lease`, `cluster`, `consumer`, `wait_replicas`,
 `wait_timeout`); they are taken out before redis-py sees the rest.
 
@@ -17,10 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
@@ -57,6 +57,8 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
     scheme = parts.scheme.lower()
     if scheme not in ("redis", "rediss", "unix", "redis-cluster"):
         raise ConfigurationError(f"not a Redis URL scheme: {scheme!r}")
+    if scheme == "unix":
+        _check_socket_url(parts, cluster=cluster)
     if cluster or scheme == "redis-cluster":
         database = parts.path.strip("/")
         if database not in ("", "0"):
@@ -77,9 +79,44 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
         pool.connection_class(**pool.connection_kwargs)  # builds, does not connect
     except TypeError as exc:
         named = re.search(r"argument '([^']+)'", str(exc))
+        name = named.group(1) if named else str(exc)
+        if name in URL_QUERY_ARGUMENT_PARSERS:  # redis-py's, but not for this kind of link
+            raise ConfigurationError(_not_for(name, scheme)) from None
         known = {*ours, *URL_QUERY_ARGUMENT_PARSERS}
-        raise UnknownOption("a Redis URL", named.group(1) if named else str(exc), known) from None
+        raise UnknownOption("a Redis URL", name, known) from None
     return client
+
+
+def _check_socket_url(parts: SplitResult, *, cluster: bool) -> None:
+    """A `unix://` URL names a socket file on this machine: no host, no port, no cluster."""
+    if cluster:
+        raise ConfigurationError(
+            "a Redis Cluster cannot be reached over a Unix socket (its nodes give each other's "
+            "addresses as host and port); use redis-cluster://host:port,host:port, or remove "
+            "cluster=true from the unix:// URL"
+        )
+    if parts.hostname:
+        raise ConfigurationError(
+            f"a unix:// URL names a socket file, not a host (got host {parts.hostname!r}); "
+            "write unix:///path/to/redis.sock with three slashes, or use redis://host:port/0 "
+            "to connect over TCP"
+        )
+    if parts.path.strip("/") == "":
+        raise ConfigurationError(
+            "a unix:// URL needs the path of Redis's socket, as in "
+            "unix:///run/redis/redis.sock?db=0"
+        )
+
+
+def _not_for(name: str, scheme: str) -> str:
+    """Why a redis-py setting is refused on a URL of `scheme`, and what to do."""
+    if name.startswith("ssl_"):
+        return (
+            f"`{name}` is a TLS setting, and a {scheme}:// connection has no TLS; "
+            "remove it, or use a rediss:// URL for TLS"
+        )
+    link = "a Unix-socket" if scheme == "unix" else f"a {scheme}://"
+    return f"`{name}` does not apply to {link} connection; remove it from the URL"
 
 
 def _cluster_from_seeds(url: str, *, decode: bool) -> RedisCluster:
@@ -147,6 +184,8 @@ async def translated(what: str) -> AsyncIterator[None]:
 
 _PASSING = ("READONLY", "MASTERDOWN", "NOREPLICAS", "BUSY ", "LOADING", "TRYAGAIN")
 """Refusals that say the server cannot take writes for now, not that the request is wrong."""
+_PASSING_CLASSES = (rx.ReadOnlyError, rx.TryAgainError, rx.ClusterDownError)
+"""The same, for a replica, a slot being migrated (TRYAGAIN), and a cluster that is down."""
 
 
 def refusal(what: str, exc: rx.ResponseError) -> BrokerRejected | BrokerUnavailable:
@@ -159,167 +198,28 @@ def refusal(what: str, exc: rx.ResponseError) -> BrokerRejected | BrokerUnavaila
     again rather than failing jobs.
     """
     text = str(exc)
-    if isinstance(exc, rx.ReadOnlyError) or text.startswith(_PASSING):
-        hint = (
-            "; this server is a read-only replica now (a failover?): point the URL at the primary"
-            if isinstance(exc, rx.ReadOnlyError) or text.startswith("READONLY")
-            else ""
-        )
+    # redis-py strips the code off the errors it has a class for: those go by class.
+    if isinstance(exc, _PASSING_CLASSES) or text.startswith(_PASSING):
+        hint = ""
+        if isinstance(exc, rx.ReadOnlyError) or text.startswith("READONLY"):
+            hint = (
+                "; this server is a read-only replica now (a failover?): "
+                "point the URL at the primary"
+            )
+        elif isinstance(exc, rx.TryAgainError):
+            hint = (
+                "; the slot is being migrated between cluster nodes: nothing was written, "
+                "try again once the migration is done"
+            )
         return BrokerUnavailable(f"Redis cannot {what} for now: {exc}{hint}")
     return BrokerRejected(f"Redis refused to {what}: {exc}")
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    """What the server says about how safely it keeps our keys (for `doctor`)."""
-
-    maxmemory_policy: str | None
-    """None when the server refuses CONFIG GET (managed Redis often does)."""
-    appendonly: bool | None
-    appendfsync: str | None
-    save: str | None
-    warnings: list[str] = field(default_factory=list)
-    role: str | None = None
-    """`primary` or `replica` (Redis says `master` and `slave`); None if INFO was refused."""
-    connected_replicas: int | None = None
-    """How many replicas a primary has connected right now."""
-    primary: str | None = None
-    """For a replica, the primary it follows (`host:port`)."""
-    notes: list[str] = field(default_factory=list)
-    """Facts worth showing that are not warnings (the replication role)."""
-
-    @property
-    def persists(self) -> bool | None:
-        """Whether a restart would keep the data (AOF or RDB snapshots); None if unknown."""
-        if self.appendonly is None and self.save is None:
-            return None
-        return bool(self.appendonly) or bool(self.save)
-
-
-def _first(config: Mapping[str, Any], key: str) -> str | None:
-    value = config.get(key)
-    if isinstance(value, dict):  # a cluster answers per node
-        value = next(iter(value.values()), None)
-    return None if value is None else str(value)
-
-
-async def diagnose(client: Client, *, wait_replicas: int = 0) -> Diagnosis:
-    """Read maxmemory-policy, persistence and replication; warn about each unsafe setting.
-
-    `wait_replicas` is how many replicas this driver waits for after each
-    push; more than the primary has connected is a warning.
-    """
-    config: dict[str, Any] = {}
-    for key in ("maxmemory-policy", "appendonly", "appendfsync", "save"):
-        try:
-            answer = await client.config_get(key)
-        except rx.ResponseError:
-            continue
-        except (rx.ConnectionError, rx.TimeoutError) as exc:
-            raise BrokerUnavailable(
-                f"Redis is unreachable while reading its config: {exc}"
-            ) from exc
-        config.update({str(k): v for k, v in dict(answer).items()})
-    policy = _first(config, "maxmemory-policy")
-    aof = _first(config, "appendonly")
-    save = _first(config, "save")
-    role, replicas, primary = await _replication(client)
-    diagnosis = Diagnosis(
-        maxmemory_policy=policy,
-        appendonly=None if aof is None else aof == "yes",
-        appendfsync=_first(config, "appendfsync"),
-        save=save,
-        role=role,
-        connected_replicas=replicas,
-        primary=primary,
-    )
-    if policy is None:
-        diagnosis.warnings.append(
-            "could not read maxmemory-policy (CONFIG GET refused); make sure it is noeviction"
-        )
-    elif policy != "noeviction":
-        diagnosis.warnings.append(
-            f"maxmemory-policy is {policy}: under memory pressure Redis may silently evict "
-            "queued jobs; set it to noeviction"
-        )
-    if diagnosis.persists is False:
-        diagnosis.warnings.append(
-            "Redis keeps nothing on disk (no AOF, no RDB snapshots): a restart loses every "
-            "queued job"
-        )
-    elif diagnosis.appendonly is False:
-        diagnosis.warnings.append(
-            f"Redis keeps only RDB snapshots (save {diagnosis.save!r}), no AOF: a crash loses "
-            "every job accepted since the last snapshot; turn on appendonly"
-        )
-    elif diagnosis.appendonly and diagnosis.appendfsync != "always":
-        diagnosis.warnings.append(
-            f"appendfsync is {diagnosis.appendfsync}: jobs accepted in the last second or so "
-            "can be lost on a crash"
-        )
-    _judge_replication(diagnosis, wait_replicas)
-    return diagnosis
-
-
-async def _replication(client: Client) -> tuple[str | None, int | None, str | None]:
-    """The role, connected replicas and followed primary from `INFO replication`."""
-    try:
-        info = dict(await client.info("replication"))
-    except rx.ResponseError:
-        return None, None, None
-    except (rx.ConnectionError, rx.TimeoutError) as exc:
-        raise BrokerUnavailable(f"Redis is unreachable while reading INFO: {exc}") from exc
-    if "role" not in info:  # a cluster answers per node; each queue has its own primary
-        return None, None, None
-    role = {"master": "primary", "slave": "replica"}.get(str(info["role"]), str(info["role"]))
-    if role == "replica":
-        primary = f"{info.get('master_host')}:{info.get('master_port')}"
-        return role, None, primary
-    return role, int(info.get("connected_slaves", 0)), None
-
-
-def _judge_replication(diagnosis: Diagnosis, wait_replicas: int) -> None:
-    replicas = diagnosis.connected_replicas
-    if diagnosis.role == "replica":
-        diagnosis.notes.append(f"replication: a replica of {diagnosis.primary}")
-        diagnosis.warnings.append(
-            f"this Redis is a read-only replica of {diagnosis.primary}: pushes and reserves "
-            "are refused; point the connection at the primary"
-        )
-    elif diagnosis.role == "primary":
-        diagnosis.notes.append(f"replication: a primary with {replicas} connected replica(s)")
-    if wait_replicas:
-        diagnosis.notes.append(f"each push waits for {wait_replicas} replica(s) (wait_replicas)")
-    if wait_replicas and diagnosis.role is None:
-        diagnosis.warnings.append(
-            f"wait_replicas is {wait_replicas} but INFO replication could not be read, so "
-            "whether that many replicas are connected is unknown"
-        )
-    elif wait_replicas and replicas is not None and replicas < wait_replicas:
-        diagnosis.warnings.append(
-            f"wait_replicas is {wait_replicas} but the primary has {replicas} connected "
-            "replica(s): every push will wait out wait_timeout and raise NotReplicated"
-        )
-    if diagnosis.role == "primary" and replicas and diagnosis.persists is False:
-        diagnosis.warnings.append(
-            f"this primary keeps nothing on disk and has {replicas} replica(s): if it restarts "
-            "empty before a replica is promoted, the replicas copy its empty dataset and "
-            "every queued job is gone from all of them; promote a replica instead of "
-            "restarting it, or turn persistence on"
-        )
-    elif diagnosis.role == "primary" and replicas and not wait_replicas:
-        diagnosis.notes.append(
-            "replication is asynchronous: a failover can drop pushes the primary had not "
-            "shipped yet; `wait_replicas=1` makes each push wait for a replica"
-        )
-
-
 __all__ = [
     "Client",
-    "Diagnosis",
     "Ready",
     "connect",
-    "diagnose",
+    "refusal",
     "split_options",
     "translated",
 ]

@@ -17,7 +17,8 @@ from typing import Any, cast
 
 from redis import exceptions as rx
 
-from .connection import Client, Diagnosis, Ready, diagnose, translated
+from .connection import Client, Ready, translated
+from .diagnosis import Diagnosis, diagnose
 from .keys import Keys
 from .replication import ReplicatedWrites
 

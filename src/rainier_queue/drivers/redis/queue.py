@@ -26,6 +26,7 @@ from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities, Queue, Reservation, new_token
 from ...redact import redact_url
 from . import scripts
+from .cluster_writes import ClusterWrites
 from .connection import (
     Client,
     Ready,
@@ -37,7 +38,7 @@ from .failed import RedisFailedJobs
 from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
-from .replication import Durability, ReplicatedWrites, durability_from, raise_first
+from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -88,7 +89,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
-        """`redis://host:6379/0?prefix=app:` (or `rediss://`, `redis-cluster://h:p,h:p`)."""
+        """`redis://host:6379/0?prefix=app:`, `rediss://`, `unix:///path`, `redis-cluster://h:p,h:p`."""
         bare, from_url = split_options(url, cls.OPTIONS)
         settings: dict[str, Any] = {**from_url, **options}
         lease = settings.get("lease")
@@ -127,16 +128,19 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         self._lease = lease
         self.consumer = consumer or _consumer_name()
         self._url = url
-        self.cluster = cluster
+        self.cluster = cluster or not isinstance(client, Redis)
         self._scripts: dict[str, AsyncScript] = {}
         self._epoch: str | None = None
         self._blocking: asyncio.Task[None] | None = None
         self._checked_at = 0.0
         self._replicated = None if durability is None else ReplicatedWrites(client, durability)
-        # Off a cluster every push holds its connection (see ReplicatedWrites), so a
-        # push whose answer was lost is OutcomeUnknown, not an outage to retry.
-        self._pushes = self._replicated or (
-            ReplicatedWrites(client, Durability(0)) if isinstance(client, Redis) else None
+        # Every push holds its connection for the answer (on a cluster, one of the
+        # node owning its slot), so a push whose answer was lost is OutcomeUnknown,
+        # never resent, and not an outage to retry.
+        self._pushes: HeldWrites = self._replicated or (
+            ReplicatedWrites(client, Durability(0))
+            if isinstance(client, Redis)
+            else ClusterWrites(client)
         )
         self._served: set[str] = set()
         """Queues this object reserved from: their groups hold a consumer of its name."""
@@ -180,6 +184,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         """One script per queue (each one slot); off-cluster the wake-up rides along."""
         if not jobs:
             return []
+        await self._ready()
         now = utcnow()
         by_queue: dict[str, list[Any]] = defaultdict(list)
         for job in jobs:
@@ -192,12 +197,9 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
             keys = self.keys.queue(queue)
             names = [keys.stream, keys.delayed] + ([] if self.cluster else [self.keys.wake])
             args = [tokens, WAKE_TOKENS, *pairs]
-            if self._pushes is not None:
-                ids = [job.id for job in jobs if job.queue == queue]
-                script = self._script(scripts.PUSH)
-                await self._pushes.script(script, names, args, what="push jobs", job_ids=ids)
-                return
-            await self._run(scripts.PUSH, names, args, "push jobs")
+            ids = [job.id for job in jobs if job.queue == queue]
+            script = self._script(scripts.PUSH)
+            await self._pushes.script(script, names, args, what="push jobs", job_ids=ids)
 
         pushes = [push_to(q, pairs) for q, pairs in by_queue.items()]
         if self._replicated is None:
@@ -205,10 +207,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         else:
             raise_first(await asyncio.gather(*pushes, return_exceptions=True))
         if self.cluster:
-            pipe = (await self._ready()).pipeline(transaction=False)
-            self._wake(pipe, tokens)
-            async with translated("wake workers"):
-                await pipe.execute()
+            await self._wake_cluster(tokens)
         return [job.id for job in jobs]
 
     @override
@@ -219,17 +218,20 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         the failed store under the name `rainier-queue:not-a-job`.
         """
         stream = self.keys.queue(queue).stream
-        if self._pushes is not None:
-            wake = [("LPUSH", self.keys.wake, "1"), ("LTRIM", self.keys.wake, 0, WAKE_TOKENS - 1)]
-            what = "push a raw body"
-            await self._pushes.commands(
-                [("XADD", stream, "*", "body", body), *wake], what=what, job_ids=[]
-            )
-            return
-        pipe = (await self._ready()).pipeline(transaction=False)
-        pipe.xadd(stream, {"body": body})
-        self._wake(pipe, 1)
-        async with translated("push a raw body"):
+        await self._ready()
+        wake = [("LPUSH", self.keys.wake, "1"), ("LTRIM", self.keys.wake, 0, WAKE_TOKENS - 1)]
+        xadd = ("XADD", stream, "*", "body", body)
+        # On a cluster the wake-up list is on another slot, so it is a command of its own.
+        sent = [xadd] if self.cluster else [xadd, *wake]
+        await self._pushes.commands(sent, what="push a raw body", job_ids=[])
+        if self.cluster:
+            await self._wake_cluster(1)
+
+    async def _wake_cluster(self, tokens: int) -> None:
+        """After a push on a cluster: wake idle workers (resending this is harmless)."""
+        pipe = self.client.pipeline(transaction=False)
+        self._wake(pipe, tokens)
+        async with translated("wake workers"):
             await pipe.execute()
 
     def _wake(self, pipe: Any, tokens: int) -> None:

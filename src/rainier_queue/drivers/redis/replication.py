@@ -23,9 +23,10 @@ that missed it still holds the job where it was before, and after a
 failover it is delivered again: a duplicate run, never a loss. Waiting
 there would cost every job a round trip to buy fewer duplicates.
 
-On a cluster a push goes to whichever node owns its queue's slot, and the
-client does not expose the connection it used, so `WAIT` there is refused
-at configuration time rather than sent where it would measure nothing.
+On a cluster each queue's slot has a primary (and replicas) of its own;
+this mode is built for a single primary, so `wait_replicas` is refused
+there at configuration time. A cluster's pushes still hold their
+connection for the answer (`cluster_writes.py`), without a `WAIT`.
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ def durability_from(settings: Mapping[str, Any], *, cluster: bool) -> Durability
         return None
     if cluster:
         raise ConfigurationError(
-            "`wait_replicas` is not supported on a Redis Cluster: WAIT must go down the "
-            "connection that made the write, which the cluster client does not expose; "
+            "`wait_replicas` is not supported on a Redis Cluster: the durable mode waits for "
+            "the replicas of a single primary, and a cluster has a primary per slot range; "
             "use a single primary with replicas, or leave `wait_replicas` at 0"
         )
     return Durability(replicas, timeout)
@@ -102,22 +103,20 @@ def _whole(value: object, *, setting: str) -> int:
     return number
 
 
-class ReplicatedWrites:
-    """Pushes on a connection held for the exchange, each followed by `WAIT` when asked for.
+class HeldWrites:
+    """Pushes sent on a connection held from before the send until the answer.
 
     Holding the connection is what tells a push that never left (a plain
     outage, safe to retry) from one whose answer was lost (`OutcomeUnknown`),
-    so pushes off a cluster go through here even without `wait_replicas`
-    (`Durability(0)`: no `WAIT`, nothing to confirm).
+    so every push goes through a subclass: `ReplicatedWrites` on a single
+    server (with `Durability(0)` when nothing is to be confirmed), and
+    `ClusterWrites` (in `cluster_writes.py`) on a cluster.
     """
 
-    def __init__(self, client: Client, durability: Durability) -> None:
-        if not isinstance(client, Redis):
-            raise ConfigurationError("`wait_replicas` is not supported on a Redis Cluster")
+    def __init__(self, client: Client, durability: Durability, where: str) -> None:
         self._client = client
         self.durability = durability
-        kwargs = client.connection_pool.connection_kwargs
-        self._where = str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
+        self._where = where
 
     async def script(
         self,
@@ -140,7 +139,7 @@ class ReplicatedWrites:
     async def commands(
         self, commands: Sequence[Sequence[Any]], *, what: str, job_ids: Sequence[str]
     ) -> list[Any]:
-        """Send `commands` and a `WAIT` in one round trip; their replies."""
+        """Send `commands` (and a `WAIT`, if asked for) in one round trip; their replies."""
         return self._checked(await self._write(commands, what=what), what=what, job_ids=job_ids)
 
     def _checked(self, replies: list[Any], *, what: str, job_ids: Sequence[str]) -> list[Any]:
@@ -165,28 +164,28 @@ class ReplicatedWrites:
         return answers
 
     async def _write(self, commands: Sequence[Sequence[Any]], *, what: str) -> list[Any]:
-        """Every reply (error replies as exceptions in the list), the `WAIT` count last.
+        """Every reply (error replies as exceptions in the list), the `WAIT` count last."""
+        raise NotImplementedError
 
-        Connecting happens before anything is sent, so a failure there is a
-        plain outage. Once the bytes have gone, a lost connection may have
-        lost the reply of a write that happened: `OutcomeUnknown`.
+    async def _held(
+        self, conn: AbstractConnection, commands: Sequence[Sequence[Any]], where: str
+    ) -> list[Any]:
+        """`commands` sent on `conn`, already connected: once the bytes left, never again.
+
+        A lost connection may have lost the reply of a write that happened, so
+        it is `OutcomeUnknown`, and `conn` is dropped (a reply may still come).
         """
-        pool = self._client.connection_pool
-        async with translated(what):
-            conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
         try:
             return await self._exchange(conn, commands)
         except (rx.ConnectionError, rx.TimeoutError, OSError) as exc:
             await conn.disconnect(nowait=True)
             raise OutcomeUnknown(
-                f"the connection to Redis at {self._where} was lost after the push was sent, "
+                f"the connection to Redis at {where} was lost after the push was sent, "
                 f"so whether it was written is unknown (it is not retried): {exc}"
             ) from exc
         except BaseException:
             await conn.disconnect(nowait=True)  # a reply may still be on its way
             raise
-        finally:
-            await pool.release(conn)
 
     async def _exchange(
         self, conn: AbstractConnection, commands: Sequence[Sequence[Any]]
@@ -209,6 +208,27 @@ class ReplicatedWrites:
             raise rx.TimeoutError(f"no answer to WAIT within {limit:g}s")
         replies.append(confirmed)
         return replies
+
+
+class ReplicatedWrites(HeldWrites):
+    """Pushes to a single server, each followed by `WAIT` when replicas must confirm it."""
+
+    def __init__(self, client: Client, durability: Durability) -> None:
+        if not isinstance(client, Redis):
+            raise ConfigurationError("`wait_replicas` is not supported on a Redis Cluster")
+        kwargs = client.connection_pool.connection_kwargs
+        where = str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
+        super().__init__(client, durability, where)
+        self._pool = client.connection_pool
+
+    async def _write(self, commands: Sequence[Sequence[Any]], *, what: str) -> list[Any]:
+        """Connecting happens before anything is sent, so a failure there is a plain outage."""
+        async with translated(what):
+            conn: AbstractConnection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            return await self._held(conn, commands, self._where)
+        finally:
+            await self._pool.release(conn)
 
 
 def raise_first(outcomes: Sequence[BaseException | None]) -> None:
@@ -236,6 +256,7 @@ __all__ = [
     "DEFAULT_WAIT_TIMEOUT",
     "OPTIONS",
     "Durability",
+    "HeldWrites",
     "ReplicatedWrites",
     "durability_from",
     "raise_first",
