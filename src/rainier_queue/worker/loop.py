@@ -12,7 +12,7 @@ acknowledgements of finished jobs ride along with the next reserve, so a
 busy worker pays one round trip per batch, not two or one per job. While
 work is waiting, a second reserve may set off before the first is back
 (`MAX_FILLS`), so a broker slow to answer is not a pause per batch; and
-while its jobs finish faster than a reserve comes back, the worker holds up
+while its jobs take no more than a few reserve round trips, the worker holds up
 to `reserve_ahead` jobs reserved beyond those it runs (`pace.py`), so the
 next batch is already here when the slots free.
 

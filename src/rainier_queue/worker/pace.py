@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""When a busy worker should reserve ahead: only when its jobs are quicker than a reserve.
+"""When a busy worker should reserve ahead: only when its jobs are short next to a reserve.
 
 A worker whose jobs all finish before the next batch can come back sits idle
 for a round trip per batch: with jobs of a few microseconds and a broker a
@@ -9,16 +9,22 @@ But a job held that way is a job no other worker can start, which is a
 bad trade when jobs take seconds: a second worker left idle while this
 one holds work it will not reach for a long time.
 
-So the worker holds jobs ahead only while its jobs, on average, take less
-time than a reserve does. Both are measured as the worker runs (moving
-averages, so a change of workload moves the answer within a few dozen
-jobs); a worker that has not measured both yet does not reserve ahead.
+So the worker holds jobs ahead only while a reserve is a sizeable part of
+a job's time: while its jobs, on average, take less than `RATIO` reserves.
+Then a slot that frees waits a good share of a job's time for its next job
+without one held, and a held job waits at most about one job's time for
+its slot. Both are measured as the worker runs (moving averages, so a
+change of workload moves the answer within a few dozen jobs); a worker
+that has not measured both yet does not reserve ahead.
 """
 
 from __future__ import annotations
 
 WEIGHT = 0.1
 """How much each new measure moves its average."""
+
+RATIO = 4.0
+"""Jobs taking less than this many reserve round trips are held ahead."""
 
 
 class Pace:
@@ -40,9 +46,9 @@ class Pace:
 
     @property
     def jobs_outrun_reserves(self) -> bool:
-        """Whether jobs finish faster than a reserve comes back, so holding ahead pays."""
+        """Whether a reserve is a sizeable part of a job's time, so holding ahead pays."""
         job, reserve = self.job_seconds, self.reserve_seconds
-        return job is not None and reserve is not None and job < reserve
+        return job is not None and reserve is not None and job < RATIO * reserve
 
 
 def _moved(average: float | None, sample: float) -> float:
