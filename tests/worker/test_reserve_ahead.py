@@ -9,6 +9,7 @@ a reserve comes back, which is when holding ahead pays.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -128,6 +129,41 @@ async def test_a_stop_hands_held_jobs_back_unstarted_with_their_attempt_refunded
     assert [r.job.id for r in again] == [second.id]
     assert again[0].job.attempts == 1, "the held job's attempt was not refunded"
     assert first.id not in [r.job.id for r in again]
+
+
+class SlowBrokerSlowAcks(SlowBroker):
+    """`SlowBroker`, whose acknowledgements also wait until the test opens `gate`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        await self.gate.wait()
+        return await super().acknowledge_many(reservations)
+
+
+async def test_a_held_job_waits_while_the_broker_has_not_recorded_the_jobs_before_it() -> None:
+    queue = SlowBrokerSlowAcks()
+    journal = Journal()
+    for n in range(6):
+        await push(queue, Note(text=f"job {n}"))
+    worker = worker_for(queue, journal, quick(concurrency=1, reserve_ahead=1, stop_when_empty=True))
+    running = asyncio.create_task(worker.run())
+
+    # One job done and unrecorded, one running, then one more done and unrecorded:
+    # with a concurrency of one, two unrecorded jobs are the most the worker keeps.
+    await eventually(lambda: len(journal.ran) == 2, "two jobs run while none is recorded")
+    await eventually(lambda: queue.reserved_count() == 3, "a third job held ahead")
+    await asyncio.sleep(0.05)  # give a wrongly started third job the time to run
+    assert len(journal.ran) == 2, "a held job ran while two results were unrecorded"
+    queue.gate.set()
+    stats = await asyncio.wait_for(running, 5)
+
+    assert stats.processed == 6
+    assert sorted(journal.ran) == sorted(f"job {n}" for n in range(6))
+    assert queue.reserved_count() == 0
 
 
 def test_pace_holds_ahead_only_once_jobs_are_measured_quicker_than_reserves() -> None:

@@ -431,7 +431,9 @@ class Worker:
         """
         slot = _Slot(reservation=reservation, lease=self._keeper.track(reservation))
         self._running[reservation.token] = slot
-        if self._handling < self.options.concurrency and not self._held:
+        concurrency = self.options.concurrency
+        unheld = len(self._running) - len(self._held)  # this job included
+        if not self._held and self._handling < concurrency and unheld <= 2 * concurrency:
             self._launch(slot)
         elif self._stopping:
             slot.control.interrupt()
@@ -447,9 +449,23 @@ class Worker:
         slot.task = asyncio.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
 
     def _handler_done(self) -> None:
-        """A slot is free: start the job held longest, if any (after a stop: hand it back)."""
+        """A handler returned: its slot is free for a held job."""
         self._handling -= 1
-        while self._held and self._handling < self.options.concurrency:
+        self._launch_held()
+
+    def _launch_held(self) -> None:
+        """Start held jobs, oldest first, while a slot is free (after a stop: hand them back).
+
+        Not while `concurrency` jobs are already done and waiting for their
+        results to be recorded: a broker slow to record them holds up the
+        held jobs as it holds up reserves.
+        """
+        concurrency = self.options.concurrency
+        while (
+            self._held
+            and self._handling < concurrency
+            and len(self._running) - len(self._held) < 2 * concurrency
+        ):
             slot = self._held.popleft()
             if self._stopping:
                 slot.control.interrupt()
@@ -494,6 +510,7 @@ class Worker:
                 self._handler_done()
             self._keeper.forget(slot.lease)
             self._running.pop(slot.reservation.token, None)
+            self._launch_held()
             self._changed.set()
 
     # -- stopping ----------------------------------------------------------------------
