@@ -302,7 +302,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
     ) -> tuple[list[Exception | None], list[Reservation]]:
         await self._check_now_and_then()
         keys, args, now = self._reserve_call(queue, limit)
-        call = [*args[:4], len(reservations), *args[4:]]
+        call = [*args[:4], len(reservations), args[4]]
         for reservation in reservations:
             call += [str(reservation.handle), reservation.token]
         acked, rows = await self._run(
@@ -318,21 +318,25 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         return outcomes, await self._reservations(queue, keys, rows, args, now)
 
     def _reserve_call(self, queue: str, limit: int) -> tuple[QueueKeys, list[Any], datetime]:
-        """The keys, the arguments (fresh tokens from index 4 on) and the time of one reserve."""
+        """The keys, the arguments and the time of one reserve.
+
+        The last argument is a fresh token: the script gives the i-th job it
+        reserves the token `{that}.{i}` (`tokens_for`), so one argument, not
+        one per job, travels with each reserve.
+        """
         self._served.add(queue)
         now = utcnow()
         lease_ms = max(1, int(self._lease.total_seconds() * 1000))
-        tokens = [new_token() for _ in range(limit)]
         return (
             self.keys.queue(queue),
-            [GROUP, self.consumer, lease_ms, limit, *tokens],
+            [GROUP, self.consumer, lease_ms, limit, new_token()],
             now,
         )
 
     async def _reservations(
         self, queue: str, keys: QueueKeys, rows: Any, args: list[Any], now: datetime
     ) -> list[Reservation]:
-        tokens = args[4:]
+        tokens = tokens_for(args[4], len(rows))
         until = now + self._lease
         out: list[Reservation] = []
         for i, (entry_id, body, deliveries) in enumerate(rows):
@@ -562,3 +566,8 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
             await asyncio.gather(self._blocking, return_exceptions=True)
         async with translated("close the connection"):
             await self._client.aclose()
+
+
+def tokens_for(nonce: str, count: int) -> list[str]:
+    """The tokens a reserve script gave its `count` jobs: `{nonce}.1`, `{nonce}.2`, ..."""
+    return [f"{nonce}.{i}" for i in range(1, count + 1)]

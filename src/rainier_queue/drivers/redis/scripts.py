@@ -9,8 +9,9 @@ nothing and answers 0, which the driver turns into `LeaseLost`.
 
 Key order is fixed per script and documented at its top; `ARGV` carries
 the consumer group, durations in milliseconds (a lease, a delay) and
-tokens. No script is given the time: each reads the server's (`TIME`), so
-machines whose clocks disagree still agree on when a delayed job is due.
+tokens (a reserve is given one fresh token and hands its i-th job
+`token.i`). No script is given the time: each reads the server's (`TIME`),
+so machines whose clocks disagree still agree on when a delayed job is due.
 """
 
 from __future__ import annotations
@@ -44,18 +45,13 @@ local function many(command, key, list, first)
   end
   return answers
 end
-local function slice(list, first, last)
-  local out = {}
-  for i = first, last do out[#out + 1] = list[i] end
-  return out
-end
 """
 )
 
 _RESERVE_FN = """
--- Reserve up to `limit` entries of one queue; `tokens[i]` becomes the i-th one's token.
+-- Reserve up to `limit` entries of one queue; the i-th one's token is `nonce.i`.
 local function reserve(stream, delayed, leases, deliveries, cursor,
-                       group, consumer, lease, limit, tokens)
+                       group, consumer, lease, limit, nonce)
   -- Delayed jobs that came due join the stream, in due order, exactly once.
   local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', server_ms(), 'LIMIT', 0, 1000)
   for _, body in ipairs(due) do
@@ -100,7 +96,7 @@ local function reserve(stream, delayed, leases, deliveries, cursor,
     counted[#counted + 1] = id
     counted[#counted + 1] = count
     held[#held + 1] = id
-    held[#held + 1] = tokens[i]
+    held[#held + 1] = nonce .. '.' .. i
     out[#out + 1] = {id, body or '', count}
   end
   many('HSET', deliveries, counted)
@@ -141,9 +137,9 @@ RESERVE = (
     + _RESERVE_FN
     + """
 -- KEYS: stream, delayed, leases, deliveries, cursor
--- ARGV: group, consumer, lease_ms, limit, token_1 .. token_limit
+-- ARGV: group, consumer, lease_ms, limit, nonce
 return reserve(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3],
-               tonumber(ARGV[4]), slice(ARGV, 5, #ARGV))
+               tonumber(ARGV[4]), ARGV[5])
 """
 )
 
@@ -156,20 +152,19 @@ ACKNOWLEDGE_AND_RESERVE = (
 -- as one script: one command, atomic, and the acknowledged leases are gone
 -- before the reserve looks for lapsed ones.
 -- KEYS: stream, delayed, leases, deliveries, cursor
--- ARGV: group, consumer, lease_ms, limit, n_acks,
---       token_1 .. token_limit, then n_acks pairs of id and token
+-- ARGV: group, consumer, lease_ms, limit, n_acks, nonce, then n_acks pairs of id and token
 local limit, acks = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ids, held = {}, {}
 for i = 1, acks do
-  ids[i] = ARGV[5 + limit + 2 * i - 1]
-  held[i] = ARGV[5 + limit + 2 * i]
+  ids[i] = ARGV[6 + 2 * i - 1]
+  held[i] = ARGV[6 + 2 * i]
 end
 local acked = {}
 if acks > 0 then
   acked = acknowledge(KEYS[1], KEYS[3], KEYS[4], ARGV[1], ids, held)
 end
 local reserved = reserve(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2],
-                         ARGV[3], limit, slice(ARGV, 6, 5 + limit))
+                         ARGV[3], limit, ARGV[6])
 return {acked, reserved}
 """
 )
