@@ -21,8 +21,8 @@ be built out of that, and the costs do not go away:
 
 - **Concurrency is the partition count.** A cursor is one number, so two
   workers on one partition would run each job twice. A six-partition topic
-  runs six jobs at once however many workers there are; set each worker's
-  concurrency to about partitions ÷ workers.
+  runs six jobs at once however many workers there are, shared out fairly:
+  each worker serves at most ceil(partitions / live workers) of them.
 - **A delayed job blocks its partition.** A retry with a backoff is a new
   record at the end of the topic; when a worker reaches it before it is due,
   that partition waits. A queue lets a delayed job step aside; a log has
@@ -31,7 +31,8 @@ be built out of that, and the costs do not go away:
   its id), so jobs sharing a unique key share a partition and run in push
   order; across keys nothing is ordered, and a retry loses its place.
 - **It needs a shared lock store** (Redis or a database) for the leases,
-  cursors and delivery counts, named by the `locks` option. One that other
+  cursors, delivery counts and the roll of each topic's workers, named by
+  the `locks` option. One that other
   processes cannot see is refused: every worker would own every partition.
 - **No failed-job store.** Failed jobs are records on `{topic}.failed` for
   whatever reads that topic; they cannot be listed, retried or forgotten here.
@@ -66,6 +67,11 @@ rebalance state machine is worse than none.
 - `reserve` walks the topic's partitions, those this worker already holds
   first. For each it takes (or keeps) the lease, reads the cursor, and hands
   out the record there. A partition it passes by is given back at once.
+- Each worker holds a seat among the topic's workers in the lock store
+  (membership.py), so it knows how many share the partitions and takes at
+  most its fair share (sharing.py). One above its share gives partitions
+  back between jobs while a worker below its share asks for one; one that
+  stayed free for a few seconds (its worker died) is taken even above it.
 - A partition never read starts at its **earliest** retained record, so jobs
   pushed before the first worker started are run, not skipped. A cursor that
   retention has overtaken is reported as lost jobs (an error naming the
@@ -82,7 +88,8 @@ rebalance state machine is worse than none.
 - A record that is not a job is skipped with an error log.
 - The reservation carries the record's position; the job's payload is never
   touched.
-- A stopping worker calls `on_worker_stop`, which gives back its leases.
+- A stopping worker calls `on_worker_stop`, which gives back its leases and
+  its seats.
 
 ## Configuration
 

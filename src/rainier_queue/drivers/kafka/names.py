@@ -14,7 +14,8 @@ can never be another queue's topic, because a queue name's own dots are
 always followed by two hex digits, and `.fa` is a byte UTF-8 never uses.
 
 The lock store keys carry the group, the topic and the partition, so two
-deployments reading one topic under different groups never share a cursor.
+deployments reading one topic under different groups never share a cursor
+(nor count each other's workers when sharing out the partitions).
 """
 
 from __future__ import annotations
@@ -82,6 +83,16 @@ def attempts_key(group: str, topic: str, partition: int, offset: int) -> str:
     return f"kafka-attempts:{group}:{topic}:{partition}:{offset}"
 
 
+def member_name(group: str, topic: str, seat: int) -> str:
+    """The lock a worker serving a topic holds as one of its seats (see membership.py)."""
+    return f"kafka-member:{group}:{topic}:{seat}"
+
+
+def wanting_key(group: str, topic: str) -> str:
+    """The cache key a worker below its share of a topic's partitions sets while it waits."""
+    return f"kafka-wanting:{group}:{topic}"
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaPosition:
     """Where a record sits in the log. A reservation's handle; never part of the job."""
@@ -115,5 +126,7 @@ __all__ = [
     "encode_queue",
     "failed_topic_name",
     "lease_name",
+    "member_name",
     "topic_name",
+    "wanting_key",
 ]

@@ -7,7 +7,8 @@ wants a job from the partition, kept (and renewed by the worker) while that
 job runs, kept across the next reserve if the partition still has work, and
 given back as soon as a reserve passes it by: a worker never sits on a
 partition it is not serving, so a second worker process finds idle
-partitions to take instead of waiting out a lease.
+partitions to take instead of waiting out a lease. How many it may take is
+its fair share (sharing.py); this module only takes and gives back.
 
 The cursor (the next offset to run) lives in the lock store too, and every
 move of it is a compare-and-set from the value read when the job was handed
@@ -89,6 +90,11 @@ class PartitionState:
     """Monotonic time a fetch last found the partition read to its end."""
     elsewhere_until: float = 0.0
     """Monotonic time until which another worker is taken to hold the lease (not asked)."""
+    free_since: float | None = None
+    """Monotonic time a probe first found the lease free, in a row (see sharing.py)."""
+    probed_at: float = float("-inf")
+    linger_until: float = 0.0
+    """Monotonic time until which the consumer reads on after the lease was given back."""
 
 
 def lost_range(cursor: int, earliest: int) -> tuple[int, int] | None:
@@ -177,18 +183,27 @@ class Partitions:
         state.extended_at = time.monotonic()
         return True
 
-    async def let_go(self, states: Iterable[PartitionState]) -> None:
+    async def let_go(self, states: Iterable[PartitionState], *, linger: bool = False) -> None:
         """Give back the lease of every one of `states` that has no job running.
 
         The partition is paused, so the consumer reads ahead only partitions
         this worker holds; what it read is kept, for when it takes it again.
+        With `linger`, one with nothing read yet is read on for a moment
+        (`FIRST_FETCH`) until its first records come: a fetch answered for a
+        paused partition is thrown away, so a worker that takes a partition
+        while its jobs run, and gives it back before the broker answers, would
+        otherwise never get a record from it. Reading is harmless without the
+        lease (a log never changes what is at an offset, and the buffer is
+        checked against the cursor when the lease is taken again).
         """
         consumer = await self.clients.consumer()
         for state in states:
             if state.delivery is not None or state.lock is None:
                 continue
             lock, state.lock, state.cursor_known = state.lock, None, False
-            if state.resumed:
+            if linger and state.resumed and not state.buffer:
+                state.linger_until = time.monotonic() + FIRST_FETCH
+            elif state.resumed:
                 consumer.pause(state.tp)
                 state.resumed = False
             if not await self.locks.release(lock):
@@ -343,6 +358,13 @@ class Partitions:
                 if len(state.buffer) >= READ_AHEAD:
                     consumer.pause(tp)  # enough read ahead; `place` resumes it
                     state.resumed = False
+        now = time.monotonic()
+        for tp, state in reading.items():
+            # Given back while its first fetch was on its way (`let_go`): read until
+            # records come, or for `FIRST_FETCH` at most.
+            if state.lock is None and state.resumed and (state.buffer or now >= state.linger_until):
+                consumer.pause(tp)
+                state.resumed = False
         return arrived
 
     @staticmethod

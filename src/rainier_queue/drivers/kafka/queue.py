@@ -20,6 +20,7 @@ from ...errors import BrokerRejected, ConfigurationError, LeaseLost
 from ...queue import Capabilities, Queue, Reservation
 from .client import KafkaClients, translated
 from .config import OPTIONS, KafkaSettings, read_settings
+from .membership import Membership
 from .names import KafkaPosition, failed_topic_name, topic_name
 from .partitions import Delivery, Partitions, PartitionState
 from .reserving import Reserver
@@ -81,7 +82,8 @@ class KafkaQueue(Queue):
             lease=settings.lease,
             recheck=settings.max_wait,
         )
-        self._reserver = Reserver(self._partitions, settings)
+        self._membership = Membership(locks, group=settings.group, lease=settings.lease)
+        self._reserver = Reserver(self._partitions, self._membership, settings)
 
     @property
     @override
@@ -99,6 +101,20 @@ class KafkaQueue(Queue):
     def failed_topic_for(self, queue: str) -> str:
         """The topic a queue's exhausted jobs are produced to, if it exists."""
         return failed_topic_name(self.settings.topic_prefix, queue)
+
+    def partitions_held(self, queue: str) -> list[int]:
+        """The partitions of `queue`'s topic whose lease this worker holds, as it last knew.
+
+        Those it is running jobs from, and any whose job ended since its last
+        reserve; for watching how the partitions are shared out.
+        """
+        topic = self.topic_for(queue)
+        held = (
+            s.tp.partition
+            for s in self._partitions.all()
+            if s.tp.topic == topic and s.lock is not None
+        )
+        return sorted(held)
 
     async def _partitions_of(self, topic: str, queue: str) -> list[int]:
         numbers = await self._clients.partitions(topic)
@@ -237,6 +253,12 @@ class KafkaQueue(Queue):
             self._done(state)
             raise LeaseLost(f"job {reservation.job.id}: the lease on {position} was lost")
         delivery.deadline = time.monotonic() + self.settings.lease.total_seconds()
+        try:
+            # A worker busy with long jobs may not reserve for a while; it is still
+            # serving the topic, so its seat among the topic's workers is kept too.
+            await self._membership.keep(position.topic)
+        except Exception as exc:  # the job's own lease is renewed; the seat is retried
+            log.warning("could not renew this worker's seat at topic %r: %s", position.topic, exc)
 
     @override
     async def fail(self, reservation: Reservation, error: str) -> None:
@@ -326,15 +348,23 @@ class KafkaQueue(Queue):
         async with self._reserver.lock:
             await self._partitions.let_go(self._partitions.all())
 
+    async def leave(self) -> None:
+        """Give back the partition leases and this worker's seat among each topic's workers.
+
+        The others count one worker fewer at once, and take its share.
+        """
+        await self.release_partitions()
+        await self._membership.leave()
+
     @override
     async def on_worker_stop(self) -> None:
-        await self.release_partitions()
+        await self.leave()
 
     @override
     async def aclose(self) -> None:
         try:
-            if self._partitions.all():
-                await self.release_partitions()
+            if self._partitions.all() or self._membership.seated:
+                await self.leave()
         except Exception as exc:  # closing must not fail because the lock store is down
             log.warning("could not give back the partition leases on close: %s", exc)
         finally:

@@ -13,6 +13,12 @@ from its records before any wait: waiting on empty partitions instead cost
 a fetch long-poll, about 0.2 s, per reserve, and gave the busy partition's
 lease away. Every partition it passed by is given back at the end.
 
+Which partitions it may take or keep is bounded by this worker's fair share
+of the topic's partitions (sharing.py, with the count of live workers from
+membership.py). A reserve that found others holding the partitions it was
+free to take asks them, through the lock store, to give back what they hold
+beyond their own share.
+
 A reserve that found nothing looks again before it says so, when one of
 this worker's jobs was settled meanwhile (its partition is free now, and the
 worker may already count the job as done) or when another worker held a
@@ -35,8 +41,10 @@ from ...envelope import QueuedJob
 from ...errors import PayloadError
 from ...queue import Reservation, new_token
 from .config import KafkaSettings
+from .membership import Membership
 from .names import KafkaPosition, attempt_number
 from .partitions import Delivery, Partitions, PartitionState
+from .sharing import Quota
 
 log = logging.getLogger("rainier_queue.kafka")
 
@@ -47,14 +55,19 @@ CONTENDED_PATIENCE = 2.0
 class Reserver:
     """The reserve side of one `KafkaQueue`."""
 
-    def __init__(self, partitions: Partitions, settings: KafkaSettings) -> None:
+    def __init__(
+        self, partitions: Partitions, membership: Membership, settings: KafkaSettings
+    ) -> None:
         self._partitions = partitions
+        self._membership = membership
         self.settings = settings
         self.lock = asyncio.Lock()
         """Held by a reserve, and by giving partitions back, so the two never interleave."""
         self._settled = 0
         """How many deliveries were settled so far."""
         self._contended = False
+        self._short = False
+        """The last pass ended below this worker's share, others holding what it wanted."""
         self._settling = asyncio.Event()
         self._start = random.randrange(1 << 16)
 
@@ -78,6 +91,10 @@ class Reserver:
                 # (while its reserve looks around), so that is looked at again too.
                 settled, self._contended = self._settled, False
                 out = await self._once(topic, numbers, queue, limit)
+                if self._short:
+                    # Others hold what it wanted: one of them may serve more than its
+                    # share, and gives a partition back between jobs once asked.
+                    await self._membership.want(topic)
                 if out or (self._settled == settled and not self._contended):
                     break
                 if time.monotonic() >= patience:
@@ -95,6 +112,7 @@ class Reserver:
         self, topic: str, numbers: list[int], queue: str, limit: int
     ) -> list[Reservation]:
         states = await self._partitions.of(topic, numbers)
+        quota = Quota(states, await self._membership.look(topic, len(states)))
         await self._partitions.pull()  # no waiting: only what has been fetched already
         turn = self._start % len(states)
         rotated = states[turn:] + states[:turn]
@@ -117,7 +135,7 @@ class Reserver:
                 elif not state.buffer:
                     later.append(state)
                 else:
-                    await self._from_buffer(state, queue, out, later)
+                    await self._from_buffer(state, queue, out, later, quota)
             looked: list[PartitionState] = []
             while len(out) < limit:
                 # A job of this worker's settled while the reserve looked elsewhere
@@ -126,18 +144,21 @@ class Reserver:
                 for state in [s for s in busy if s.delivery is None]:
                     busy.remove(state)
                     if len(out) < limit and state.buffer and self._free(state):
-                        await self._from_buffer(state, queue, out, later)
+                        await self._from_buffer(state, queue, out, later, quota)
                 if len(out) >= limit or not later:
                     break
                 # Records read meanwhile first, then partitions this worker holds; those
                 # found read to the end most recently last.
                 later.sort(key=lambda s: (not s.buffer, s.lock is None, s.drained_at))
-                # No more new partitions at a time than there are jobs wanted: the
-                # others are left for other workers, so each keeps those it works on.
+                # No more new partitions at a time than there are jobs wanted, nor
+                # beyond this worker's share: the others are left for other workers.
                 batch: list[PartitionState] = []
                 while later and len(batch) < limit - len(out):
                     state = later.pop(0)
+                    if not await quota.may_hold(state, self._partitions):
+                        continue
                     if await self._partitions.own(state):
+                        quota.took(state)
                         batch.append(state)
                     else:
                         self._contended = True
@@ -155,10 +176,13 @@ class Reserver:
                         break
                     if state.delivery is not None or not state.buffer:
                         continue
+                    if not quota.may_serve(state):
+                        continue
                     if (reservation := await self._hand_out(state, queue)) is not None:
                         out.append(reservation)
         finally:
-            await self._partitions.let_go(states)
+            await self._partitions.let_go(states, linger=True)
+            self._short = self._contended and quota.below_share()
         return out
 
     async def _from_buffer(
@@ -167,11 +191,15 @@ class Reserver:
         queue: str,
         out: list[Reservation],
         later: list[PartitionState],
+        quota: Quota,
     ) -> None:
         """Hand out the job at the head of a partition whose records were read already."""
+        if not await quota.may_hold(state, self._partitions):
+            return  # beyond this worker's share: passed by, so given back at the end
         if not await self._partitions.own(state):
             self._contended = True
             return
+        quota.took(state)
         await self._partitions.place(state)
         if (reservation := await self._hand_out(state, queue)) is not None:
             out.append(reservation)
