@@ -19,7 +19,7 @@ import click
 from .._version import __version__
 from . import admin, dispatch, doctor, inspection, work
 from .event_loop import CHOICES as LOOPS
-from .output import QUIET_KEY, error_console, setup_logging
+from .output import QUIET_KEY, setup_logging
 from .runtime import VERBOSE_KEY, Group, State
 from .settings import APP_VAR, CONFIG_VAR, CONNECTION_VAR, EVENT_LOOP_VAR, URL_VAR, Settings
 
@@ -78,7 +78,7 @@ def main(
     """
     ctx.meta[VERBOSE_KEY] = verbose > 0
     ctx.meta[QUIET_KEY] = quiet
-    setup_logging(verbose, quiet, error_console())
+    setup_logging(verbose, quiet)
     settings = Settings.resolve(
         app=app,
         url=url,

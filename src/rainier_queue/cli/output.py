@@ -18,15 +18,15 @@ import logging
 import sys
 import traceback
 from collections.abc import Iterable, Sequence
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.logging import RichHandler
-from rich.table import Table
-from rich.text import Text
 
 from .exit_codes import ExitCode
+
+if TYPE_CHECKING:  # rich is imported where it draws: a quiet worker never loads it
+    from rich.console import Console
+    from rich.table import Table
 
 
 class Problem(Exception):
@@ -47,21 +47,29 @@ class Problem(Exception):
         click.echo(f"error: {self.message}", err=True)
 
 
-def error_console() -> Console:
+def error_console(*, force_terminal: bool | None = None) -> Console:
     """The console for the progress bar and logs (stderr)."""
-    return Console(stderr=True, highlight=False)
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, force_terminal=force_terminal)
 
 
 def stdout_console() -> Console:
     """The console for tables on stdout; wide when piped, so cells are not folded at 80."""
+    from rich.console import Console
+
     console = Console(highlight=False, soft_wrap=False)
     if not console.is_terminal:
         console = Console(highlight=False, soft_wrap=False, width=200)
     return console
 
 
-def setup_logging(verbose: int, quiet: bool, console: Console) -> None:
-    """Warnings by default, `-v` info, `-vv` debug, `--quiet` nothing but the results."""
+def setup_logging(verbose: int, quiet: bool) -> None:
+    """Warnings by default, `-v` info, `-vv` debug, `--quiet` nothing but the results.
+
+    On a terminal, logs are drawn by rich; elsewhere (a pipe, a log file) they
+    are plain lines, and rich is not even loaded.
+    """
     if quiet:
         level = logging.CRITICAL + 1
     elif verbose >= 2:
@@ -71,9 +79,11 @@ def setup_logging(verbose: int, quiet: bool, console: Console) -> None:
     else:
         level = logging.WARNING
     handler: logging.Handler
-    if console.is_terminal:
+    if sys.stderr.isatty():
+        from rich.logging import RichHandler
+
         handler = RichHandler(
-            console=console,
+            console=error_console(),
             show_path=False,
             markup=False,
             rich_tracebacks=False,
@@ -129,6 +139,9 @@ def note(message: str) -> None:
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
     """A rich table whose cells are plain text."""
+    from rich.table import Table
+    from rich.text import Text
+
     out = Table(show_lines=False)
     for column in columns:
         out.add_column(column, overflow="fold")

@@ -15,20 +15,14 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from typing import TYPE_CHECKING
 
 from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
 from ..worker import WorkerStats
+
+if TYPE_CHECKING:  # rich is imported only when a bar is drawn
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 
 class Tally:
@@ -42,6 +36,15 @@ class Tally:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         if console is not None and total > 0:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
             self._progress = Progress(
                 TextColumn("[bold]working[/]"),
                 BarColumn(),

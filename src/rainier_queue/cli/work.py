@@ -23,7 +23,6 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
 
 from ..durations import format_duration, parse_duration
 from ..errors import BrokerError, ConfigurationError
@@ -206,7 +205,7 @@ async def _run_worker(loaded: Loaded, queue: Queue, options: WorkerOptions, show
     if show_bar:
         console = error_console()
         if not console.is_terminal:
-            console = Console(stderr=True, highlight=False, force_terminal=True)
+            console = error_console(force_terminal=True)
     tally = Tally(total=total, console=console if options.stop_when_empty else None)
     events = EventDispatcher()
     tally.attach(events)
