@@ -58,6 +58,11 @@ class Tally:
             )
             self._task = self._progress.add_task(self._describe(), total=total)
 
+    @property
+    def draws(self) -> bool:
+        """Whether there is a bar to move (the summary line comes from the worker's stats)."""
+        return self._progress is not None
+
     def attach(self, events: EventDispatcher) -> None:
         """Listen to `events`."""
         events.listen(self.on_event)

@@ -208,7 +208,8 @@ async def _run_worker(loaded: Loaded, queue: Queue, options: WorkerOptions, show
             console = error_console(force_terminal=True)
     tally = Tally(total=total, console=console if options.stop_when_empty else None)
     events = EventDispatcher()
-    tally.attach(events)
+    if tally.draws:  # with no bar to move, the worker builds no events at all
+        tally.attach(events)
     worker = Worker(queue, loaded.registry, options, events=events, locks=loaded.manager.locks)
     worker.install_signal_handlers()
     note(

@@ -482,7 +482,7 @@ class Worker:
         job = slot.reservation.job
         handling = True
         try:
-            if self._events is not None:
+            if self._events:  # a dispatcher with listeners (no event is built for nobody)
                 try:
                     await self._events.emit(JobProcessing(job=job))
                 except Exception:

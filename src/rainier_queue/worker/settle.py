@@ -137,7 +137,8 @@ class Settler:
             attempt.number,
             attempt.context.max_attempts,
         )
-        await self._emit(JobProcessed(job=queued, duration=duration))
+        if self._events:  # no event is built for nobody
+            await self._emit(JobProcessed(job=queued, duration=duration))
 
     async def _retry(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job
@@ -173,7 +174,8 @@ class Settler:
                 delay.total_seconds(),
                 summary,
             )
-        await self._emit(JobReleased(job=queued, delay=delay, error=summary))
+        if self._events:
+            await self._emit(JobReleased(job=queued, delay=delay, error=summary))
 
     async def _failed(self, attempt: Attempt, lease: Lease, error: BaseException) -> None:
         queued = attempt.reservation.job
@@ -197,7 +199,8 @@ class Settler:
             exc_info=error if attempt.verdict is Verdict.RAISED else None,
         )
         await self._runner.call_failed_hook(dataclasses.replace(attempt, error=error))
-        await self._emit(JobFailed(job=queued, error=summary))
+        if self._events:
+            await self._emit(JobFailed(job=queued, error=summary))
 
     async def _hand_back(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job
