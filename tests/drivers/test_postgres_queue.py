@@ -579,7 +579,10 @@ async def test_doctor_hears_when_the_server_may_lose_accepted_jobs(
 ) -> None:
     queue = opened()
     assert isinstance(queue, Diagnosable)
-    assert await queue.health_warnings() == [], "the test server commits synchronously"
+    warnings = await queue.health_warnings()
+    assert not [w for w in warnings if "synchronous_commit" in w or "fsync" in w], (
+        "the test server commits synchronously"
+    )
 
     # libpq's own `options` pass through the URL: this one session commits lazily.
     risky = open_queue(f"{PG_URL}?prefix={prefix}&options=-c%20synchronous_commit%3Doff")
@@ -589,3 +592,36 @@ async def test_doctor_hears_when_the_server_may_lose_accepted_jobs(
     finally:
         await risky.aclose()
     assert any("synchronous_commit is off" in w for w in warnings)
+
+
+async def test_doctor_reads_whether_the_server_vacuums_the_jobs_table(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    queue = opened()
+    await queue.migrate()
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:
+        row = await (await conn.execute("SHOW autovacuum")).fetchone()
+    assert row is not None
+
+    warnings = await queue.health_warnings()
+
+    server_off = any(w.startswith("autovacuum is off") for w in warnings)
+    assert server_off == (row[0] == "off"), "the warning follows the server's own setting"
+    assert not any("turned off for" in w for w in warnings)
+
+
+async def test_doctor_hears_when_the_jobs_table_alone_opts_out_of_autovacuum(
+    opened: Callable[..., PostgresQueue], prefix: str
+) -> None:
+    queue = opened()
+    await queue.migrate()
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:
+        await conn.execute(f"ALTER TABLE {prefix}jobs SET (autovacuum_enabled = off)")
+
+    warnings = await queue.health_warnings()
+
+    assert any(
+        f"autovacuum is turned off for {prefix}jobs itself" in w
+        and f"ALTER TABLE {prefix}jobs RESET (autovacuum_enabled)" in w
+        for w in warnings
+    ), warnings

@@ -65,6 +65,7 @@ from ._postgres import (
     split_url,
     translated,
 )
+from ._postgres_health import SETTINGS_SQL, ServerSettings, warnings_for
 from ._postgres_listen import Listener, channel_for, notify_payload
 from ._postgres_push import (
     COPY_FROM,
@@ -308,22 +309,9 @@ class PostgresQueue(DatabaseQueue):
         return super().describe().replace(f"tables {self.prefix}*", f"tables {where}*")
 
     async def health_warnings(self) -> list[str]:
-        """Server settings that put accepted jobs at risk (`rainier-queue doctor`)."""
-        _, rows = await self._pg_dialect.one(
-            "SELECT current_setting('synchronous_commit'), current_setting('fsync')", ()
-        )
-        synchronous_commit, fsync = (str(v) for v in rows[0])
-        warnings: list[str] = []
-        if synchronous_commit == "off":
-            warnings.append(
-                "synchronous_commit is off: a push can return before its job is on disk, so a "
-                "server crash can lose jobs that were accepted; set it to on for this database"
-            )
-        if fsync == "off":
-            warnings.append(
-                "fsync is off: a server crash can lose or corrupt the jobs table; turn it on"
-            )
-        return warnings
+        """Server settings that put accepted jobs, or the claim's speed, at risk (`doctor`)."""
+        _, rows = await self._pg_dialect.one(SETTINGS_SQL, (self._tables.jobs,))
+        return warnings_for(ServerSettings.from_row(self._tables.jobs, rows[0]))
 
     # -- pushing ---------------------------------------------------------------
 
