@@ -43,3 +43,22 @@ async def test_a_job_still_running_at_its_limit_is_cancelled_and_marked_expired(
 
     assert task.cancelled()
     assert limit.expired
+
+
+async def test_slices_whose_jobs_all_finished_are_dropped_with_their_timers() -> None:
+    deadlines = Deadlines(resolution=0.05)
+    running = asyncio.current_task()
+    assert running is not None
+
+    kept = deadlines.start(running, 60)
+    for _ in range(200):
+        deadlines.start(running, 60).done()
+        await asyncio.sleep(0)
+    later = [deadlines.start(running, 120 + i) for i in range(3)]
+    assert deadlines.pending == 4  # the running job's slice, and three later ones
+
+    for limit in later:
+        limit.done()
+    kept.done()
+
+    assert deadlines.pending == 0, "an emptied slice kept its timer until it fired"

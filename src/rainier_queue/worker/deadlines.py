@@ -25,7 +25,7 @@ class Deadline:
 
     __slots__ = ("_slice", "expired", "task")
 
-    def __init__(self, task: asyncio.Task[Any], waiting: set[Deadline]) -> None:
+    def __init__(self, task: asyncio.Task[Any], waiting: _Slice) -> None:
         self.task: asyncio.Task[Any] | None = task
         self.expired = False
         self._slice = waiting
@@ -35,10 +35,31 @@ class Deadline:
 
         The deadline leaves its slice at once, so a finished job's task is
         not kept alive until the slice's timer fires (a minute, with the
-        default limit, which under load is a great many tasks).
+        default limit, which under load is a great many tasks); and the
+        last one to leave takes the slice and its timer with it, so a busy
+        worker does not keep a minute's worth of empty slices.
         """
-        self._slice.discard(self)
+        self._slice.leave(self)
         self.task = None
+
+
+class _Slice:
+    """The deadlines that end within one slice of time, and the timer that ends them."""
+
+    __slots__ = ("_owner", "index", "timer", "waiting")
+
+    def __init__(self, owner: dict[int, _Slice], index: int) -> None:
+        self._owner = owner
+        self.index = index
+        self.waiting: set[Deadline] = set()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def leave(self, deadline: Deadline) -> None:
+        self.waiting.discard(deadline)
+        if not self.waiting and self._owner.get(self.index) is self:
+            del self._owner[self.index]
+            if self.timer is not None:
+                self.timer.cancel()
 
 
 class Deadlines:
@@ -46,7 +67,7 @@ class Deadlines:
 
     def __init__(self, resolution: float = RESOLUTION) -> None:
         self._resolution = resolution
-        self._slices: dict[int, set[Deadline]] = {}
+        self._slices: dict[int, _Slice] = {}
 
     def start(self, task: asyncio.Task[Any], seconds: float) -> Deadline:
         """Cancel `task` about `seconds` from now, unless `done()` is called first."""
@@ -54,14 +75,22 @@ class Deadlines:
         index = math.ceil((loop.time() + seconds) / self._resolution)
         waiting = self._slices.get(index)
         if waiting is None:
-            waiting = self._slices[index] = set()
-            loop.call_at(index * self._resolution, self._expire, index)
+            waiting = self._slices[index] = _Slice(self._slices, index)
+            waiting.timer = loop.call_at(index * self._resolution, self._expire, index)
         deadline = Deadline(task, waiting)
-        waiting.add(deadline)
+        waiting.waiting.add(deadline)
         return deadline
 
+    @property
+    def pending(self) -> int:
+        """Slices with a deadline still in them (each holds one loop timer)."""
+        return len(self._slices)
+
     def _expire(self, index: int) -> None:
-        for deadline in self._slices.pop(index, ()):
+        ended = self._slices.pop(index, None)
+        if ended is None:
+            return
+        for deadline in ended.waiting:
             task = deadline.task
             if task is not None:
                 deadline.task = None
