@@ -51,9 +51,6 @@ async def test_slices_whose_jobs_all_finished_are_dropped_with_their_timers() ->
     assert running is not None
 
     kept = deadlines.start(running, 60)
-    for _ in range(200):
-        deadlines.start(running, 60).done()
-        await asyncio.sleep(0)
     later = [deadlines.start(running, 120 + i) for i in range(3)]
     assert deadlines.pending == 4  # the running job's slice, and three later ones
 
@@ -61,4 +58,29 @@ async def test_slices_whose_jobs_all_finished_are_dropped_with_their_timers() ->
         limit.done()
     kept.done()
 
-    assert deadlines.pending == 0, "an emptied slice kept its timer until it fired"
+    # The newest slice stays, empty, for the jobs that keep joining it; the others went.
+    assert deadlines.pending == 1, "an emptied slice kept its timer until it fired"
+
+
+async def test_jobs_starting_together_share_one_slice_even_when_it_empties_between_them() -> None:
+    deadlines = Deadlines(resolution=60)  # every limit below lands in one slice
+    running = asyncio.current_task()
+    assert running is not None
+
+    for _ in range(100):
+        deadlines.start(running, 1).done()
+
+    assert deadlines.pending == 1
+
+
+async def test_an_empty_slice_goes_once_a_newer_one_takes_the_new_jobs() -> None:
+    deadlines = Deadlines(resolution=0.05)
+    running = asyncio.current_task()
+    assert running is not None
+
+    deadlines.start(running, 60).done()
+    assert deadlines.pending == 1  # empty, but new jobs may still join it
+    live = deadlines.start(running, 120)
+
+    assert deadlines.pending == 1, "the empty slice stayed after a newer one took over"
+    live.done()

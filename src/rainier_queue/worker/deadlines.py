@@ -36,8 +36,8 @@ class Deadline:
         The deadline leaves its slice at once, so a finished job's task is
         not kept alive until the slice's timer fires (a minute, with the
         default limit, which under load is a great many tasks); and the
-        last one to leave takes the slice and its timer with it, so a busy
-        worker does not keep a minute's worth of empty slices.
+        last one to leave an older slice takes it and its timer with it, so
+        a busy worker does not keep a minute's worth of empty slices.
         """
         self._slice.leave(self)
         self.task = None
@@ -48,7 +48,7 @@ class _Slice:
 
     __slots__ = ("_owner", "index", "timer", "waiting")
 
-    def __init__(self, owner: dict[int, _Slice], index: int) -> None:
+    def __init__(self, owner: Deadlines, index: int) -> None:
         self._owner = owner
         self.index = index
         self.waiting: set[Deadline] = set()
@@ -56,10 +56,8 @@ class _Slice:
 
     def leave(self, deadline: Deadline) -> None:
         self.waiting.discard(deadline)
-        if not self.waiting and self._owner.get(self.index) is self:
-            del self._owner[self.index]
-            if self.timer is not None:
-                self.timer.cancel()
+        if not self.waiting:
+            self._owner.emptied(self)
 
 
 class Deadlines:
@@ -68,6 +66,9 @@ class Deadlines:
     def __init__(self, resolution: float = RESOLUTION) -> None:
         self._resolution = resolution
         self._slices: dict[int, _Slice] = {}
+        self._newest = -1
+        """The slice made last: new jobs keep joining it, so it stays even when empty
+        (dropping it would cost a new timer for nearly every batch of jobs)."""
 
     def start(self, task: asyncio.Task[Any], seconds: float) -> Deadline:
         """Cancel `task` about `seconds` from now, unless `done()` is called first."""
@@ -75,8 +76,13 @@ class Deadlines:
         index = math.ceil((loop.time() + seconds) / self._resolution)
         waiting = self._slices.get(index)
         if waiting is None:
-            waiting = self._slices[index] = _Slice(self._slices, index)
+            waiting = self._slices[index] = _Slice(self, index)
             waiting.timer = loop.call_at(index * self._resolution, self._expire, index)
+            if index > self._newest:
+                previous = self._slices.get(self._newest)
+                self._newest = index
+                if previous is not None and not previous.waiting:
+                    self.emptied(previous)  # no longer the newest: nothing keeps it
         deadline = Deadline(task, waiting)
         waiting.waiting.add(deadline)
         return deadline
@@ -85,6 +91,13 @@ class Deadlines:
     def pending(self) -> int:
         """Slices with a deadline still in them (each holds one loop timer)."""
         return len(self._slices)
+
+    def emptied(self, piece: _Slice) -> None:
+        """`piece` has no deadline left: drop it and its timer, unless jobs still join it."""
+        if piece.index != self._newest and self._slices.get(piece.index) is piece:
+            del self._slices[piece.index]
+            if piece.timer is not None:
+                piece.timer.cancel()
 
     def _expire(self, index: int) -> None:
         ended = self._slices.pop(index, None)
