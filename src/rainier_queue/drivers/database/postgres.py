@@ -158,7 +158,11 @@ class PostgresDialect(Dialect):
         """
         async with self.pool.connection() as conn:
             cur = await conn.execute(statement, params, binary=binary)
-            rows = await cur.fetchall() if cur.description is not None else []
+            # The result's status, not `description`: that builds a column object
+            # per column on every call, which a claim of 15 columns paid per batch.
+            result = cur.pgresult
+            returned = result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
+            rows = await cur.fetchall() if returned else []
             return cur.rowcount, rows
 
     async def copy(self, statements: PushStatements, jobs: Sequence[QueuedJob]) -> None:
