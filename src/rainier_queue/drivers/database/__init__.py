@@ -411,8 +411,16 @@ def job_from_row(row: Row) -> QueuedJob:
         available_at=from_micros(int(available)),
         created_at=from_micros(int(created)),
         unique_key=None if key is None else str(key),
-        headers={str(k): str(v) for k, v in json.loads(headers or "{}").items()},
+        headers=_headers(headers),
     )
+
+
+def _headers(stored: object) -> dict[str, str]:
+    """The stored headers column; most jobs have none, and `{}` is not worth decoding."""
+    if not stored or stored == "{}" or stored == b"{}":
+        return {}
+    text = stored if isinstance(stored, str | bytes) else str(stored)
+    return {str(k): str(v) for k, v in json.loads(text).items()}
 
 
 def _lost(reservation: Reservation) -> LeaseLost:
