@@ -402,7 +402,7 @@ class Worker:
                 waiting.settle(exc)
                 raise
             waiting.settle(outcomes)
-        if batch:
+        if batch and self._ahead:
             self._pace.reserve_took(time.monotonic() - began)
         return batch
 
@@ -451,7 +451,8 @@ class Worker:
     def _handler_done(self) -> None:
         """A handler returned: its slot is free for a held job."""
         self._handling -= 1
-        self._launch_held()
+        if self._held:
+            self._launch_held()
 
     def _launch_held(self) -> None:
         """Start held jobs, oldest first, while a slot is free (after a stop: hand them back).
@@ -490,7 +491,7 @@ class Worker:
             attempt = await self._runner.run(slot.reservation, slot.control)
             handling = False
             self._handler_done()
-            if attempt.verdict is not Verdict.INTERRUPTED:
+            if self._ahead and attempt.verdict is not Verdict.INTERRUPTED:
                 self._pace.job_took(time.monotonic() - attempt.started)
             self._changed.set()
             if slot.lease.lost:
@@ -510,7 +511,8 @@ class Worker:
                 self._handler_done()
             self._keeper.forget(slot.lease)
             self._running.pop(slot.reservation.token, None)
-            self._launch_held()
+            if self._held:
+                self._launch_held()
             self._changed.set()
 
     # -- stopping ----------------------------------------------------------------------
