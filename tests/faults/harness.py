@@ -25,6 +25,8 @@ from rainier_queue.drivers import open_queue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import FailedJobStore
 
+from .ledger_jobs import ledger as open_ledger
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.faults.ledger_jobs:registry"
 
@@ -39,6 +41,7 @@ def config(folder: Path, url: str, **options: str) -> Path:
 
 def worker(config_file: Path, ledger: Path, *args: str) -> subprocess.Popen[bytes]:
     """A `rainier-queue work` process on the config's queue, writing runs to `ledger`."""
+    open_ledger(str(ledger)).close()  # made here, once, before any worker writes to it
     env = {**os.environ, "RAINIER_QUEUE_TEST_LEDGER": str(ledger), "PYTHONPATH": str(ROOT)}
     command = ["--app", APP, "--config", str(config_file), "work", *args]
     log = ledger.parent / f"worker-{len(list(ledger.parent.glob('worker-*.log')))}.log"

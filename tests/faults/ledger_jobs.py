@@ -16,9 +16,16 @@ import time
 from rainier_queue import Job, JobContext, JobRegistry
 
 
-def ledger() -> sqlite3.Connection:
+def ledger(path: str | None = None) -> sqlite3.Connection:
+    """The ledger, in WAL mode with its table made; `harness.worker` makes it first.
+
+    Made by one process before the workers start: switching a new file to
+    WAL takes a lock that SQLite's busy timeout does not wait for, so 32
+    handler threads doing it at the same first moment failed a job now and
+    then with "database is locked" (and then it had no start row).
+    """
     conn = sqlite3.connect(
-        os.environ["RAINIER_QUEUE_TEST_LEDGER"], timeout=30, isolation_level=None
+        path or os.environ["RAINIER_QUEUE_TEST_LEDGER"], timeout=30, isolation_level=None
     )
     conn.execute("PRAGMA journal_mode=WAL")
     # NORMAL in WAL mode survives a killed process (only a power cut loses the
