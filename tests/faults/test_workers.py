@@ -145,9 +145,14 @@ async def test_a_worker_killed_mid_job_loses_nothing_and_others_rerun_what_it_he
             f"job {n} was running when its worker died; it must run again as a later attempt"
         )
     finishes = count(ledger, "finish")
-    assert all(finishes[n] == 1 for n in range(total) if n not in interrupted), (
-        "a job nobody interrupted finished once"
+    # A job the doomed worker finished may run once more: the kill can land
+    # between its handler's return and its acknowledgement reaching the broker
+    # (at-least-once; it happened in CI). Every other job finishes exactly once.
+    doomed_finished = {n for n, e in mine if e == "finish"}
+    assert all(finishes[n] == 1 for n in range(total) if n not in interrupted | doomed_finished), (
+        "a job the doomed worker never ran finished once"
     )
+    assert all(finishes[n] <= 2 for n in doomed_finished), "a finished job ran at most once more"
     queue = open_queue(url)
     try:
         assert await queue.size("default") == 0
