@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from rainier_queue.cache import LockManager
+from rainier_queue.cache.stores import open_cache
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import RedisQueue
 from rainier_queue.envelope import QueuedJob
@@ -178,3 +180,20 @@ def test_a_tcp_or_tls_setting_on_a_unix_url_is_refused_saying_it_does_not_apply(
 def test_a_misspelt_option_on_a_unix_url_gets_a_suggestion() -> None:
     with pytest.raises(UnknownOption, match="Did you mean `prefix`"):
         open_queue("unix:///run/redis/redis.sock?prefxi=app:")
+
+
+async def test_the_lock_store_works_over_a_unix_socket(socket_server: Path) -> None:
+    url = f"unix://:{PASSWORD}@{socket_server}?db=0&prefix=locks-{uuid.uuid4().hex}:"
+    async with open_cache(url) as one, open_cache(url) as other:
+        mine, theirs = LockManager(one), LockManager(other)
+        held = await mine.acquire("nightly-report", timedelta(seconds=30))
+        assert held is not None
+        assert await theirs.acquire("nightly-report", timedelta(seconds=30)) is None
+        assert await theirs.is_held("nightly-report")
+        assert await mine.release(held)
+        assert await theirs.acquire("nightly-report", timedelta(seconds=30)) is not None
+
+
+def test_a_unix_socket_lock_store_refuses_a_cluster_with_what_to_write() -> None:
+    with pytest.raises(ConfigurationError, match="unix"):
+        open_cache("unix:///run/redis/redis.sock?cluster=true")

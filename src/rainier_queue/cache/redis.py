@@ -85,7 +85,7 @@ class RedisCache(Cache):
 
     @classmethod
     def from_url(cls, url: str) -> Self:
-        """`redis://host:port/db?prefix=...`; or `rediss://`, `redis-cluster://`, `cluster=true`."""
+        """`redis://host:port/db?prefix=...`; or `rediss://`, `unix:///path`, `redis-cluster://`."""
         bare, options = split_options(url, {"prefix", "cluster"})
         cluster = parse_flag(options.get("cluster", False), setting="cluster") or url.startswith(
             "redis-cluster:"

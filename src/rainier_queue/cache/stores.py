@@ -21,6 +21,7 @@ _STORES: dict[str, tuple[str, str]] = {
     "redis": ("rainier_queue.cache.redis", "RedisCache"),
     "rediss": ("rainier_queue.cache.redis", "RedisCache"),
     "redis-cluster": ("rainier_queue.cache.redis", "RedisCache"),
+    "unix": ("rainier_queue.cache.redis", "RedisCache"),  # a Redis on a Unix socket
 }
 _EXTRAS = {
     "postgresql": ("postgres", "psycopg"),
@@ -30,6 +31,7 @@ _EXTRAS = {
     "redis": ("redis", "redis"),
     "rediss": ("redis", "redis"),
     "redis-cluster": ("redis", "redis"),
+    "unix": ("redis", "redis"),
 }
 
 
