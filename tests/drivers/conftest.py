@@ -10,6 +10,9 @@ an unused import that the test's argument redefines); the helpers are
 imported from here, as tests/contract does. A fixture is set up only when a
 test asks for it, so the other drivers' tests in this directory never start
 a broker, and test_kafka_retention.py keeps a broker of its own.
+
+`opened` is every driver's: the queues a test opened, closed after it (the
+Redis files use it; test_postgres_queue.py has an `opened` of its own).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from rainier_queue.drivers.kafka import KafkaQueue
 from rainier_queue.drivers.kafka.config import KafkaSettings
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
 from rainier_queue.envelope import QueuedJob
+from rainier_queue.queue import Queue
 
 from ..kafka_broker import KafkaBroker, broker
 
@@ -48,6 +52,15 @@ def settings(**changes: Any) -> KafkaSettings:
 
 
 Opener = Callable[..., KafkaQueue]
+
+
+@pytest.fixture
+async def opened() -> AsyncIterator[list[Queue]]:
+    """Queues a test opens go in this list; each is closed when the test ends."""
+    queues: list[Queue] = []
+    yield queues
+    for queue in queues:
+        await queue.aclose()
 
 
 @pytest.fixture(scope="session")

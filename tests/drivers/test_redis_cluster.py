@@ -48,14 +48,6 @@ def prefix() -> str:
     return f"rq:c{uuid.uuid4().hex[:10]}:"
 
 
-@pytest.fixture
-async def opened() -> AsyncIterator[list[Queue]]:
-    queues: list[Queue] = []
-    yield queues
-    for queue in queues:
-        await queue.aclose()
-
-
 @pytest.fixture(scope="module")
 def own_cluster() -> Iterator[RedisServers]:
     """A cluster for the tests that move slots or reconfigure a node."""

@@ -52,14 +52,6 @@ async def namespace() -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def opened() -> AsyncIterator[list[Queue]]:
-    queues: list[Queue] = []
-    yield queues
-    for queue in queues:
-        await queue.aclose()
-
-
-@pytest.fixture
 def open_on(namespace: str, opened: list[Queue]) -> Any:
     def opener(url: str = SHARED, **options: Any) -> RedisQueue:
         sep = "&" if "?" in url else "?"

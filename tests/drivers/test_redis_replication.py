@@ -16,7 +16,7 @@ import asyncio
 import logging
 import signal
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -65,14 +65,6 @@ def own_pair() -> Iterator[tuple[RedisServers, int, int]]:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)  # a stopped server cannot be terminated
         servers.stop()
-
-
-@pytest.fixture
-async def opened() -> AsyncIterator[list[Queue]]:
-    queues: list[Queue] = []
-    yield queues
-    for queue in queues:
-        await queue.aclose()
 
 
 @pytest.fixture

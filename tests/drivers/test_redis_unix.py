@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -49,14 +49,6 @@ def socket_server() -> Iterator[Path]:
         yield path
     finally:
         servers.stop()
-
-
-@pytest.fixture
-async def opened() -> AsyncIterator[list[Queue]]:
-    queues: list[Queue] = []
-    yield queues
-    for queue in queues:
-        await queue.aclose()
 
 
 @pytest.fixture
