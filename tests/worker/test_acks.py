@@ -11,6 +11,7 @@ from typing_extensions import override
 
 from rainier_queue.drivers.memory import MemoryQueue
 from rainier_queue.queue import Reservation
+from rainier_queue.worker.acks import AckBatcher
 
 from .jobs import Journal, Meet, Note, Staggered, eventually, push, quick, worker_for
 
@@ -125,3 +126,42 @@ async def test_reserves_on_their_way_together_each_settle_their_own_acknowledgem
     assert queue.carried > 0, "acknowledgements rode along with reserves"
     assert queue.reserved_count() == 0, "every job acknowledged"
     assert await queue.size("default") == 0
+
+
+class GatedAckLog(AckLog):
+    """Records every acknowledgement batch, then holds it until the test opens `gate`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        self.batches.append(len(reservations))
+        await self.gate.wait()
+        return await MemoryQueue.acknowledge_many(self, reservations)
+
+
+async def test_acknowledgements_that_wait_behind_a_batch_are_left_for_the_next_reserve() -> None:
+    # Jobs that end while one batch is on its way must not follow it the moment
+    # it is back: they wait their delay again, so a reserve can carry them.
+    queue = GatedAckLog()
+    for _ in range(2):
+        await push(queue, Note(text="x"))
+    first, second = await queue.reserve("default", limit=2)
+    acks = AckBatcher(queue, delay=0.05)
+
+    sent = asyncio.create_task(acks.acknowledge(first))
+    await eventually(lambda: queue.batches == [1], "the first acknowledgement is on its way")
+    waiting = asyncio.create_task(acks.acknowledge(second))
+    await asyncio.sleep(0)  # it joins the batcher while the first batch is out
+    queue.gate.set()
+    await sent
+
+    taken = acks.take()
+    assert taken.reservations == [second], "the later acknowledgement waited to be taken"
+    assert queue.batches == [1], "it was not sent on its own behind the first"
+    outcomes, _ = await queue.acknowledge_and_reserve(taken.reservations, "default", limit=1)
+    taken.settle(outcomes)
+    await waiting
+    assert queue.reserved_count() == 0

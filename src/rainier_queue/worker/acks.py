@@ -86,8 +86,12 @@ class AckBatcher:
     async def _send(self) -> None:
         # Let jobs finishing on this loop turn join the batch (or, when the
         # worker's next reserve can carry it, give that reserve time to come).
-        await asyncio.sleep(self._delay)
-        while self._waiting:
+        # Every batch waits again: jobs ending while one batch is on its way give the
+        # next reserve its chance to carry them rather than following at once.
+        while True:
+            await asyncio.sleep(self._delay)
+            if not self._waiting:
+                return
             batch = self._waiting[: self._max_batch]
             del self._waiting[: self._max_batch]
             live = [(r, f) for r, f in batch if not f.done()]
