@@ -192,6 +192,49 @@ class Queue(abc.ABC):
         """
         await asyncio.sleep(timeout.total_seconds())
 
+    async def wait_and_reserve(
+        self, queue: str, timeout: timedelta, *, limit: int
+    ) -> list[Reservation]:
+        """Wait for work on `queue` (as `wait_for_work`), then reserve up to `limit` from it.
+
+        An idle worker serving one queue calls this. A driver that can
+        queue the reserve behind its wait on the server itself overrides it
+        and says so in `reserves_behind_wait`: the reserve then runs the
+        moment the wait ends, and a job pushed to an idle worker costs it one
+        round trip, not two. May return an empty list (nothing came in time).
+
+        Cancelling it loses nothing: a reserve already under way finishes,
+        and whatever it took is handed back with its attempt refunded before
+        the cancellation goes on.
+        """
+        await self.wait_for_work([queue], timeout)
+        return await self._reserve_handing_back(queue, limit)
+
+    async def _reserve_handing_back(self, queue: str, limit: int) -> list[Reservation]:
+        """`reserve`, finished even if the caller is cancelled, and then handed back."""
+        reserving = asyncio.ensure_future(self.reserve(queue, limit=limit))
+        try:
+            return await asyncio.shield(reserving)
+        except asyncio.CancelledError:
+            await self.hand_back_unstarted(await _settled(reserving))
+            raise
+
+    async def hand_back_unstarted(self, reservations: Sequence[Reservation]) -> None:
+        """Put reserved jobs that never started back at once, attempts refunded; best effort.
+
+        A failure is left to the leases: the jobs come back when theirs lapse.
+        """
+        for reservation in reservations:
+            try:
+                await self.release(reservation, count_attempt=False)
+            except Exception:
+                continue  # its lease brings it back
+
+    @property
+    def reserves_behind_wait(self) -> bool:
+        """Whether `wait_and_reserve` sends the reserve with the wait, in one round trip."""
+        return False
+
     @abc.abstractmethod
     async def acknowledge(self, reservation: Reservation) -> None:
         """The job finished: remove it for good. `LeaseLost` if the reservation is stale."""
@@ -380,6 +423,14 @@ class HealthNotes(Protocol):
     async def health_notes(self) -> list[str]:
         """Plain facts worth showing (a replication role), each a sentence."""
         ...
+
+
+async def _settled(reserving: asyncio.Future[list[Reservation]]) -> list[Reservation]:
+    """What a reserve the caller stopped waiting for took, once it is done ([] if it failed)."""
+    try:
+        return await reserving
+    except Exception:
+        return []
 
 
 __all__ = [

@@ -549,3 +549,20 @@ async def test_a_worker_that_stops_waiting_does_not_open_a_connection_each_time(
 
     after = (await queue.client.info("stats"))["total_connections_received"]
     assert after - before <= 2
+
+
+async def test_a_reserve_sent_behind_the_wait_loads_its_script_when_redis_lost_it(
+    open_on: Any,
+) -> None:
+    queue = open_on()
+    assert queue.reserves_behind_wait
+    assert await queue.reserve("default") == []  # the reserve script is loaded now
+    await queue.client.script_flush()  # as after a restart of Redis
+    job = a_job()
+    await queue.push(job)
+
+    got = await queue.wait_and_reserve("default", timedelta(seconds=5), limit=5)
+
+    assert [r.job.id for r in got] == [job.id]
+    assert got[0].job.attempts == 1
+    await queue.acknowledge(got[0])

@@ -74,6 +74,27 @@ class Flaky(Job):
         return timedelta(seconds=100 + attempt)
 
 
+class Retried(Job):
+    """Fails its first `fail_times` attempts once the test opens the gate, each retried
+    50 ms later; records attempts."""
+
+    name = "retried"
+    tries = 3
+    text: str
+    fail_times: int
+
+    async def handle(self, ctx: JobContext) -> None:
+        journal = journal_of(ctx)
+        journal.attempts.append((self.text, ctx.attempt, ctx.max_attempts))
+        if ctx.attempt <= self.fail_times:
+            await journal.gate.wait()
+            raise RuntimeError(f"failure {ctx.attempt} of {self.text}")
+        journal.ran.append(self.text)
+
+    def backoff(self, attempt: int) -> timedelta:
+        return timedelta(milliseconds=50)
+
+
 class Doomed(Job):
     """Always raises; retries at once; records its failed hook."""
 
@@ -287,6 +308,7 @@ class Exits(Job):
 ALL_JOBS: Sequence[type[Job]] = (
     Note,
     Flaky,
+    Retried,
     Doomed,
     Hangs,
     Stubborn,

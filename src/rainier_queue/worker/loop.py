@@ -109,6 +109,10 @@ class Worker:
         self._requested = 0
         """Slots set aside for reserves that are on their way."""
         self._fills: set[asyncio.Task[None]] = set()
+        self._waiting_fill: asyncio.Task[None] | None = None
+        """The fill that waits for work before it reserves, while one does."""
+        self._waits_with_reserve = queue.reserves_behind_wait and len(options.queues) == 1
+        """Whether an idle wait carries the reserve (`Queue.wait_and_reserve`)."""
         self._filled: collections.deque[tuple[int, bool, BaseException | None]] = (
             collections.deque()
         )
@@ -265,6 +269,10 @@ class Worker:
                 if empty and options.stop_when_empty and not self._running:
                     log.info("every queue is empty; stopping")
                     break
+                if self._waits_with_reserve and (free := self._free_slots()) > 0:
+                    # The reserve goes with the wait: nothing ends it but work or its time.
+                    self._launch_fill(free, wait=self._idle_timeout(deadline))
+                    continue
                 try:
                     await self._idle(deadline)
                 except BrokerError as exc:
@@ -299,19 +307,28 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop_event.wait(), delay.total_seconds())
 
-    def _launch_fill(self, free: int) -> None:
+    def _launch_fill(self, free: int, *, wait: timedelta | None = None) -> None:
         """Reserve into `free` slots in the background; the loop hears of it through `_filled`.
 
         With work waiting, a second reserve may start while the first is on
         its way, so a broker that takes a while to answer (a database that
         flushes to disk before it commits) is not a pause for every batch.
+        With `wait`, the reserve waits up to that long for work first
+        (`Queue.wait_and_reserve`); a stop, or a job that went back to the
+        queue, cancels it (`_cut_wait_short`).
         """
         self._requested += free
-        self._fills.add(asyncio.create_task(self._fill_in_background(free)))
+        task = asyncio.create_task(self._fill_in_background(free, wait))
+        self._fills.add(task)
+        if wait is not None:
+            self._waiting_fill = task
 
-    async def _fill_in_background(self, free: int) -> None:
+    async def _fill_in_background(self, free: int, wait: timedelta | None) -> None:
         try:
-            taken, short = await self._fill(free)
+            if wait is None:
+                taken, short = await self._fill(free)
+            else:
+                taken, short = await self._fill_after_wait(free, wait)
         except Exception as exc:
             self._filled.append((0, True, exc))
         else:
@@ -321,7 +338,27 @@ class Worker:
             task = asyncio.current_task()
             if task is not None:
                 self._fills.discard(task)
+                if task is self._waiting_fill:
+                    self._waiting_fill = None
             self._changed.set()
+
+    async def _fill_after_wait(self, free: int, wait: timedelta) -> tuple[int, bool]:
+        """`_fill` for an idle worker on one queue: the reserve rides behind the wait."""
+        limit = min(self.options.prefetch or free, free)
+        try:
+            batch = await self.queue.wait_and_reserve(self.options.queues[0], wait, limit=limit)
+            for reservation in batch:
+                free -= 1
+                self._requested -= 1
+                self._start(reservation)
+            return len(batch), len(batch) < limit
+        finally:
+            self._requested -= free
+
+    def _cut_wait_short(self) -> None:
+        """End an idle wait now; the driver hands back whatever its reserve took."""
+        if self._waiting_fill is not None:
+            self._waiting_fill.cancel()
 
     async def _gather_slots(self) -> None:
         """Wait, `batch_wait` at most, for half the slots to free, then let the loop reserve.
@@ -406,12 +443,17 @@ class Worker:
             self._pace.reserve_took(time.monotonic() - began)
         return batch
 
-    async def _idle(self, deadline: float | None) -> None:
-        """Wait for work, a job finishing, or a stop, whichever comes first."""
+    def _idle_timeout(self, deadline: float | None) -> timedelta:
+        """How long an idle wait may last: `sleep`, or less before `max_time` runs out."""
         timeout = self.options.sleep
         if deadline is not None:
             remaining = max(0.0, deadline - time.monotonic())
             timeout = min(timeout, timedelta(seconds=remaining))
+        return timeout
+
+    async def _idle(self, deadline: float | None) -> None:
+        """Wait for work, a job finishing, or a stop, whichever comes first."""
+        timeout = self._idle_timeout(deadline)
         waiting = asyncio.create_task(self.queue.wait_for_work(self.options.queues, timeout))
         changed = asyncio.create_task(self._changed.wait())
         try:
@@ -500,6 +542,9 @@ class Worker:
                 )
                 return
             await self._settler.settle(attempt, slot.lease)
+            if attempt.verdict is not Verdict.SUCCEEDED:
+                # It may be back in the queue (a retry), due before an idle wait ends.
+                self._cut_wait_short()
         except Exception:
             log.exception(
                 "the worker failed while handling job `%s` %s; it runs again once its lease lapses",
@@ -519,6 +564,7 @@ class Worker:
 
     def _request_stop(self, now: bool) -> None:
         self._stopping = True
+        self._cut_wait_short()
         self._hand_back_held()
         self._stop_event.set()
         self._changed.set()

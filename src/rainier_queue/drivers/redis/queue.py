@@ -39,6 +39,7 @@ from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
+from .waiting import Abandoned, behind_blpop
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -251,6 +252,43 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
 
     @property
     @override
+    def reserves_behind_wait(self) -> bool:
+        # On a cluster the wake-up list lives on another slot than the queue.
+        return not self.cluster
+
+    @override
+    async def wait_and_reserve(
+        self, queue: str, timeout: timedelta, *, limit: int
+    ) -> list[Reservation]:
+        """The reserve script sent right behind the BLPOP, on one connection (`waiting.py`)."""
+        client = self._client
+        if self.cluster or limit < 1 or not isinstance(client, Redis):
+            return await super().wait_and_reserve(queue, timeout, limit=limit)
+        seconds = await self._wait_seconds([queue], timeout)
+        if seconds <= 0.001:
+            return await self._reserve_handing_back(queue, limit)
+        await self._check_now_and_then()
+        keys, args, _ = self._reserve_call(queue, limit)
+        script = self._script(scripts.RESERVE)
+        command = ("EVALSHA", script.sha, len(keys.reserve_keys), *keys.reserve_keys, *args)
+        what = f"wait for work on {queue!r}"
+        try:
+            rows, in_transit = await behind_blpop(
+                client, self.keys.wake, seconds, command, what=what
+            )
+        except Abandoned as gone:
+            if isinstance(gone.reply, list):
+                now = utcnow()
+                taken = await self._reservations(queue, keys, gone.reply, args, now)
+                await self.hand_back_unstarted(taken)
+            raise asyncio.CancelledError from None
+        if isinstance(rows, Exception):  # the script was not loaded (a restarted Redis?)
+            return await self._reserve_handing_back(queue, limit)
+        now = utcnow() - timedelta(seconds=in_transit)
+        return await self._reservations(queue, keys, rows, args, now)
+
+    @property
+    @override
     def combines_acknowledge_and_reserve(self) -> bool:
         return True
 
@@ -366,6 +404,19 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        seconds = await self._wait_seconds(queues, timeout)
+        if seconds <= 0.001:
+            return
+        blocking = self._blocking
+        if blocking is None or blocking.done():
+            blocking = self._blocking = asyncio.create_task(self._block(seconds))
+            blocking.add_done_callback(_retrieve)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(blocking), seconds)
+
+    async def _wait_seconds(self, queues: Sequence[str], timeout: timedelta) -> float:
+        """How long an idle worker may wait: `timeout`, or less when a delayed job falls
+        due sooner, or when a lease is held that may lapse (a quarter lease)."""
         seconds = timeout.total_seconds()
         client = await self._ready()
         pipe = client.pipeline(transaction=False)
@@ -387,14 +438,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
                 seconds = min(seconds, (soonest[0][1] - now_ms) / 1000)
             if answers[i + 1]:  # someone holds a lease that may lapse
                 seconds = min(seconds, self._lease.total_seconds() / 4)
-        if seconds <= 0.001:
-            return
-        blocking = self._blocking
-        if blocking is None or blocking.done():
-            blocking = self._blocking = asyncio.create_task(self._block(seconds))
-            blocking.add_done_callback(_retrieve)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(blocking), seconds)
+        return seconds
 
     async def _block(self, seconds: float) -> None:
         """One BLPOP on the wake-up list, as a task of its own.
