@@ -76,6 +76,11 @@ class Capabilities:
     """A push can join the application's own database transaction."""
     fifo_within_queue: bool = True
     """Due jobs of one queue come out in the order they were pushed."""
+    due_on_server_clock: bool = False
+    """A job falls due by the server's clock: a push sends its delay, not a moment, so a
+    producer whose clock runs ahead or behind neither holds a job back nor lets it out
+    early. False where producer and queue share one clock (memory, SQLite) or where
+    due times travel as moments (Kafka)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from rainier_queue import _clock
 from rainier_queue.errors import UnsupportedOperation
 from rainier_queue.queue import Queue, TransactionalEnqueue
 
@@ -111,3 +113,57 @@ async def test_a_reserved_job_holds_up_the_ones_behind_it_exactly_when_the_drive
         assert await queue.reserve("default") == []
         await queue.acknowledge(held[0])
         assert [r.job.payload for r in await queue.reserve("default")] == ["second"]
+
+
+def skew_clock(monkeypatch: pytest.MonkeyPatch, offset: timedelta) -> None:
+    """Make this process's clock run `offset` off, everywhere the package reads it."""
+    real = _clock.utcnow
+
+    def skewed() -> datetime:
+        return real() + offset
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("rainier_queue") and getattr(module, "utcnow", None) is real:
+            monkeypatch.setattr(module, "utcnow", skewed)
+
+
+async def test_a_producer_clock_that_runs_ahead_holds_jobs_back_exactly_when_the_driver_says(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not queue.capabilities.shared_between_processes:
+        pytest.skip(f"{queue.name} lives in one process: no producer has another clock")
+    await queue.size("default")  # connect and create first, on the true clock
+    with monkeypatch.context() as skewed:
+        skew_clock(skewed, timedelta(hours=1))
+        now_job = a_job(payload="now")
+        await queue.push(now_job)
+        later_job = a_job(payload="later", delay=timedelta(hours=1))
+        await queue.push(later_job)
+
+    got = await queue.reserve("default", limit=5)
+
+    if queue.capabilities.due_on_server_clock:
+        assert [r.job.id for r in got] == [now_job.id], (
+            "due by the server's clock: the job without a delay is due now, the other in an hour"
+        )
+    else:
+        assert got == [], f"{queue.name} dates a job by the clock that pushed it"
+
+
+async def test_a_producer_clock_that_runs_behind_lets_jobs_out_early_exactly_when_the_driver_says(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not queue.capabilities.shared_between_processes:
+        pytest.skip(f"{queue.name} lives in one process: no producer has another clock")
+    await queue.size("default")
+    with monkeypatch.context() as skewed:
+        skew_clock(skewed, -timedelta(hours=1))
+        job = a_job(delay=timedelta(minutes=30))
+        await queue.push(job)
+
+    got = await queue.reserve("default", limit=5)
+
+    if queue.capabilities.due_on_server_clock:
+        assert got == [], "due in 30 minutes by the server's clock, whatever the producer's says"
+    else:
+        assert [r.job.id for r in got] == [job.id], f"{queue.name} dates a job by its producer"

@@ -143,6 +143,7 @@ class MySQLQueue(DatabaseQueue):
         survives_restart=True,
         shared_between_processes=True,
         transactional_enqueue=False,
+        due_on_server_clock=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset(

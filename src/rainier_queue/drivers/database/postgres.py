@@ -228,6 +228,7 @@ class PostgresQueue(DatabaseQueue):
         survives_restart=True,
         shared_between_processes=True,
         transactional_enqueue=True,
+        due_on_server_clock=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset(

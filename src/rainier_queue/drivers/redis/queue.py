@@ -82,6 +82,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         shared_between_processes=True,
         may_lose_accepted_job=True,
         raw_push=True,
+        due_on_server_clock=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset(
