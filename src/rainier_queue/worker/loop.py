@@ -7,7 +7,9 @@ outage is sat through rather than turned into a crash; and a stop never
 strands a job. Each turn it fills the free slots from the queues in
 priority order, one task per job; when nothing fills them it waits on the
 driver's `wait_for_work` (which a push, or a running job finishing, cuts
-short) instead of polling. A slot frees when its handler returns, and the
+short) instead of polling, or, on one queue of a driver that can send a
+reserve behind its wait, on `wait_and_reserve` (which only work, its time,
+a stop or a retry of its own ends). A slot frees when its handler returns, and the
 acknowledgements of finished jobs ride along with the next reserve, so a
 busy worker pays one round trip per batch, not two or one per job. While
 work is waiting, a second reserve may set off before the first is back
