@@ -213,11 +213,12 @@ def wait_for_replica(primary: int, replica: int, timeout: float = 30) -> None:
         client.close()
 
 
-def cluster(nodes: int = 3) -> RedisServers:
-    """A cluster of `nodes` masters covering every slot, ready to serve."""
+def cluster(nodes: int = 3, *, replicas: int = 0) -> RedisServers:
+    """A cluster of `nodes` masters covering every slot, each with `replicas` replicas
+    that have synced, ready to serve."""
     servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-cluster-")))
     try:
-        for _ in range(nodes):
+        for _ in range(nodes * (1 + replicas)):
             servers.start(cluster=True)
         seeds = [f"127.0.0.1:{port}" for port in servers.ports]
         subprocess.run(
@@ -227,7 +228,7 @@ def cluster(nodes: int = 3) -> RedisServers:
                 "create",
                 *seeds,
                 "--cluster-replicas",
-                "0",
+                str(replicas),
                 "--cluster-yes",
             ],
             check=True,
@@ -235,6 +236,8 @@ def cluster(nodes: int = 3) -> RedisServers:
             timeout=60,
         )
         _wait_for_cluster_ok(servers.ports)
+        if replicas:
+            _wait_for_replicas(servers.ports, nodes * replicas)
     except BaseException:
         servers.stop()
         raise
@@ -255,6 +258,24 @@ def _wait_for_cluster_ok(ports: list[int]) -> None:
             return
         time.sleep(0.1)
     raise RuntimeError("the test cluster never reached cluster_state:ok")
+
+
+def _wait_for_replicas(ports: list[int], expected: int) -> None:
+    """Wait until `expected` replicas in all have synced with their primaries."""
+    deadline = time.monotonic() + 30
+    cli = _binary("redis-cli")
+    while time.monotonic() < deadline:
+        linked = sum(
+            "master_link_status:up"
+            in subprocess.run(
+                [cli, "-p", str(port), "info", "replication"], capture_output=True, text=True
+            ).stdout
+            for port in ports
+        )
+        if linked >= expected:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the test cluster's {expected} replicas never all synced")
 
 
 _SHARED_CLUSTER: RedisServers | None = None

@@ -282,18 +282,6 @@ def test_a_bad_wait_option_is_refused_at_startup(
         open_queue(f"redis://127.0.0.1:1/0?{query}")
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "redis-cluster://127.0.0.1:1/?wait_replicas=1",
-        "redis://127.0.0.1:1/0?cluster=true&wait_replicas=1",
-    ],
-)
-def test_wait_replicas_on_a_cluster_is_refused_at_startup(url: str) -> None:
-    with pytest.raises(ConfigurationError, match="not supported on a Redis Cluster"):
-        open_queue(url)
-
-
 def test_zero_wait_replicas_is_the_plain_mode() -> None:
     assert "wait_replicas" not in open_queue("redis://127.0.0.1:1/0?wait_replicas=0").describe()
 

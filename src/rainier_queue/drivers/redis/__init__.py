@@ -134,8 +134,9 @@ What it does not close, so that nobody reads "durable" as more than it is:
   left on the old address waits for it, and if it comes back empty,
   reports the wipe and serves an empty queue while the jobs wait on the
   promoted replica.
-- On a cluster, where each slot range has a primary of its own, this mode
-  is not offered: `wait_replicas` is refused there at startup.
+- On a cluster, each push waits for the replicas of the primary that owns
+  its queue's slot; the cluster elects which replica is promoted, so the
+  same caveat about a lagging replica applies.
 """
 
 from __future__ import annotations

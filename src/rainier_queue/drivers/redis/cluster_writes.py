@@ -54,13 +54,15 @@ def routing_key(command: Sequence[Any]) -> str:
 class ClusterWrites(HeldWrites):
     """Pushes to the node that owns their slot, on a connection held for the answer."""
 
-    def __init__(self, client: RedisCluster) -> None:
-        super().__init__(client, Durability(0), "the Redis cluster")
+    def __init__(self, client: RedisCluster, durability: Durability | None = None) -> None:
+        super().__init__(client, durability or Durability(0), "the Redis cluster")
         self._cluster = client
         self._stale = False
         """Set when a node failed us: read the slot map again before the next push."""
 
-    async def _write(self, commands: Sequence[Sequence[Any]], *, what: str) -> list[Any]:
+    async def _write(
+        self, commands: Sequence[Sequence[Any]], *, what: str
+    ) -> tuple[list[Any], str]:
         key = routing_key(commands[0])
         asked: ClusterNode | None = None
         for _ in range(REDIRECTS):
@@ -83,7 +85,7 @@ class ClusterWrites(HeldWrites):
             elif isinstance(first, rx.AskError):
                 asked = self._importing(first, what)
             else:
-                return replies
+                return replies, node.name
         raise BrokerUnavailable(
             f"the Redis cluster redirected the attempt to {what} {REDIRECTS} times (the slot of "
             f"{key!r} keeps moving); nothing was written, so trying again later is safe"

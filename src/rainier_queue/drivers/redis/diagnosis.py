@@ -73,7 +73,7 @@ async def diagnose(client: Client, *, wait_replicas: int = 0) -> Diagnosis:
     every primary is read.
     """
     if isinstance(client, RedisCluster):
-        return await _cluster(client)
+        return await _cluster(client, wait_replicas)
     return await _server(client, {}, wait_replicas)
 
 
@@ -196,10 +196,10 @@ def _judge_replication(diagnosis: Diagnosis, wait_replicas: int) -> None:
         )
 
 
-async def _cluster(client: RedisCluster) -> Diagnosis:
+async def _cluster(client: RedisCluster, wait_replicas: int) -> Diagnosis:
     """Every primary read on its own; their warnings merged, each naming its primaries."""
     primaries = sorted(client.get_primaries(), key=lambda node: node.name)
-    found = await asyncio.gather(*(_node(client, node) for node in primaries))
+    found = await asyncio.gather(*(_node(client, node, wait_replicas) for node in primaries))
     nodes = {node.name: d for node, d in zip(primaries, found, strict=True) if d is not None}
     read = list(nodes.values())
     merged = Diagnosis(
@@ -229,10 +229,10 @@ async def _cluster(client: RedisCluster) -> Diagnosis:
     return merged
 
 
-async def _node(client: RedisCluster, node: ClusterNode) -> Diagnosis | None:
+async def _node(client: RedisCluster, node: ClusterNode, wait_replicas: int) -> Diagnosis | None:
     """One primary's diagnosis, or None when it cannot be reached."""
     try:
-        return await _server(client, {"target_nodes": node}, 0)
+        return await _server(client, {"target_nodes": node}, wait_replicas)
     except BrokerUnavailable:
         return None
 

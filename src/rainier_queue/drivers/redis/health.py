@@ -20,7 +20,7 @@ from redis import exceptions as rx
 from .connection import Client, Ready, translated
 from .diagnosis import Diagnosis, diagnose
 from .keys import Keys
-from .replication import ReplicatedWrites
+from .replication import HeldWrites
 
 log = logging.getLogger("rainier_queue.redis")
 
@@ -33,7 +33,7 @@ class RedisHealth:
 
     keys: Keys
     _ready: Ready
-    _replicated: ReplicatedWrites | None
+    _replicated: HeldWrites | None
     _epoch: str | None
     _checked_at: float
 

@@ -108,7 +108,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
             consumer=settings.get("consumer"),
             url=url,
             cluster=cluster,
-            durability=durability_from(settings, cluster=cluster),
+            durability=durability_from(settings),
         )
 
     def __init__(
@@ -135,7 +135,15 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         self._epoch: str | None = None
         self._blocking: asyncio.Task[None] | None = None
         self._checked_at = 0.0
-        self._replicated = None if durability is None else ReplicatedWrites(client, durability)
+        self._replicated: HeldWrites | None = None
+        if durability is not None:
+            # Each push waits for the replicas of the primary that took it (on a
+            # cluster, the primary owning the queue's slot).
+            self._replicated = (
+                ReplicatedWrites(client, durability)
+                if isinstance(client, Redis)
+                else ClusterWrites(client, durability)
+            )
         # Every push holds its connection for the answer (on a cluster, one of the
         # node owning its slot), so a push whose answer was lost is OutcomeUnknown,
         # never resent, and not an outage to retry.

@@ -69,7 +69,7 @@ class Durability:
         return f"wait_replicas={self.replicas} wait_timeout={format_duration(self.timeout)}"
 
 
-def durability_from(settings: Mapping[str, Any], *, cluster: bool) -> Durability | None:
+def durability_from(settings: Mapping[str, Any]) -> Durability | None:
     """The `wait_replicas` / `wait_timeout` settings, checked; None when pushes do not wait."""
     replicas = _whole(settings.get("wait_replicas", 0), setting="wait_replicas")
     timeout = parse_duration(
@@ -82,12 +82,6 @@ def durability_from(settings: Mapping[str, Any], *, cluster: bool) -> Durability
         )
     if replicas == 0:
         return None
-    if cluster:
-        raise ConfigurationError(
-            "`wait_replicas` is not supported on a Redis Cluster: the durable mode waits for "
-            "the replicas of a single primary, and a cluster has a primary per slot range; "
-            "use a single primary with replicas, or leave `wait_replicas` at 0"
-        )
     return Durability(replicas, timeout)
 
 
@@ -129,20 +123,23 @@ class HeldWrites:
     ) -> Any:
         """Run `script` (by its SHA, loading it once if the server lacks it), then wait."""
         command = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        replies = await self._write([command], what=what)
+        replies, where = await self._write([command], what=what)
         if isinstance(replies[0], rx.NoScriptError):  # nothing ran; load it and send again
             async with translated(f"load the script to {what}"):
                 await self._client.script_load(script.script)
-            replies = await self._write([command], what=what)
-        return self._checked(replies, what=what, job_ids=job_ids)[0]
+            replies, where = await self._write([command], what=what)
+        return self._checked(replies, where, what=what, job_ids=job_ids)[0]
 
     async def commands(
         self, commands: Sequence[Sequence[Any]], *, what: str, job_ids: Sequence[str]
     ) -> list[Any]:
         """Send `commands` (and a `WAIT`, if asked for) in one round trip; their replies."""
-        return self._checked(await self._write(commands, what=what), what=what, job_ids=job_ids)
+        replies, where = await self._write(commands, what=what)
+        return self._checked(replies, where, what=what, job_ids=job_ids)
 
-    def _checked(self, replies: list[Any], *, what: str, job_ids: Sequence[str]) -> list[Any]:
+    def _checked(
+        self, replies: list[Any], where: str, *, what: str, job_ids: Sequence[str]
+    ) -> list[Any]:
         wanted = self.durability.replicas
         *answers, confirmed = replies if wanted else [*replies, 0]
         for answer in answers:
@@ -151,7 +148,7 @@ class HeldWrites:
         if not isinstance(confirmed, int) or confirmed < wanted:
             count = confirmed if isinstance(confirmed, int) else 0
             raise NotReplicated(
-                f"the Redis primary at {self._where} wrote the push, but {count} of "
+                f"the Redis primary at {where} wrote the push, but {count} of "
                 f"{wanted} replica(s) confirmed it within "
                 f"{format_duration(self.durability.timeout)}. The jobs are queued and run if "
                 "the primary lives until they replicate; a failover before then loses them. "
@@ -163,8 +160,11 @@ class HeldWrites:
             )
         return answers
 
-    async def _write(self, commands: Sequence[Sequence[Any]], *, what: str) -> list[Any]:
-        """Every reply (error replies as exceptions in the list), the `WAIT` count last."""
+    async def _write(
+        self, commands: Sequence[Sequence[Any]], *, what: str
+    ) -> tuple[list[Any], str]:
+        """Every reply (error replies as exceptions in the list), the `WAIT` count last;
+        and the primary that answered."""
         raise NotImplementedError
 
     async def _held(
@@ -221,12 +221,14 @@ class ReplicatedWrites(HeldWrites):
         super().__init__(client, durability, where)
         self._pool = client.connection_pool
 
-    async def _write(self, commands: Sequence[Sequence[Any]], *, what: str) -> list[Any]:
+    async def _write(
+        self, commands: Sequence[Sequence[Any]], *, what: str
+    ) -> tuple[list[Any], str]:
         """Connecting happens before anything is sent, so a failure there is a plain outage."""
         async with translated(what):
             conn: AbstractConnection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
         try:
-            return await self._held(conn, commands, self._where)
+            return await self._held(conn, commands, self._where), self._where
         finally:
             await self._pool.release(conn)
 
