@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import secrets
 import socket
 from collections import defaultdict
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from redis.asyncio import Redis
 from typing_extensions import override
@@ -23,7 +22,7 @@ from ...durations import parse_duration
 from ...envelope import QueuedJob, format_time
 from ...errors import ConfigurationError, LeaseLost, PayloadError
 from ...flags import parse_flag
-from ...queue import DEFAULT_LEASE, Capabilities, Queue, Reservation, new_token
+from ...queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
 from ...redact import redact_url
 from . import scripts
 from .cluster_writes import ClusterWrites
@@ -39,7 +38,7 @@ from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
-from .waiting import Abandoned, behind_blpop
+from .waiting import RedisWaits
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -63,17 +62,11 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _retrieve(task: asyncio.Task[None]) -> None:
-    """Mark a background wait's failure as seen; the next wait reports the outage itself."""
-    if not task.cancelled():
-        task.exception()
-
-
 def _consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
+class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
     """Redis streams with a consumer group, delayed jobs in a sorted set, Lua-fenced settles."""
 
     name: ClassVar[str] = "redis"
@@ -135,23 +128,17 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         self._epoch: str | None = None
         self._blocking: asyncio.Task[None] | None = None
         self._checked_at = 0.0
-        self._replicated: HeldWrites | None = None
-        if durability is not None:
-            # Each push waits for the replicas of the primary that took it (on a
-            # cluster, the primary owning the queue's slot).
-            self._replicated = (
-                ReplicatedWrites(client, durability)
-                if isinstance(client, Redis)
-                else ClusterWrites(client, durability)
-            )
         # Every push holds its connection for the answer (on a cluster, one of the
         # node owning its slot), so a push whose answer was lost is OutcomeUnknown,
-        # never resent, and not an outage to retry.
-        self._pushes: HeldWrites = self._replicated or (
-            ReplicatedWrites(client, Durability(0))
+        # never resent, and not an outage to retry; in the durable mode it also
+        # waits there for the replicas of the primary that took it.
+        self._pushes: HeldWrites = (
+            ReplicatedWrites(client, durability or Durability(0))
             if isinstance(client, Redis)
-            else ClusterWrites(client)
+            else ClusterWrites(client, durability)
         )
+        self._replicated = None if durability is None else self._pushes
+        """The pushes, when they wait for replicas."""
         self._served: set[str] = set()
         """Queues this object reserved from: their groups hold a consumer of its name."""
 
@@ -257,43 +244,6 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         await self._check_now_and_then()
         keys, args, now = self._reserve_call(queue, limit)
         rows = await self._run(scripts.RESERVE, keys.reserve_keys, args, f"reserve from {queue!r}")
-        return await self._reservations(queue, keys, rows, args, now)
-
-    @property
-    @override
-    def reserves_behind_wait(self) -> bool:
-        # On a cluster the wake-up list lives on another slot than the queue.
-        return not self.cluster
-
-    @override
-    async def wait_and_reserve(
-        self, queue: str, timeout: timedelta, *, limit: int
-    ) -> list[Reservation]:
-        """The reserve script sent right behind the BLPOP, on one connection (`waiting.py`)."""
-        client = self._client
-        if self.cluster or limit < 1 or not isinstance(client, Redis):
-            return await super().wait_and_reserve(queue, timeout, limit=limit)
-        seconds = await self._wait_seconds([queue], timeout)
-        if seconds <= 0.001:
-            return await self._reserve_handing_back(queue, limit)
-        await self._check_now_and_then()
-        keys, args, _ = self._reserve_call(queue, limit)
-        script = self._script(scripts.RESERVE)
-        command = ("EVALSHA", script.sha, len(keys.reserve_keys), *keys.reserve_keys, *args)
-        what = f"wait for work on {queue!r}"
-        try:
-            rows, in_transit = await behind_blpop(
-                client, self.keys.wake, seconds, command, what=what
-            )
-        except Abandoned as gone:
-            if isinstance(gone.reply, list):
-                now = utcnow()
-                taken = await self._reservations(queue, keys, gone.reply, args, now)
-                await self.hand_back_unstarted(taken)
-            raise asyncio.CancelledError from None
-        if isinstance(rows, Exception):  # the script was not loaded (a restarted Redis?)
-            return await self._reserve_handing_back(queue, limit)
-        now = utcnow() - timedelta(seconds=in_transit)
         return await self._reservations(queue, keys, rows, args, now)
 
     @property
@@ -410,56 +360,6 @@ class RedisQueue(RedisFailedJobs, RedisHealth, Queue):
         )
         job = QueuedJob(id=f"raw-{entry_id}", name=NOT_A_JOB, payload=body, queue=queue)
         await self._store_failure(keys, job, entry_id, token, f"{exc}")
-
-    @override
-    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
-        seconds = await self._wait_seconds(queues, timeout)
-        if seconds <= 0.001:
-            return
-        blocking = self._blocking
-        if blocking is None or blocking.done():
-            blocking = self._blocking = asyncio.create_task(self._block(seconds))
-            blocking.add_done_callback(_retrieve)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(blocking), seconds)
-
-    async def _wait_seconds(self, queues: Sequence[str], timeout: timedelta) -> float:
-        """How long an idle worker may wait: `timeout`, or less when a delayed job falls
-        due sooner, or when a lease is held that may lapse (a quarter lease)."""
-        seconds = timeout.total_seconds()
-        client = await self._ready()
-        pipe = client.pipeline(transaction=False)
-        for name in queues:
-            keys = self.keys.queue(name)
-            pipe.zrange(keys.delayed, 0, 0, withscores=True)
-            pipe.hlen(keys.leases)
-        if not self.cluster:
-            pipe.time()  # due times are on the server's clock
-        async with translated("look for due work"):
-            answers = await pipe.execute()
-            # A cluster pipeline cannot carry TIME (it names no key); any node's
-            # clock will do to decide how long to wait.
-            seconds_now, micros_now = answers.pop() if not self.cluster else await client.time()
-        now_ms = seconds_now * 1000 + micros_now / 1000
-        for i in range(0, len(answers), 2):
-            soonest = cast(list[tuple[str, float]], answers[i])
-            if soonest:
-                seconds = min(seconds, (soonest[0][1] - now_ms) / 1000)
-            if answers[i + 1]:  # someone holds a lease that may lapse
-                seconds = min(seconds, self._lease.total_seconds() / 4)
-        return seconds
-
-    async def _block(self, seconds: float) -> None:
-        """One BLPOP on the wake-up list, as a task of its own.
-
-        The worker stops waiting whenever one of its jobs finishes. Cancelling
-        a BLPOP mid-reply makes redis-py drop the connection (and open a new
-        one next time), so the BLPOP is left to finish on its own and the
-        next wait joins it if it is still running.
-        """
-        client = await self._ready()
-        async with translated("wait for work"):
-            await cast(Awaitable[Any], client.blpop([self.keys.wake], timeout=seconds))
 
     # -- settling ------------------------------------------------------------------
 

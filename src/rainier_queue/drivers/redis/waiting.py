@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""An idle worker's wait with its reserve queued right behind it, on one connection.
+"""How an idle worker waits for work on Redis, and the reserve queued right behind its wait.
 
 Why: an idle worker hears of a push through a BLPOP on the wake-up list,
 and then has to run the reserve script before it holds the job. That is a
@@ -14,20 +14,34 @@ that when cancelled: it asks Redis to end the BLPOP at once (`CLIENT
 UNBLOCK`, sent on another connection), reads what the reserve took, and
 returns it through `Abandoned` so the caller can hand the jobs back. One
 connection of the pool is held for the length of each wait.
+
+`RedisWaits` is the part of `RedisQueue` that waits: how long a wait may
+last, the plain BLPOP (`wait_for_work`) and the one with the reserve behind
+it (`wait_and_reserve`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
+from typing_extensions import override
 
-from .connection import translated
+from ..._clock import utcnow
+from ...queue import Queue, Reservation
+from . import scripts
+from .connection import Client, Ready, translated
+from .keys import Keys, QueueKeys
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
 
 SLACK = 2.0
 """Seconds a read waits beyond the BLPOP's own timeout before the connection is given up."""
@@ -113,4 +127,123 @@ async def _cut_short(client: Redis, exchange: _Exchange, reading: asyncio.Future
         return None
 
 
-__all__ = ["Abandoned", "behind_blpop"]
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark a background wait's failure as seen; the next wait reports the outage itself."""
+    if not task.cancelled():
+        task.exception()
+
+
+class RedisWaits(Queue):
+    """Waiting for work, for `RedisQueue` (a mixin: it uses the queue's client, keys and
+    reserve call)."""
+
+    keys: Keys
+    cluster: bool
+    _client: Client
+    _ready: Ready
+    _lease: timedelta
+    _blocking: asyncio.Task[None] | None
+
+    if TYPE_CHECKING:  # the queue's own, used here
+
+        async def _check_now_and_then(self) -> None: ...
+
+        def _script(self, source: str) -> AsyncScript: ...
+
+        def _reserve_call(
+            self, queue: str, limit: int
+        ) -> tuple[QueueKeys, list[Any], datetime]: ...
+
+        async def _reservations(
+            self, queue: str, keys: QueueKeys, rows: Any, args: list[Any], now: datetime
+        ) -> list[Reservation]: ...
+
+    @property
+    @override
+    def reserves_behind_wait(self) -> bool:
+        # On a cluster the wake-up list lives on another slot than the queue.
+        return not self.cluster
+
+    @override
+    async def wait_and_reserve(
+        self, queue: str, timeout: timedelta, *, limit: int
+    ) -> list[Reservation]:
+        """The reserve script sent right behind the BLPOP, on one connection (`behind_blpop`)."""
+        client = self._client
+        if self.cluster or limit < 1 or not isinstance(client, Redis):
+            return await super().wait_and_reserve(queue, timeout, limit=limit)
+        seconds = await self._wait_seconds([queue], timeout)
+        if seconds <= 0.001:
+            return await self._reserve_handing_back(queue, limit)
+        await self._check_now_and_then()
+        keys, args, _ = self._reserve_call(queue, limit)
+        script = self._script(scripts.RESERVE)
+        command = ("EVALSHA", script.sha, len(keys.reserve_keys), *keys.reserve_keys, *args)
+        what = f"wait for work on {queue!r}"
+        try:
+            rows, in_transit = await behind_blpop(
+                client, self.keys.wake, seconds, command, what=what
+            )
+        except Abandoned as gone:
+            if isinstance(gone.reply, list):
+                now = utcnow()
+                taken = await self._reservations(queue, keys, gone.reply, args, now)
+                await self.hand_back_unstarted(taken)
+            raise asyncio.CancelledError from None
+        if isinstance(rows, Exception):  # the script was not loaded (a restarted Redis?)
+            return await self._reserve_handing_back(queue, limit)
+        now = utcnow() - timedelta(seconds=in_transit)
+        return await self._reservations(queue, keys, rows, args, now)
+
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        seconds = await self._wait_seconds(queues, timeout)
+        if seconds <= 0.001:
+            return
+        blocking = self._blocking
+        if blocking is None or blocking.done():
+            blocking = self._blocking = asyncio.create_task(self._block(seconds))
+            blocking.add_done_callback(_retrieve)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(blocking), seconds)
+
+    async def _wait_seconds(self, queues: Sequence[str], timeout: timedelta) -> float:
+        """How long an idle worker may wait: `timeout`, or less when a delayed job falls
+        due sooner, or when a lease is held that may lapse (a quarter lease)."""
+        seconds = timeout.total_seconds()
+        client = await self._ready()
+        pipe = client.pipeline(transaction=False)
+        for name in queues:
+            keys = self.keys.queue(name)
+            pipe.zrange(keys.delayed, 0, 0, withscores=True)
+            pipe.hlen(keys.leases)
+        if not self.cluster:
+            pipe.time()  # due times are on the server's clock
+        async with translated("look for due work"):
+            answers = await pipe.execute()
+            # A cluster pipeline cannot carry TIME (it names no key); any node's
+            # clock will do to decide how long to wait.
+            seconds_now, micros_now = answers.pop() if not self.cluster else await client.time()
+        now_ms = seconds_now * 1000 + micros_now / 1000
+        for i in range(0, len(answers), 2):
+            soonest = cast(list[tuple[str, float]], answers[i])
+            if soonest:
+                seconds = min(seconds, (soonest[0][1] - now_ms) / 1000)
+            if answers[i + 1]:  # someone holds a lease that may lapse
+                seconds = min(seconds, self._lease.total_seconds() / 4)
+        return seconds
+
+    async def _block(self, seconds: float) -> None:
+        """One BLPOP on the wake-up list, as a task of its own.
+
+        The worker stops waiting whenever one of its jobs finishes. Cancelling
+        a BLPOP mid-reply makes redis-py drop the connection (and open a new
+        one next time), so the BLPOP is left to finish on its own and the
+        next wait joins it if it is still running.
+        """
+        client = await self._ready()
+        async with translated("wait for work"):
+            await cast(Awaitable[Any], client.blpop([self.keys.wake], timeout=seconds))
+
+
+__all__ = ["Abandoned", "RedisWaits", "behind_blpop"]
