@@ -55,6 +55,8 @@ class Runs:
     enqueue: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
     steady: list[float] = field(default_factory=list)
+    worker_cpu: list[float] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
     runs: int = 0
     errors: list[str] = field(default_factory=list)
     last: dict[str, Any] = field(default_factory=dict)
@@ -67,6 +69,8 @@ class Runs:
         enqueue = report.median(self.enqueue) if self.ok else None
         e2e = report.median(self.e2e) if self.ok else None
         steady = report.median(self.steady) if self.ok else None
+        worker_cpu = report.median(self.worker_cpu) if self.ok else None
+        server_cpu = report.median(self.server_cpu) if self.ok else None
         return {
             "system": self.system,
             "backend": self.backend,
@@ -76,6 +80,8 @@ class Runs:
             "enqueue_jobs_s": round(enqueue, 1) if enqueue is not None else None,
             "e2e_jobs_s": round(e2e, 1) if e2e is not None else None,
             "steady_jobs_s": round(steady, 1) if steady is not None else None,
+            "worker_cpu_us": round(worker_cpu, 1) if worker_cpu is not None else None,
+            "server_cpu_us": round(server_cpu, 1) if server_cpu is not None else None,
             "errors": self.errors,
         }
 
@@ -155,6 +161,13 @@ def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                 if result.get("steady_s"):
                     row["steady_jobs_s"] = round(result["steady_jobs"] / result["steady_s"], 1)
                     entry.steady.append(row["steady_jobs_s"])
+                for key, into in (
+                    ("worker_cpu_us", entry.worker_cpu),
+                    ("server_cpu_us", entry.server_cpu),
+                ):
+                    if result.get(key) is not None:
+                        row[key] = result[key]
+                        into.append(result[key])
             else:
                 row["error"] = result.get("error")
                 entry.errors.append(str(result.get("error")))

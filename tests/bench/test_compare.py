@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from bench.compare import report
 from bench.compare.latency_check import check_counts, count_lines, summary
+from bench.compare.proccpu import TICK, CpuWindow, cpu_seconds, server_pids
 from bench.compare.procmem import RssSampler, descendants, rss_kib, tree_rss_kib
 from bench.compare.report import END, OURS, START
 
@@ -262,6 +263,51 @@ def test_sampler_starts_at_the_first_job_and_ends_on_finish(tmp_path: Path) -> N
         "rss_growth_kib": 500,
         "rss_samples": 3,
     }
+
+
+def set_cpu(proc: Path, pid: int, comm: str, user: int, system: int, cmdline: str = "") -> None:
+    """Write a process's comm, cmdline and a stat line with these utime and stime ticks."""
+    (proc / str(pid)).mkdir(parents=True, exist_ok=True)
+    (proc / str(pid) / "comm").write_text(comm + "\n")
+    (proc / str(pid) / "cmdline").write_bytes(cmdline.encode())
+    # The name may hold spaces and parentheses; utime and stime are fields 14 and 15.
+    fields = ["S", "1", "1", "1", "0", "-1", "0", "0", "0", "0", "0", str(user), str(system)]
+    (proc / str(pid) / "stat").write_text(f"{pid} ({comm} (x) y) " + " ".join(fields) + " 0 0\n")
+
+
+def test_cpu_per_job_splits_workers_and_server_in_the_steady_window(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, {10: (1000, [11]), 11: (1000, [])})
+    set_cpu(proc, 10, "python", 100, 0)
+    set_cpu(proc, 11, "python", 50, 10)
+    set_cpu(proc, 20, "redis-server", 300, 100, "redis-server 127.0.0.1:6379")
+    set_cpu(proc, 21, "redis-server", 999, 999, "redis-server 127.0.0.1:7001")  # another port
+    set_cpu(proc, 30, "postgres", 5, 5)
+    assert cpu_seconds(11, proc) == 60 / TICK
+    assert cpu_seconds(99, proc) is None
+    assert server_pids("redis", proc) == [20]
+    assert server_pids("sqlite", proc) == []
+    now = [0.0]
+    window = CpuWindow([10], "redis", [100, 900], proc, clock=lambda: now[0])
+    window.poll(50)  # before the window: nothing read
+    window.poll(100)
+    set_cpu(proc, 10, "python", 100 + TICK, 0)  # one second more in the worker
+    set_cpu(proc, 11, "python", 50, 10 + TICK)  # and one in the child it forked
+    # half a second in the server
+    set_cpu(proc, 20, "redis-server", 300, 100 + TICK // 2, "redis-server 127.0.0.1:6379")
+    now[0] = 1.0
+    window.poll(950)
+    window.poll(1000)  # past the window: not read again
+    assert window.summary() == {"worker_cpu_us": 2500.0, "server_cpu_us": 625.0}
+
+
+def test_cpu_per_job_is_unknown_for_a_window_too_short_to_measure(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, {10: (1000, [])})
+    set_cpu(proc, 10, "python", 100, 0)
+    window = CpuWindow([10], "sqlite", [100, 900], proc, clock=lambda: 5.0)
+    window.poll(1000)  # both marks passed in one look
+    assert window.summary() == {"worker_cpu_us": None, "server_cpu_us": None}
+    never = CpuWindow([10], "sqlite", [100, 900], proc)
+    assert never.summary() == {"worker_cpu_us": None, "server_cpu_us": None}
 
 
 def test_steady_state_is_the_rate_between_ten_and_ninety_percent() -> None:

@@ -26,6 +26,7 @@ from typing import Any
 import redis
 
 from ..latency_check import OUT_ENV, WARM_UP, read_latencies, summary
+from ..proccpu import CpuWindow
 from ..procmem import RssSampler
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -154,11 +155,13 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
         ]
         sampler = RssSampler([p.pid for p in procs]) if args.rss else None
         steady = Steady(args.jobs)
+        cpu = CpuWindow([p.pid for p in procs], adapter.backend, steady.marks)
         deadline = time.monotonic() + args.timeout
         count = 0
         while True:
             count = int(client.get(key) or 0)
             steady.poll(count, time.perf_counter())
+            cpu.poll(count)
             if sampler is not None:
                 sampler.poll(count)
             if count >= args.jobs:
@@ -176,6 +179,7 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
         result["drain_s"] = time.perf_counter() - started
         if (window := steady.seconds()) is not None:
             result["steady_jobs"], result["steady_s"] = window
+        result.update(cpu.summary())
         if sampler is not None:
             sampler.finish()
             result.update(sampler.summary())
