@@ -134,15 +134,20 @@ def mib(kib: int | None) -> str:
     return "-" if kib is None else f"{kib / 1024:,.1f}"
 
 
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def signed_mib(kib: int | None) -> str:
     return "-" if kib is None else f"{kib / 1024:+,.1f}"
 
 
 def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
-    """[system, enqueue, e2e, steady, runs ok, ours / this, worker CPU, server CPU] per system.
+    """[system, enqueue, e2e, steady, runs ok, ours / this, first job, worker CPU, server CPU].
 
-    A failed row says FAILED, not numbers. CPU is microseconds per job in the
-    steady window (`proccpu`), "-" where it was not measured.
+    A failed row says FAILED, not numbers. First job is seconds from starting
+    the workers to the first job done; CPU is microseconds per job in the
+    steady window (`proccpu`); "-" where it was not measured.
     """
     ours = ours_row(rows, backend)
     cells: list[list[str]] = []
@@ -152,9 +157,10 @@ def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
         if r["ok"]:
             enqueue, e2e = num(r.get("enqueue_jobs_s")), num(r.get("e2e_jobs_s"))
             steady = num(r.get("steady_jobs_s"))
+            first = seconds(r.get("first_job_s"))
             worker_cpu, server_cpu = num(r.get("worker_cpu_us")), num(r.get("server_cpu_us"))
         else:
-            enqueue, e2e, steady, worker_cpu, server_cpu = "-", "FAILED", "-", "-", "-"
+            enqueue, e2e, steady, first, worker_cpu, server_cpu = "-", "FAILED", "-", "-", "-", "-"
         mine = ratio(ours, r) if r["system"] != OURS else None
         cells.append(
             [
@@ -164,6 +170,7 @@ def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
                 steady,
                 f"{r['runs_ok']}/{r['runs']}",
                 "-" if mine is None else f"{mine:.2f}x",
+                first,
                 worker_cpu,
                 server_cpu,
             ]
@@ -198,6 +205,7 @@ def throughput_table(rows: Sequence[Row], backend: str, title: str) -> Table:
         ("steady jobs/s", "right"),
         ("runs ok", "right"),
         ("ours / this (e2e)", "right"),
+        ("first job s", "right"),
         ("worker CPU µs/job", "right"),
         ("server CPU µs/job", "right"),
     ):
@@ -297,10 +305,11 @@ def markdown_block(result: Row, chart: str | None) -> str:
         f"which took {result['total_s'] / 60:.1f} minutes. Throughput: {p['jobs']:,} jobs, "
         f"{p['processes']} worker processes at concurrency {p['concurrency']}, medians of "
         f"{p['rounds']} interleaved rounds. End to end counts from starting the workers to the "
-        "last job, start-up included; steady is the rate between 10% and 90% of the jobs, "
-        "and the CPU columns are the CPU time the worker processes and the server processes "
-        "spent per job in that same window (on Redis the server's figure includes the "
-        "counter's INCR, the same for every system). "
+        "last job, start-up included, and first job is how long the first one took to finish; "
+        "steady is the rate between 10% and 90% of the jobs, and the CPU columns are the "
+        "CPU time the worker processes and the server processes spent per job in that window "
+        "(on Redis the server's figure includes the counter's INCR, the same for every "
+        "system). "
         "Every run checks that a Redis counter reached exactly N; a run that did not is "
         "FAILED, not a number. Absolute numbers drift on a shared machine; the ratios are "
         "the point.",
@@ -310,19 +319,19 @@ def markdown_block(result: Row, chart: str | None) -> str:
     if rows:
         lines += [
             "| backend | system | enqueue jobs/s | end-to-end jobs/s | steady jobs/s "
-            "| rainier-queue ÷ it, end to end | CPU µs/job: workers | server |",
-            "|---|---|---|---|---|---|---|---|",
+            "| rainier-queue ÷ it, end to end | first job, s | CPU µs/job: workers | server |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for backend in ordered_backends(r["backend"] for r in rows):
             for cells in throughput_cells(rows, backend):
-                system, enqueue, e2e, steady, _runs, mine, worker_cpu, server_cpu = cells
+                system, enqueue, e2e, steady, _runs, mine, first, worker_cpu, server_cpu = cells
                 name = f"**{system}**" if system == OURS else system_name(system)
                 if system == OURS and e2e != "FAILED":
                     e2e = f"**{e2e}**"
                 cell = "" if system == OURS else ("—" if mine == "-" else mine.replace("x", TIMES))
                 lines.append(
                     f"| {backend_name(backend)} | {name} | {enqueue} | {e2e} | {steady} | {cell} "
-                    f"| {worker_cpu} | {server_cpu} |"
+                    f"| {first} | {worker_cpu} | {server_cpu} |"
                 )
         lines.append("")
         notes = [

@@ -55,6 +55,7 @@ class Runs:
     enqueue: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
     steady: list[float] = field(default_factory=list)
+    first_job: list[float] = field(default_factory=list)
     worker_cpu: list[float] = field(default_factory=list)
     server_cpu: list[float] = field(default_factory=list)
     runs: int = 0
@@ -69,6 +70,7 @@ class Runs:
         enqueue = report.median(self.enqueue) if self.ok else None
         e2e = report.median(self.e2e) if self.ok else None
         steady = report.median(self.steady) if self.ok else None
+        first_job = report.median(self.first_job) if self.ok else None
         worker_cpu = report.median(self.worker_cpu) if self.ok else None
         server_cpu = report.median(self.server_cpu) if self.ok else None
         return {
@@ -80,6 +82,7 @@ class Runs:
             "enqueue_jobs_s": round(enqueue, 1) if enqueue is not None else None,
             "e2e_jobs_s": round(e2e, 1) if e2e is not None else None,
             "steady_jobs_s": round(steady, 1) if steady is not None else None,
+            "first_job_s": round(first_job, 3) if first_job is not None else None,
             "worker_cpu_us": round(worker_cpu, 1) if worker_cpu is not None else None,
             "server_cpu_us": round(server_cpu, 1) if server_cpu is not None else None,
             "errors": self.errors,
@@ -162,6 +165,7 @@ def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                     row["steady_jobs_s"] = round(result["steady_jobs"] / result["steady_s"], 1)
                     entry.steady.append(row["steady_jobs_s"])
                 for key, into in (
+                    ("first_job_s", entry.first_job),
                     ("worker_cpu_us", entry.worker_cpu),
                     ("server_cpu_us", entry.server_cpu),
                 ):

@@ -33,6 +33,9 @@ def row(system: str, backend: str, e2e: float | None, enqueue: float | None = 10
         "enqueue_jobs_s": enqueue if ok else None,
         "e2e_jobs_s": e2e,
         "steady_jobs_s": e2e * 1.2 if e2e is not None else None,
+        "first_job_s": 0.25 if ok else None,
+        "worker_cpu_us": 80.0 if ok else None,
+        "server_cpu_us": None,
         "errors": [] if ok else ["counter is 4999, expected 5000"],
     }
 
@@ -124,6 +127,9 @@ def test_failed_rows_show_failed_not_a_number() -> None:
     redis = {c[0]: c for c in report.throughput_cells(ROWS, "redis")}
     assert redis[OURS][2] == "FAILED"
     assert redis["huey"][5] == "-"  # no ratio against a failed ours
+    # First job in seconds, then CPU per job: workers, server ("-" where not measured).
+    assert cells["pgqueuer"][6:] == ["0.25", "80", "-"]
+    assert cells["procrastinate"][6:] == ["-", "-", "-"]
 
 
 def test_captions_name_the_fastest_peer_or_say_there_is_none() -> None:

@@ -162,6 +162,8 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
             count = int(client.get(key) or 0)
             steady.poll(count, time.perf_counter())
             cpu.poll(count)
+            if count and "first_job_s" not in result:
+                result["first_job_s"] = time.perf_counter() - started
             if sampler is not None:
                 sampler.poll(count)
             if count >= args.jobs:
