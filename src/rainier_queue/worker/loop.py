@@ -35,7 +35,6 @@ import contextlib
 import logging
 import signal
 import time
-from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ..cache import LockManager
@@ -45,12 +44,13 @@ from ..events import EventDispatcher, JobProcessing
 from ..queue import Queue, Reservation
 from ..registry import JobRegistry
 from . import signals
-from .leases import Lease, LeaseKeeper
+from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
 from .pace import Pace
-from .runner import Interruptible, Runner, Verdict
+from .runner import Runner, Verdict
 from .settle import Settler
+from .slots import Slot, Slots
 
 log = logging.getLogger("rainier_queue.worker")
 
@@ -58,16 +58,6 @@ DEFAULT_OPTIONS = WorkerOptions()
 
 MAX_FILLS = 2
 """Reserves one worker keeps on their way at once, while work is waiting."""
-
-
-@dataclass(eq=False)
-class _Slot:
-    """One running job: its reservation, its lease, and the means to interrupt it."""
-
-    reservation: Reservation
-    lease: Lease
-    control: Interruptible = field(default_factory=Interruptible)
-    task: asyncio.Task[None] | None = None
 
 
 class Worker:
@@ -95,12 +85,7 @@ class Worker:
         self._active = False
         self._fatal: BrokerError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._running: dict[str, _Slot] = {}
-        """Every job this worker holds, from reservation until its settle is done."""
-        self._handling = 0
-        """How many of them are still running their handler (what `concurrency` limits)."""
-        self._held: collections.deque[_Slot] = collections.deque()
-        """Jobs reserved ahead, waiting for a slot, first reserved first started."""
+        self._slots = Slots(options.concurrency, self._launch)
         self._ahead = (
             options.concurrency if options.reserve_ahead is None else options.reserve_ahead
         )
@@ -108,8 +93,7 @@ class Worker:
         self._backlog = False
         """Whether the last reserve came back full: more work is waiting."""
         self._acks_ride_along = queue.combines_acknowledge_and_reserve
-        self._requested = 0
-        """Slots set aside for reserves that are on their way."""
+        """Whether the driver sends acknowledgements and a reserve in one round trip."""
         self._fills: set[asyncio.Task[None]] = set()
         self._waiting_fill: asyncio.Task[None] | None = None
         """The fill that waits for work before it reserves, while one does."""
@@ -125,7 +109,6 @@ class Worker:
             self._batch_goal = min(
                 options.concurrency // 2, options.prefetch or options.concurrency
             )
-        """Whether the driver sends acknowledgements and a reserve in one round trip."""
         self._signals: list[signal.Signals] = []
         # Created per run, on the running loop.
         self._changed = asyncio.Event()
@@ -268,7 +251,7 @@ class Worker:
             if short and not in_flight:
                 # The queues ran dry: wait for work (or a job ending) before asking again.
                 short = False
-                if empty and options.stop_when_empty and not self._running:
+                if empty and options.stop_when_empty and not self._slots:
                     log.info("every queue is empty; stopping")
                     break
                 if self._waits_with_reserve and (free := self._free_slots()) > 0:
@@ -282,7 +265,7 @@ class Worker:
                 continue
             free = self._free_slots()
             if free > 0 and not short and in_flight < MAX_FILLS and (backlog or not in_flight):
-                if backlog and not gathered and free < self._batch_goal and self._handling:
+                if backlog and not gathered and free < self._batch_goal and self._slots.handling:
                     await self._gather_slots()
                     gathered = True
                     continue
@@ -319,7 +302,7 @@ class Worker:
         (`Queue.wait_and_reserve`); a stop, or a job that went back to the
         queue, cancels it (`_cut_wait_short`).
         """
-        self._requested += free
+        self._slots.requested += free
         task = asyncio.create_task(self._fill_in_background(free, wait))
         self._fills.add(task)
         if wait is not None:
@@ -351,11 +334,11 @@ class Worker:
             batch = await self.queue.wait_and_reserve(self.options.queues[0], wait, limit=limit)
             for reservation in batch:
                 free -= 1
-                self._requested -= 1
-                self._start(reservation)
+                self._slots.requested -= 1
+                self._take(reservation)
             return len(batch), len(batch) < limit
         finally:
-            self._requested -= free
+            self._slots.requested -= free
 
     def _cut_wait_short(self) -> None:
         """End an idle wait now; the driver hands back whatever its reserve took."""
@@ -377,7 +360,7 @@ class Worker:
         try:
             while (
                 not self._stopping
-                and self._handling
+                and self._slots.handling
                 and self._free_slots() < self._batch_goal
                 and loop.time() < deadline
             ):
@@ -387,24 +370,16 @@ class Worker:
             timer.cancel()
 
     def _free_slots(self) -> int:
-        # A slot frees when its handler returns, not when the broker has
-        # recorded the result: the next batch is reserved while the last one's
-        # acknowledgements are on their way, so a worker is not idle for a
-        # round trip per batch. At most `concurrency` settles may be pending.
-        concurrency = self.options.concurrency
+        """How many jobs the next reserve may bring: ahead of the slots while work waits."""
         ahead = self._ahead if self._backlog and self._pace.jobs_outrun_reserves else 0
-        free = min(
-            concurrency + ahead - self._handling - len(self._held),
-            2 * concurrency + ahead - len(self._running),
-        )
-        if self.options.max_jobs is not None:
-            free = min(free, self.options.max_jobs - self._stats.total - len(self._running))
-        return free - self._requested
+        max_jobs = self.options.max_jobs
+        limit = None if max_jobs is None else max_jobs - self._stats.total
+        return self._slots.free(ahead=ahead, limit=limit)
 
     async def _fill(self, free: int) -> tuple[int, bool]:
         """Reserve into `free` slots, queues in priority order; (jobs taken, queues ran short).
 
-        The caller set the `free` slots aside in `_requested`; they are given
+        The caller set the `free` slots aside in `Slots.requested`; they are given
         back as jobs start in them, and the rest when this returns.
         """
         taken = 0
@@ -414,9 +389,9 @@ class Worker:
                     limit = min(self.options.prefetch or free, free)
                     batch = await self._reserve(name, limit)
                     free -= len(batch)
-                    self._requested -= len(batch)
+                    self._slots.requested -= len(batch)
                     for reservation in batch:
-                        self._start(reservation)
+                        self._take(reservation)
                     taken += len(batch)
                     if len(batch) < limit:
                         break
@@ -424,7 +399,7 @@ class Worker:
                     return taken, False
             return taken, True
         finally:
-            self._requested -= free
+            self._slots.requested -= free
 
     async def _reserve(self, name: str, limit: int) -> list[Reservation]:
         """Reserve from `name`, carrying the acknowledgements that are waiting to be sent."""
@@ -467,63 +442,18 @@ class Worker:
         if not waiting.cancelled() and (error := waiting.exception()) is not None:
             raise error
 
-    def _start(self, reservation: Reservation) -> None:
-        """Run a reserved job now if a slot is free; else hold it until one is.
+    def _take(self, reservation: Reservation) -> None:
+        """A reserved job: its lease is kept from now on, and it runs as soon as a slot frees."""
+        self._slots.take(Slot(reservation=reservation, lease=self._keeper.track(reservation)))
 
-        A job that comes in after a stop, with no slot free, is handed back
-        at once instead of being held.
-        """
-        slot = _Slot(reservation=reservation, lease=self._keeper.track(reservation))
-        self._running[reservation.token] = slot
-        concurrency = self.options.concurrency
-        unheld = len(self._running) - len(self._held)  # this job included
-        if not self._held and self._handling < concurrency and unheld <= 2 * concurrency:
-            self._launch(slot)
-        elif self._stopping:
-            slot.control.interrupt()
-            self._launch(slot)
-        else:
-            self._held.append(slot)
-
-    def _launch(self, slot: _Slot) -> None:
-        self._handling += 1
+    def _launch(self, slot: Slot) -> None:
+        """Run a job's handler in a task of its own (`Slots` decides when)."""
         if self._hard:
             slot.control.interrupt()
         job = slot.reservation.job
         slot.task = asyncio.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
 
-    def _handler_done(self) -> None:
-        """A handler returned: its slot is free for a held job."""
-        self._handling -= 1
-        if self._held:
-            self._launch_held()
-
-    def _launch_held(self) -> None:
-        """Start held jobs, oldest first, while a slot is free (after a stop: hand them back).
-
-        Not while `concurrency` jobs are already done and waiting for their
-        results to be recorded: a broker slow to record them holds up the
-        held jobs as it holds up reserves.
-        """
-        concurrency = self.options.concurrency
-        while (
-            self._held
-            and self._handling < concurrency
-            and len(self._running) - len(self._held) < 2 * concurrency
-        ):
-            slot = self._held.popleft()
-            if self._stopping:
-                slot.control.interrupt()
-            self._launch(slot)
-
-    def _hand_back_held(self) -> None:
-        """Stopping: every job held ahead goes back unstarted, its attempt refunded."""
-        while self._held:
-            slot = self._held.popleft()
-            slot.control.interrupt()
-            self._launch(slot)
-
-    async def _work(self, slot: _Slot) -> None:
+    async def _work(self, slot: Slot) -> None:
         job = slot.reservation.job
         handling = True
         try:
@@ -534,7 +464,7 @@ class Worker:
                     log.exception("the event dispatcher failed on JobProcessing; ignored")
             attempt = await self._runner.run(slot.reservation, slot.control)
             handling = False
-            self._handler_done()
+            self._slots.handler_returned()
             if self._ahead and attempt.verdict is not Verdict.INTERRUPTED:
                 self._pace.job_took(time.monotonic() - attempt.started)
             self._changed.set()
@@ -555,11 +485,9 @@ class Worker:
             )
         finally:
             if handling:
-                self._handler_done()
+                self._slots.handler_returned()
             self._keeper.forget(slot.lease)
-            self._running.pop(slot.reservation.token, None)
-            if self._held:
-                self._launch_held()
+            self._slots.finished(slot)
             self._changed.set()
 
     # -- stopping ----------------------------------------------------------------------
@@ -567,7 +495,7 @@ class Worker:
     def _request_stop(self, now: bool) -> None:
         self._stopping = True
         self._cut_wait_short()
-        self._hand_back_held()
+        self._slots.stop()
         self._stop_event.set()
         self._changed.set()
         if now and not self._hard:
@@ -585,15 +513,15 @@ class Worker:
             # Jobs a reserve on its way brings back are started, then handled like the rest.
             await asyncio.gather(*self._fills, return_exceptions=True)
         self._filled.clear()
-        if not self._running:
+        if not self._slots:
             return
         if not self._hard:
             log.info(
                 "waiting up to %gs for %d running job(s) to finish",
                 self.options.grace.total_seconds(),
-                len(self._running),
+                len(self._slots),
             )
-            tasks = [slot.task for slot in self._running.values() if slot.task is not None]
+            tasks = [slot.task for slot in self._slots.running.values() if slot.task is not None]
             grace = self.options.grace.total_seconds()
             finished = asyncio.create_task(asyncio.wait(tasks, timeout=grace))
             hard = asyncio.create_task(self._hard_event.wait())
@@ -603,7 +531,7 @@ class Worker:
                 finished.cancel()
                 hard.cancel()
                 await asyncio.gather(finished, hard, return_exceptions=True)
-        remaining = list(self._running.values())
+        remaining = list(self._slots.running.values())
         if remaining:
             log.warning("interrupting %d running job(s) and handing them back", len(remaining))
         for slot in remaining:
