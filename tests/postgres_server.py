@@ -59,6 +59,8 @@ class ThrowawayPostgres:
     """`initdb` in a temporary folder, then `postgres` on a free port, trust authentication."""
 
     def __init__(self) -> None:
+        self.settings: list[str] = []
+        """More `name=value` server settings for `start`."""
         self.bindir = _bindir()
         self.user = _run_as()
         self.folder = Path(tempfile.mkdtemp(prefix="rainier-pg-"))
@@ -95,6 +97,7 @@ class ThrowawayPostgres:
                     *("-c", "listen_addresses=127.0.0.1", "-c", "max_connections=60"),
                     *("-c", "fsync=on", "-c", "synchronous_commit=on"),
                     *("-c", "shared_buffers=32MB"),
+                    *(arg for setting in self.settings for arg in ("-c", setting)),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -111,6 +114,23 @@ class ThrowawayPostgres:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{SERVICE} did not start: {exc}\n{self.log()}") from None
                 time.sleep(0.1)
+
+    def use_tls(self, cert: Path, key: Path) -> None:
+        """Serve TLS too, with this certificate and key (copied in, owned by the server's user).
+
+        Takes effect at the next `start`. Clients may still connect without TLS.
+        """
+        for source, name in ((cert, "server.crt"), (key, "server.key")):
+            target = self.folder / name
+            shutil.copyfile(source, target)
+            target.chmod(0o600)  # the server refuses a key others can read
+            if self.user is not None:
+                os.chown(target, self.user.pw_uid, self.user.pw_gid)
+        self.settings += [
+            "ssl=on",
+            f"ssl_cert_file={self.folder / 'server.crt'}",
+            f"ssl_key_file={self.folder / 'server.key'}",
+        ]
 
     def stop(self, mode: str = "fast") -> None:
         """Shut down: `fast` (roll back and disconnect everyone, then a clean checkpoint) or

@@ -158,6 +158,30 @@ def on_socket(*extra: str) -> tuple[RedisServers, Path]:
     raise RuntimeError(f"redis-server on {path} did not come up")
 
 
+def with_tls(cert: Path, key: Path, ca: Path) -> tuple[RedisServers, int]:
+    """One private redis-server that speaks only TLS, on a free port; the caller stops it.
+
+    Clients need not show a certificate of their own (`--tls-auth-clients no`);
+    the server shows `cert`, which a client can check against `ca`.
+    """
+    servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-tls-")))
+    port = free_port()
+    args = [_binary("redis-server"), "--port", "0", "--tls-port", str(port)]
+    args += ["--bind", "127.0.0.1", "--dir", str(servers.folder), "--save", ""]
+    args += ["--appendonly", "no", "--logfile", str(servers.folder / "redis.log")]
+    args += ["--tls-cert-file", str(cert), "--tls-key-file", str(key)]
+    args += ["--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers.procs.append(proc)
+    servers.ports.append(port)
+    try:
+        _wait_until_up(port, proc, servers.folder / "redis.log")
+    except BaseException:
+        servers.stop()
+        raise
+    return servers, port
+
+
 PRIMARY = ("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
 """A primary that streams its snapshot to a new replica at once, and never writes one to disk
 (an RDB file left in its folder would bring data back on a restart that should be empty)."""

@@ -16,6 +16,7 @@ classes at one place, so the tree is the contract between them:
     │   │   └── OutcomeUnknown the connection died after the write was sent: it may have happened
     │   │       └── NotReplicated written on the primary, fewer replicas confirmed it than asked
     │   └── BrokerRejected     the backend refused (schema missing, permissions, too large)
+    │       └── TLSVerificationError  the server's certificate could not be verified
     ├── LeaseLost              a settle or renew on a reservation that is no longer current
     ├── UnsupportedOperation   this driver cannot do that (a raw push on MemoryQueue)
     └── JobError               about one job; the worker records it and moves on
@@ -130,6 +131,19 @@ class BrokerRejected(BrokerError):
     """The backend answered with a refusal (missing schema, permissions, a full disk)."""
 
 
+class TLSVerificationError(BrokerRejected):
+    """The server's TLS certificate could not be verified: unknown issuer, wrong host name.
+
+    Not an outage that waiting fixes: the certificate, the CA given to the
+    client, or the host name in the URL must change. `host` is the server
+    the client was talking to.
+    """
+
+    def __init__(self, message: str, *, host: str) -> None:
+        super().__init__(message)
+        self.host = host
+
+
 class LeaseLost(QueueError):
     """The reservation is no longer the current one for its job.
 
@@ -218,6 +232,7 @@ __all__ = [
     "PayloadError",
     "QueueError",
     "Retry",
+    "TLSVerificationError",
     "UnknownConnection",
     "UnknownJob",
     "UnknownOption",

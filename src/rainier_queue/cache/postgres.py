@@ -45,7 +45,15 @@ _SWEEP_EVERY = 1000
 """Writes between sweeps of expired rows, so keys nobody reads again do not pile up."""
 
 _OPTIONS = frozenset(
-    {"prefix", "schema", "pool_min", "pool_max", "pool_timeout", "prepared_statements"}
+    {
+        "prefix",
+        "schema",
+        "pool_min",
+        "pool_max",
+        "pool_timeout",
+        "prepared_statements",
+        "insecure_skip_verify",
+    }
 )
 
 _NOT_A_NUMBER = (
@@ -80,6 +88,9 @@ class PostgresCache(Cache):
             prepared_statements=parse_flag(
                 query.get("prepared_statements", True), setting="prepared_statements"
             ),
+            insecure_skip_verify=parse_flag(
+                query.get("insecure_skip_verify", False), setting="insecure_skip_verify"
+            ),
         )
 
     def __init__(
@@ -92,11 +103,12 @@ class PostgresCache(Cache):
         pool_max: int = 10,
         pool_timeout: timedelta = DEFAULT_POOL_TIMEOUT,
         prepared_statements: bool = True,
+        insecure_skip_verify: bool = False,
     ) -> None:
         tables = Tables.for_prefix(prefix, schema)
         self._schema = tables.schema
         self._table = t = tables.qualified(f"{tables.prefix}cache")
-        clean, _ = split_url(dsn, frozenset())
+        clean, _ = split_url(dsn, frozenset(), insecure=insecure_skip_verify)
         self._where = describe_dsn(clean)
         self._pool = Pool(
             clean,

@@ -12,12 +12,19 @@ psycopg raises one tree of exceptions for a refused connection, a missing
 table and a bad value alike; the worker must tell an outage (wait) from a
 refusal (tell a human). That translation happens in `translated`, the one
 place every PostgreSQL call in this library goes through.
+
+TLS: libpq's `sslmode=require` and `verify-ca` encrypt without checking that
+the server is the one the URL names, so they are refused unless the URL also
+says `insecure_skip_verify=true` (then every connection logs a warning); use
+`sslmode=verify-full` with `sslrootcert`. A certificate that fails its check
+is a `TLSVerificationError`, not an outage (the rules are in `drivers/tls.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -31,6 +38,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, OutcomeUnknown
 from ...redact import redact_url
+from .. import tls
 
 NOW_US = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
 """The server's clock in microseconds since the epoch, as an SQL expression.
@@ -44,11 +52,26 @@ DEFAULT_POOL_TIMEOUT = timedelta(seconds=10)
 store reports `BrokerUnavailable`, which the worker rides out."""
 
 
-def split_url(url: str, ours: frozenset[str]) -> tuple[str, dict[str, str]]:
+UNVERIFIED_MODES = ("require", "verify-ca")
+"""libpq's `sslmode`s that encrypt but do not check the server's host name."""
+
+TLS_FIX = (
+    "use sslmode=verify-full with sslrootcert=/path/to/ca.pem (the authority that signed the "
+    "server's certificate; sslrootcert=system takes the system's, on libpq 16 and later), make "
+    f"the URL's host one the certificate names, or, to accept any certificate knowingly, add "
+    f"{tls.INSECURE}=true"
+)
+
+
+def split_url(
+    url: str, ours: frozenset[str], *, insecure: bool = False
+) -> tuple[str, dict[str, str]]:
     """(the DSN for libpq, this library's options taken from the URL's query).
 
     The DSN is checked by libpq's own parser here, so an option libpq does not
-    know (a typo, or one of ours misspelt) is a configuration error now.
+    know (a typo, or one of ours misspelt) is a configuration error now. So
+    are TLS settings that skip the certificate check, unless `insecure` or the
+    URL's own `insecure_skip_verify=true` accepts that.
     """
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("postgresql", "postgres"):
@@ -57,7 +80,10 @@ def split_url(url: str, ours: frozenset[str]) -> tuple[str, dict[str, str]]:
         )
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     options = {k: v for k, v in pairs if k in ours}
-    rest = [(k, v) for k, v in pairs if k not in ours]
+    rest = [(k, v) for k, v in pairs if k not in ours and k != tls.INSECURE]
+    given = dict(pairs).get(tls.INSECURE)
+    skip = tls.insecure(given, where=redact_url(url)) or insecure
+    rest = _tls_checked(rest, skip=skip, where=redact_url(url))
     # quote, not quote_plus: libpq reads a `+` as a plus sign, not a space.
     query = urlencode(rest, quote_via=quote)
     dsn = urlunsplit(("postgresql", parts.netloc, parts.path, query, ""))
@@ -69,6 +95,44 @@ def split_url(url: str, ours: frozenset[str]) -> tuple[str, dict[str, str]]:
             f"(this library's own options are: {', '.join(sorted(ours))})"
         ) from None
     return dsn, options
+
+
+def _tls_checked(pairs: list[tuple[str, str]], *, skip: bool, where: str) -> list[tuple[str, str]]:
+    """libpq's options, once their TLS settings are known to be meant (see the module doc)."""
+    given = dict(pairs).get("sslmode")
+    mode = (given if given is not None else os.environ.get("PGSSLMODE", "")).strip().lower()
+    source = "sslmode" if given is not None else "PGSSLMODE"
+    if not skip:
+        if mode in UNVERIFIED_MODES:
+            raise ConfigurationError(
+                f"{where}: {source}={mode} encrypts the connection but does not check that the "
+                f"server is the one the URL names, so anyone in between could pose as it; "
+                f"{TLS_FIX}"
+            )
+        return pairs
+    if mode == "verify-full":
+        raise ConfigurationError(
+            f"{where}: {source}=verify-full asks for the certificate check that "
+            f"{tls.INSECURE}=true turns off; remove one of them"
+        )
+    if mode == "disable":
+        raise ConfigurationError(
+            f"{where}: {tls.INSECURE}=true, but {source}=disable turns TLS off, so there is no "
+            "certificate to skip checking; remove one of them"
+        )
+    if mode in UNVERIFIED_MODES:
+        return pairs
+    # Not given, `prefer` or `allow`: TLS if the server offers it. Accepting any
+    # certificate is only worth saying for a connection that must be encrypted.
+    return [*[(k, v) for k, v in pairs if k != "sslmode"], ("sslmode", "require")]
+
+
+def unverified(dsn: str) -> bool:
+    """Whether connections made with `dsn` take the server's certificate unchecked."""
+    mode = psycopg.conninfo.conninfo_to_dict(dsn).get("sslmode")
+    if mode is None:
+        mode = os.environ.get("PGSSLMODE", "")
+    return str(mode).strip().lower() in UNVERIFIED_MODES
 
 
 def describe_dsn(dsn: str) -> str:
@@ -87,6 +151,9 @@ def translated(where: str) -> Iterator[None]:
             "`rainier-queue migrate`, or open the queue with migrate = true"
         ) from exc
     except psycopg.OperationalError as exc:
+        if tls.is_verification_failure(exc):
+            server = _host_of(where)
+            raise tls.verification_failed("PostgreSQL", server, exc, fix=TLS_FIX) from exc
         # Refused or dropped connections, pool timeouts, an admin shutdown,
         # serialization failures and deadlocks: all worth trying again.
         raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
@@ -94,6 +161,14 @@ def translated(where: str) -> Iterator[None]:
         raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
     except psycopg.Error as exc:
         raise BrokerRejected(f"{where} refused the operation: {_first_line(exc)}") from exc
+
+
+def _host_of(where: str) -> str:
+    """host:port of a `describe_dsn` text ("postgres postgresql://user@host:port/db")."""
+    url = where.split(" ", 1)[-1]
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    return f"{host}:{parts.port or 5432}"
 
 
 def outcome_unknown(where: str, exc: BaseException) -> OutcomeUnknown | None:
@@ -147,6 +222,7 @@ class Pool:
         self._kwargs = connect_kwargs(dsn, name)
         if not settings.prepared_statements:
             self._kwargs["prepare_threshold"] = None
+        self._unverified = unverified(dsn)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._closed = False
         self._sweep: asyncio.Task[None] | None = None
@@ -162,6 +238,8 @@ class Pool:
                 # with libpq's reason, instead of as a pool timeout much later.
                 probe = await psycopg.AsyncConnection.connect(self.dsn, **self._kwargs)
                 await probe.close()
+                if self._unverified:
+                    tls.warn_unverified(self.where)
             if self._pool is None:  # another task may have made it meanwhile
                 pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
                     self.dsn,
@@ -171,6 +249,7 @@ class Pool:
                     name=self._name,
                     open=False,
                     kwargs=self._kwargs,
+                    configure=self._warn if self._unverified else None,
                 )
                 self._pool = pool
                 await pool.open(wait=False)
@@ -181,6 +260,10 @@ class Pool:
                     if conn.broken:
                         self._sweep_idle()
                     raise
+
+    async def _warn(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """The pool's hook for each connection it opens, when none of them checks the server."""
+        tls.warn_unverified(self.where)
 
     def _sweep_idle(self) -> None:
         """Test the idle connections now, in the background, after one was found dead.
@@ -237,4 +320,5 @@ __all__ = [
     "outcome_unknown",
     "split_url",
     "translated",
+    "unverified",
 ]

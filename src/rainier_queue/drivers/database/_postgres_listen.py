@@ -22,7 +22,8 @@ from datetime import timedelta
 import psycopg
 from psycopg import sql
 
-from ._postgres import connect_kwargs
+from .. import tls
+from ._postgres import connect_kwargs, unverified
 from .schema import Tables
 
 log = logging.getLogger("rainier_queue.drivers.database.postgres")
@@ -93,6 +94,8 @@ class Listener:
                 conn = await psycopg.AsyncConnection.connect(
                     self._dsn, **connect_kwargs(self._dsn, "rainier-queue listener")
                 )
+                if unverified(self._dsn):
+                    tls.warn_unverified(self._where)
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
                     backoff = 0.1

@@ -241,6 +241,7 @@ class PostgresQueue(DatabaseQueue):
             "pool_max",
             "pool_timeout",
             "prepared_statements",
+            "insecure_skip_verify",
         }
     )
 
@@ -268,6 +269,9 @@ class PostgresQueue(DatabaseQueue):
             prepared_statements=parse_flag(
                 merged.get("prepared_statements", True), setting="prepared_statements"
             ),
+            insecure_skip_verify=parse_flag(
+                merged.get("insecure_skip_verify", False), setting="insecure_skip_verify"
+            ),
         )
 
     def __init__(
@@ -282,9 +286,10 @@ class PostgresQueue(DatabaseQueue):
         pool_max: int = 10,
         pool_timeout: timedelta = DEFAULT_POOL_TIMEOUT,
         prepared_statements: bool = True,
+        insecure_skip_verify: bool = False,
     ) -> None:
         tables = Tables.for_prefix(prefix, schema)
-        clean, _ = split_url(dsn, frozenset())
+        clean, _ = split_url(dsn, frozenset(), insecure=insecure_skip_verify)
         settings = PoolSettings(
             min_size=pool_min,
             max_size=pool_max,

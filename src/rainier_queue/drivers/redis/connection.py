@@ -8,6 +8,12 @@ a socket file on this machine), plus a seed list for clusters:
 the query string (`prefix`, `lease`, `cluster`, `consumer`, `wait_replicas`,
 `wait_timeout`); they are taken out before redis-py sees the rest.
 
+TLS (`rediss://`) checks the server's certificate and host name, as redis-py
+does by default. A URL that turns either check off (`ssl_cert_reqs=none`,
+`ssl_check_hostname=false`) is refused unless it also says
+`insecure_skip_verify=true` (the rules are in `drivers/tls.py`), and a
+certificate that fails its check is a `TLSVerificationError`, not an outage.
+
 Every call a driver makes goes through `translated()`, so the worker sees
 `BrokerUnavailable` (ride it out) or `BrokerRejected` (a bug or a refused
 command) and never a redis-py class.
@@ -28,6 +34,8 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
 
 from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, UnknownOption
+from ...redact import redact_url
+from .. import tls
 
 Client = Redis | RedisCluster
 """Either client; both speak the commands this package uses."""
@@ -53,6 +61,7 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
     A query parameter neither this library nor redis-py takes (a typo) is an
     `UnknownOption` now, not a `TypeError` at the first command.
     """
+    url = _tls_checked(url)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("redis", "rediss", "unix", "redis-cluster"):
@@ -85,6 +94,54 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
         known = {*ours, *URL_QUERY_ARGUMENT_PARSERS}
         raise UnknownOption("a Redis URL", name, known) from None
     return client
+
+
+_WEAKENING = {"ssl_cert_reqs": ("none", "optional"), "ssl_check_hostname": tls.FALSE}
+"""redis-py's URL options, and the values of them that skip part of the certificate check."""
+
+
+def _tls_checked(url: str) -> str:
+    """`url` without `insecure_skip_verify`, once its TLS settings are known to be meant.
+
+    A `rediss://` URL that turns off part of the certificate check must say
+    `insecure_skip_verify=true` too; with it, both checks are off and a
+    warning is logged. Without TLS, asking to skip its check is a mistake.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = dict(query)
+    where = redact_url(url)
+    skip = tls.insecure(options.get(tls.INSECURE), where=where)
+    if parts.scheme.lower() != "rediss":
+        if skip:
+            raise ConfigurationError(
+                f"{where}: {tls.INSECURE}=true, but this URL does not use TLS, so there is no "
+                "certificate to skip checking; use a rediss:// URL for TLS, or remove the option"
+            )
+        return url if tls.INSECURE not in options else _without(parts, query, tls.INSECURE)
+    weakened = [
+        f"{name}={options[name]}"
+        for name, values in _WEAKENING.items()
+        if name in options and options[name].strip().lower() in values
+    ]
+    if weakened and not skip:
+        raise ConfigurationError(
+            f"{where}: {', '.join(weakened)} turns off part of the check of the server's TLS "
+            "certificate, so anyone between here and the server could pose as it. Give the "
+            "client the certificate authority that signed the server's certificate "
+            "(ssl_ca_certs=/path/to/ca.pem) instead, or, to accept any certificate knowingly, "
+            f"add {tls.INSECURE}=true"
+        )
+    if not skip:
+        return _without(parts, query, tls.INSECURE)
+    tls.warn_unverified(where)
+    kept = [(k, v) for k, v in query if k not in (tls.INSECURE, *_WEAKENING)]
+    kept += [("ssl_cert_reqs", "none"), ("ssl_check_hostname", "false")]
+    return urlunsplit(parts._replace(query=urlencode(kept)))
+
+
+def _without(parts: SplitResult, query: list[tuple[str, str]], name: str) -> str:
+    return urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != name])))
 
 
 def _check_socket_url(parts: SplitResult, *, cluster: bool) -> None:
@@ -173,6 +230,9 @@ async def translated(what: str) -> AsyncIterator[None]:
     try:
         yield
     except (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError, rx.TryAgainError) as exc:
+        if tls.is_verification_failure(exc):
+            server = _server_in(exc)
+            raise tls.verification_failed("the Redis server", server, exc, fix=TLS_FIX) from exc
         raise BrokerUnavailable(f"Redis is unreachable while trying to {what}: {exc}") from exc
     except rx.ResponseError as exc:
         raise refusal(what, exc) from exc
@@ -180,6 +240,19 @@ async def translated(what: str) -> AsyncIterator[None]:
         raise BrokerUnavailable(f"the Redis cluster could not {what}: {exc}") from exc
     except rx.RedisError as exc:
         raise BrokerRejected(f"Redis failed to {what}: {exc}") from exc
+
+
+TLS_FIX = (
+    "give the client the certificate authority that signed the server's certificate "
+    "(ssl_ca_certs=/path/to/ca.pem in the URL), make the URL's host one the certificate names, "
+    f"or, to accept any certificate knowingly, add {tls.INSECURE}=true"
+)
+
+
+def _server_in(exc: BaseException) -> str:
+    """The host:port a redis-py connection error names ("Error 1 connecting to h:p.")."""
+    found = re.search(r"connecting to (\S+?:\d+)", str(exc))
+    return found.group(1) if found else "an address redis-py did not say"
 
 
 _PASSING = ("READONLY", "MASTERDOWN", "NOREPLICAS", "BUSY ", "LOADING", "TRYAGAIN")

@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: MIT
+"""The TLS rules every server driver keeps: verify by default, skip only when told, say why.
+
+Two mistakes keep turning up in job queues' bug trackers. One is switching
+certificate checks off to make an error go away (`ssl_cert_reqs=none`,
+`sslmode=require`) and forgetting it, so the connection is encrypted but
+anybody in the middle can read it. The other is a certificate that cannot
+be verified showing up as "connection refused", which a worker treats as an
+outage and waits out for ever while the real fix is a file or a host name.
+
+So each driver: verifies the server's certificate whenever it speaks TLS;
+refuses a URL that weakens that unless it also says `insecure_skip_verify=true`,
+and then logs a warning for each connection it opens; and turns a failed
+verification into `TLSVerificationError`, naming the host and what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+
+from ..errors import ConfigurationError, TLSVerificationError
+
+log = logging.getLogger("rainier_queue.tls")
+
+INSECURE = "insecure_skip_verify"
+"""The URL option that accepts a server certificate without checking it."""
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off", "")
+
+_SIGNS = (
+    "certificate verify failed",
+    "does not match host name",
+    "doesn't match",
+    "root certificate file",
+    "hostname mismatch",
+)
+"""What clients say when a certificate fails its check (OpenSSL, libpq), lower case."""
+
+
+def insecure(value: str | None, *, where: str) -> bool:
+    """The `insecure_skip_verify` option's value: a yes or no, anything else is refused."""
+    if value is None:
+        return False
+    text = value.strip().lower()
+    if text in TRUE:
+        return True
+    if text in FALSE:
+        return False
+    raise ConfigurationError(
+        f"{where}: {INSECURE}={value!r} is neither true nor false; remove it to verify the "
+        "server's certificate (the default), or set it to true to accept any certificate"
+    )
+
+
+def warn_unverified(where: str) -> None:
+    """Log that a connection to `where` does not check who it talks to."""
+    log.warning(
+        "connected to %s over TLS without verifying its certificate (%s=true): "
+        "the traffic is encrypted, but anyone between here and there could be the server",
+        where,
+        INSECURE,
+    )
+
+
+def is_verification_failure(exc: BaseException) -> bool:
+    """Whether `exc`, or anything it was raised from, is a failed certificate check."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return True
+        text = str(current).lower()
+        if any(sign in text for sign in _SIGNS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def verification_failed(
+    server: str, host: str, exc: BaseException, *, fix: str
+) -> TLSVerificationError:
+    """The error for `server` (say, "the Redis server") at `host`, whose certificate failed."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return TLSVerificationError(
+        f"the TLS certificate of {server} at {host} could not be verified ({first}); this is "
+        f"not an outage that waiting fixes: {fix}",
+        host=host,
+    )
+
+
+__all__ = [
+    "INSECURE",
+    "insecure",
+    "is_verification_failure",
+    "verification_failed",
+    "warn_unverified",
+]
