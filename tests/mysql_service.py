@@ -56,6 +56,8 @@ class ThrowawayServer:
         self.data = folder / "data"
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.options: list[str] = []
+        """More `mariadbd` options for `start` (TLS, say)."""
         subprocess.run(
             [
                 "mariadb-install-db",
@@ -103,10 +105,15 @@ class ThrowawayServer:
                 f"--user={getpass.getuser()}",
                 "--innodb-buffer-pool-size=32M",
                 f"--pid-file={self.folder / 'pid'}",
+                *self.options,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+    def use_tls(self, cert: Path, key: Path, ca: Path) -> None:
+        """Offer TLS too, showing `cert` (signed by `ca`), from the next `start` on."""
+        self.options += [f"--ssl-cert={cert}", f"--ssl-key={key}", f"--ssl-ca={ca}"]
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no flush beyond what each commit already did."""

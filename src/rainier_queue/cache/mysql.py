@@ -30,7 +30,15 @@ from typing import Self
 
 from typing_extensions import override
 
-from ..drivers.database._mysql import NOW_US, MySQLPool, ServerAddress, Session, int_option
+from ..drivers.database._mysql import (
+    NOW_US,
+    TLS_OPTIONS,
+    ClientTLS,
+    MySQLPool,
+    ServerAddress,
+    Session,
+    int_option,
+)
 from ..drivers.database.schema import check_prefix
 from ..durations import parse_duration
 from . import Cache
@@ -42,7 +50,7 @@ _LIVE = f"(expires_at IS NULL OR expires_at > {NOW_US})"
 _EXPIRES = f"{NOW_US} + %s"
 """The expiry for a TTL in microseconds; NULL (never) when the TTL is NULL."""
 
-OPTIONS = frozenset({"prefix", "pool_min", "pool_max", "connect_timeout"})
+OPTIONS = frozenset({"prefix", "pool_min", "pool_max", "connect_timeout", *TLS_OPTIONS})
 
 
 class MySQLCache(Cache):
@@ -53,7 +61,8 @@ class MySQLCache(Cache):
     @classmethod
     def from_url(cls, url: str) -> Self:
         """`mysql://user:password@host:3306/database`, with optional `?prefix=...`,
-        `pool_min`, `pool_max` and `connect_timeout` in the query."""
+        `pool_min`, `pool_max`, `connect_timeout` and the TLS options (`ssl`,
+        `ssl_ca`, `ssl_cert`, `ssl_key`, `insecure_skip_verify`) in the query."""
         address, query = ServerAddress.from_url(url, what="the mysql cache")
         unknown = sorted(set(query) - OPTIONS)
         if unknown:
@@ -71,6 +80,7 @@ class MySQLCache(Cache):
                 if timeout is None
                 else parse_duration(timeout, setting="connect_timeout")
             ),
+            tls=ClientTLS.from_options(query, where=address.describe()),
         )
 
     def __init__(
@@ -81,11 +91,16 @@ class MySQLCache(Cache):
         pool_min: int = 1,
         pool_max: int = 10,
         connect_timeout: timedelta = timedelta(seconds=10),
+        tls: ClientTLS | None = None,
     ) -> None:
         self._table = t = f"{check_prefix(prefix)}cache"
         address, _ = ServerAddress.from_url(url, what="the mysql cache")
         self._pool = MySQLPool(
-            address, pool_min=pool_min, pool_max=pool_max, connect_timeout=connect_timeout
+            address,
+            pool_min=pool_min,
+            pool_max=pool_max,
+            connect_timeout=connect_timeout,
+            client_tls=tls,
         )
         self._created = False
         self._writes = 0

@@ -20,14 +20,12 @@ import logging
 import ssl
 
 from ..errors import ConfigurationError, TLSVerificationError
+from ..flags import parse_flag
 
 log = logging.getLogger("rainier_queue.tls")
 
 INSECURE = "insecure_skip_verify"
 """The URL option that accepts a server certificate without checking it."""
-
-TRUE = ("1", "true", "yes", "on")
-FALSE = ("0", "false", "no", "off", "")
 
 _SIGNS = (
     "certificate verify failed",
@@ -39,19 +37,17 @@ _SIGNS = (
 """What clients say when a certificate fails its check (OpenSSL, libpq), lower case."""
 
 
-def insecure(value: str | None, *, where: str) -> bool:
-    """The `insecure_skip_verify` option's value: a yes or no, anything else is refused."""
+def insecure(value: object, *, where: str) -> bool:
+    """The `insecure_skip_verify` option's value (None when not given): yes or no."""
     if value is None:
         return False
-    text = value.strip().lower()
-    if text in TRUE:
-        return True
-    if text in FALSE:
-        return False
-    raise ConfigurationError(
-        f"{where}: {INSECURE}={value!r} is neither true nor false; remove it to verify the "
-        "server's certificate (the default), or set it to true to accept any certificate"
-    )
+    try:
+        return parse_flag(value, setting=INSECURE)
+    except ConfigurationError:
+        raise ConfigurationError(
+            f"{where}: {INSECURE}={value!r} is neither true nor false; remove it to verify the "
+            "server's certificate (the default), or set it to true to accept any certificate"
+        ) from None
 
 
 def warn_unverified(where: str) -> None:

@@ -21,14 +21,20 @@ Every connection is opened with:
   not deadlock on each other's gap locks;
 - a strict `sql_mode`, so a value too long for its column is an error rather
   than silently cut short (which would corrupt a job or a lock key).
+
+TLS is off unless the URL asks for it (`ssl=true`, or `ssl_ca=` an
+authority's file), and then the server's certificate and host name are
+checked (`ClientTLS`). aiomysql itself would carry on without TLS when the
+server does not offer it; the pool refuses such a connection instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -39,8 +45,16 @@ import pymysql  # type: ignore[import-untyped]
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
 from ..._wakeup import Wakeup
-from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, OutcomeUnknown
+from ...errors import (
+    BrokerRejected,
+    BrokerUnavailable,
+    ConfigurationError,
+    OutcomeUnknown,
+    TLSVerificationError,
+)
+from ...flags import parse_flag
 from ...redact import redact_url
+from .. import tls
 from .dialect import Row
 
 T = TypeVar("T")
@@ -111,6 +125,65 @@ class ServerAddress:
         return redact_url(self.url)
 
 
+TLS_OPTIONS = frozenset({"ssl", "ssl_ca", "ssl_cert", "ssl_key", tls.INSECURE})
+"""The URL options that ask for TLS and say how to check the server."""
+
+TLS_FIX = (
+    "give the client the certificate authority that signed the server's certificate "
+    "(ssl_ca=/path/to/ca.pem in the URL), make the URL's host one the certificate names, or, "
+    f"to accept any certificate knowingly, add {tls.INSECURE}=true"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTLS:
+    """How MySQL connections speak TLS: whom to trust, which client certificate, whether to check.
+
+    Built from the URL's options (`from_options`), so a missing file or a
+    contradiction is a `ConfigurationError` at startup, not a failed connect.
+    """
+
+    context: ssl.SSLContext
+    verify: bool
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], *, where: str) -> ClientTLS | None:
+        """The TLS asked for by `ssl`, `ssl_ca`, `ssl_cert`/`ssl_key` and `insecure_skip_verify`.
+
+        None when none of them asks for TLS: the connection is then plain.
+        """
+        wanted = parse_flag(options.get("ssl", False), setting="ssl")
+        ca, cert, key = (options.get(name) or None for name in ("ssl_ca", "ssl_cert", "ssl_key"))
+        skip = tls.insecure(options.get(tls.INSECURE), where=where)
+        if wanted is False and "ssl" in options and (ca or cert or skip):
+            raise ConfigurationError(
+                f"{where}: ssl=false, but ssl_ca, ssl_cert or {tls.INSECURE} asks for TLS; "
+                "remove one of them"
+            )
+        if not (wanted or ca or cert or key or skip):
+            return None
+        if skip and ca:
+            raise ConfigurationError(
+                f"{where}: ssl_ca names an authority to check the server against, and "
+                f"{tls.INSECURE}=true says not to check it; remove one of them"
+            )
+        if bool(cert) != bool(key):
+            raise ConfigurationError(
+                f"{where}: a client certificate needs both ssl_cert and ssl_key (got only "
+                f"{'ssl_cert' if cert else 'ssl_key'})"
+            )
+        try:
+            context = ssl.create_default_context(cafile=str(ca) if ca else None)
+            if cert:
+                context.load_cert_chain(str(cert), str(key))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigurationError(f"{where}: cannot load the TLS files: {exc}") from exc
+        if skip:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return cls(context=context, verify=not skip)
+
+
 def parse_version(text: str) -> tuple[str, tuple[int, ...]]:
     """(`mariadb` or `mysql`, the version numbers) from `SELECT VERSION()`."""
     flavour = "mariadb" if "mariadb" in text.lower() else "mysql"
@@ -139,6 +212,8 @@ def check_version(text: str) -> None:
 
 def translate(exc: BaseException, where: str) -> BaseException:
     """Our exception for a client library's, or `exc` itself when it is not the client's."""
+    if isinstance(exc, pymysql.err.Error | OSError) and tls.is_verification_failure(exc):
+        return tls.verification_failed("MySQL", _host_of(where), exc, fix=TLS_FIX)
     if isinstance(exc, pymysql.err.OperationalError | pymysql.err.InternalError):
         code = _code(exc)
         if code in _RETRIED or code in _UNAVAILABLE or 2000 <= code < 3000:
@@ -161,6 +236,12 @@ def translate(exc: BaseException, where: str) -> BaseException:
     if isinstance(exc, OSError | TimeoutError | EOFError):
         return BrokerUnavailable(f"MySQL at {where} is unreachable: {exc!r}")
     return exc
+
+
+def _host_of(where: str) -> str:
+    """host:port of a described address (`mysql://user@host:port/db`)."""
+    parts = urlsplit(where)
+    return f"{parts.hostname or 'localhost'}:{parts.port or 3306}"
 
 
 def _code(exc: BaseException) -> int:
@@ -244,6 +325,7 @@ class MySQLPool:
         pool_min: int = 1,
         pool_max: int = 10,
         connect_timeout: timedelta = timedelta(seconds=10),
+        client_tls: ClientTLS | None = None,
     ) -> None:
         if not 0 <= pool_min <= pool_max or pool_max < 1:
             raise ConfigurationError(
@@ -254,6 +336,7 @@ class MySQLPool:
         self._pool_min = pool_min
         self._pool_max = pool_max
         self._connect_timeout = connect_timeout
+        self._tls = client_tls
         self._pool: Any = None
         self._opening: asyncio.Lock | None = None
         self._closed = False
@@ -288,12 +371,16 @@ class MySQLPool:
                 init_command="SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
                 connect_timeout=self._connect_timeout.total_seconds(),
                 cursorclass=_QuietCursor,
+                ssl=None if self._tls is None else self._tls.context,
             )
         except Exception as exc:
             raise translate(exc, a.describe()) from exc
+        if self._tls is not None and not self._tls.verify:
+            tls.warn_unverified(a.describe())
         try:
             conn = await pool.acquire()
             try:
+                self._check_secure(conn)
                 async with conn.cursor() as cur:
                     await cur.execute("SELECT VERSION()")
                     (version,) = await cur.fetchone()
@@ -304,8 +391,8 @@ class MySQLPool:
         except BaseException as exc:
             pool.close()
             await pool.wait_closed()
-            if isinstance(exc, Exception):
-                raise translate(exc, a.describe()) from exc
+            if isinstance(exc, Exception) and (ours := translate(exc, a.describe())) is not exc:
+                raise ours from exc
             raise
         return pool
 
@@ -328,6 +415,12 @@ class MySQLPool:
                 conn = await pool.acquire()
             except Exception as exc:
                 raise translate(exc, where) from exc
+            try:
+                self._check_secure(conn)
+            except TLSVerificationError:
+                conn.close()
+                pool.release(conn)
+                raise
             session = Session(conn)
             committing = False
             try:
@@ -363,6 +456,17 @@ class MySQLPool:
             await _release_locks(conn, session)
             pool.release(conn)
             return result
+
+    def _check_secure(self, conn: Any) -> None:
+        """Refuse a connection that was to use TLS and does not (aiomysql would carry on)."""
+        if self._tls is not None and not getattr(conn, "_secure", False):
+            where = self.address.describe()
+            raise TLSVerificationError(
+                f"MySQL at {_host_of(where)} did not offer TLS, which this connection was to "
+                "use, so it is not used: turn TLS on in the server (ssl_cert, ssl_key), or "
+                "remove ssl, ssl_ca and insecure_skip_verify from the URL to connect in the clear",
+                host=_host_of(where),
+            )
 
     async def aclose(self) -> None:
         self._closed = True

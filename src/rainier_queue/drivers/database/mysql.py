@@ -54,6 +54,8 @@ from .._options import merge_options
 from . import DatabaseQueue, _lost, job_from_row
 from ._mysql import (
     NOW_US,
+    TLS_OPTIONS,
+    ClientTLS,
     MySQLPool,
     ServerAddress,
     Session,
@@ -147,15 +149,16 @@ class MySQLQueue(DatabaseQueue):
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        {"lease", "prefix", "migrate", "pool_min", "pool_max", "connect_timeout"}
+        {"lease", "prefix", "migrate", "pool_min", "pool_max", "connect_timeout", *TLS_OPTIONS}
     )
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`mysql://user:password@host:3306/database` (or `mariadb://`), options in the
         URL's query or in `options` (which win): `lease`, `prefix`, `migrate`,
-        `pool_min`, `pool_max`, `connect_timeout`."""
-        _, query = ServerAddress.from_url(url, what="the mysql driver")
+        `pool_min`, `pool_max`, `connect_timeout`, and TLS: `ssl`, `ssl_ca`,
+        `ssl_cert`, `ssl_key`, `insecure_skip_verify`."""
+        address, query = ServerAddress.from_url(url, what="the mysql driver")
         merged = merge_options(query, options, cls.OPTIONS, "the `mysql` driver")
         lease = merged.get("lease")
         timeout = merged.get("connect_timeout")
@@ -171,6 +174,7 @@ class MySQLQueue(DatabaseQueue):
                 if timeout is None
                 else parse_duration(timeout, setting="connect_timeout")
             ),
+            tls=ClientTLS.from_options(merged, where=address.describe()),
         )
 
     def __init__(
@@ -183,6 +187,7 @@ class MySQLQueue(DatabaseQueue):
         pool_min: int = 1,
         pool_max: int = DEFAULT_POOL_MAX,
         connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
+        tls: ClientTLS | None = None,
     ) -> None:
         check_prefix(prefix)
         address, query = ServerAddress.from_url(url, what="the mysql driver")
@@ -192,7 +197,11 @@ class MySQLQueue(DatabaseQueue):
                 "(`?prefix=...`) goes through `open_queue`"
             )
         pool = MySQLPool(
-            address, pool_min=pool_min, pool_max=pool_max, connect_timeout=connect_timeout
+            address,
+            pool_min=pool_min,
+            pool_max=pool_max,
+            connect_timeout=connect_timeout,
+            client_tls=tls,
         )
         super().__init__(MySQLDialect(pool), lease=lease, prefix=prefix, migrate=migrate)
         jobs = self._tables.jobs

@@ -96,7 +96,10 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
     return client
 
 
-_WEAKENING = {"ssl_cert_reqs": ("none", "optional"), "ssl_check_hostname": tls.FALSE}
+_WEAKENING = {
+    "ssl_cert_reqs": ("none", "optional"),
+    "ssl_check_hostname": ("false", "no", "off", "0", ""),
+}
 """redis-py's URL options, and the values of them that skip part of the certificate check."""
 
 
