@@ -125,6 +125,26 @@ async def test_insecure_skip_verify_accepts_any_certificate_and_says_so(
     assert got.job.id == job.id
     warnings = [r.getMessage() for r in caplog.records if r.name == "rainier_queue.tls"]
     assert any("without verifying its certificate" in w for w in warnings), warnings
+    assert any("is not checked" in w for w in await queue.health_warnings())  # `doctor`
+
+
+async def test_doctor_has_nothing_to_say_of_a_checked_tls_connection(
+    certs: Certs, open_at: Any
+) -> None:
+    queue = open_at("localhost", f"ssl_ca={certs.ca}")
+
+    assert not [w for w in await queue.health_warnings() if "TLS" in w or "encrypted" in w]
+
+
+@pytest.mark.parametrize(
+    ("host", "warned"), [("10.0.0.5", True), ("db.internal", True), ("127.0.0.1", False)]
+)
+def test_doctor_warns_of_jobs_sent_in_the_clear_to_another_machine(host: str, warned: bool) -> None:
+    queue = open_queue(f"mysql://root:pw@{host}:3306/app")
+    warnings = queue._pool.transport_warnings()  # type: ignore[attr-defined]
+
+    assert bool(warnings) is warned
+    assert all("not encrypted" in w and "ssl_ca" in w and "pw" not in w for w in warnings)
 
 
 async def test_a_server_that_offers_no_tls_is_refused_not_used_in_the_clear(

@@ -56,7 +56,7 @@ def test_a_jobs_table_that_keeps_autovacuum_on_is_fine(value: str) -> None:
 
 def test_each_setting_at_risk_gets_its_own_warning() -> None:
     settings = ServerSettings.from_row(
-        JOBS, ("off", "off", "off", "on", ["autovacuum_enabled=false"])
+        JOBS, ("off", "off", "off", "on", ["autovacuum_enabled=false"], True, "10.0.0.5")
     )
 
     warnings = warnings_for(settings)
@@ -71,7 +71,33 @@ def test_each_setting_at_risk_gets_its_own_warning() -> None:
 
 
 def test_a_jobs_table_with_no_storage_options_reads_as_none() -> None:
-    settings = ServerSettings.from_row(JOBS, ("on", "on", "on", "on", None))
+    settings = ServerSettings.from_row(JOBS, ("on", "on", "on", "on", None, False, None))
 
     assert settings.table_options == ()
     assert warnings_for(settings) == []
+
+
+@pytest.mark.parametrize("address", ["10.0.0.5", "db.internal", "2001:db8::7"])
+def test_an_unencrypted_connection_to_another_machine_is_a_warning(address: str) -> None:
+    row = ("on", "on", "on", "on", None, False, address)
+
+    (warning,) = warnings_for(ServerSettings.from_row(JOBS, row))
+
+    assert f"server at {address} is not encrypted" in warning
+    assert "sslmode=verify-full" in warning
+
+
+@pytest.mark.parametrize("address", [None, "127.0.0.1", "::1"])
+def test_a_plain_connection_on_this_machine_is_fine(address: str | None) -> None:
+    row = ("on", "on", "on", "on", None, False, address)  # None: a Unix socket
+
+    assert warnings_for(ServerSettings.from_row(JOBS, row)) == []
+
+
+def test_tls_with_the_certificate_unchecked_is_a_warning_even_when_encrypted() -> None:
+    row = ("on", "on", "on", "on", None, True, "10.0.0.5")
+    assert warnings_for(ServerSettings.from_row(JOBS, row)) == []
+
+    (warning,) = warnings_for(ServerSettings.from_row(JOBS, row, unverified=True))
+
+    assert "insecure_skip_verify=true" in warning

@@ -146,3 +146,5 @@ async def test_insecure_skip_verify_encrypts_unchecked_and_warns_for_each_connec
     warnings = [r.getMessage() for r in caplog.records if r.name == "rainier_queue.tls"]
     assert warnings
     assert all("without verifying its certificate" in w for w in warnings)
+    # And `doctor` says so too.
+    assert any("insecure_skip_verify=true" in w for w in await queue.health_warnings())

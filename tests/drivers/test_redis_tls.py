@@ -27,6 +27,7 @@ from rainier_queue.cache import LockManager
 from rainier_queue.cache.stores import open_cache
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import RedisQueue
+from rainier_queue.drivers.redis.connection import transport_warnings
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerRejected, ConfigurationError, TLSVerificationError
 from rainier_queue.queue import Queue
@@ -126,6 +127,33 @@ async def test_insecure_skip_verify_accepts_any_certificate_and_says_so(
     warnings = [r.getMessage() for r in caplog.records if r.name == "rainier_queue.tls"]
     assert any("without verifying its certificate" in w for w in warnings), warnings
     assert all("@" not in w for w in warnings)  # the URL is redacted, never a password
+    assert any("is not checked" in w for w in await queue.health_warnings())  # `doctor`
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis://:pw@10.0.0.5:6379/0", "not encrypted"),
+        ("redis://db.internal:6379/0?prefix=app:", "not encrypted"),
+        ("redis-cluster://127.0.0.1:7000,10.0.0.2:7000", "not encrypted"),
+        ("rediss://db.internal:6380/0?insecure_skip_verify=true", "is not checked"),
+        ("redis://127.0.0.1:6379/0", None),
+        ("redis://localhost/0", None),
+        ("unix:///run/redis/redis.sock?db=2", None),
+        ("rediss://db.internal:6380/0?ssl_ca_certs=/etc/ca.pem", None),
+    ],
+)
+def test_doctor_warns_of_jobs_sent_in_the_clear_or_to_an_unchecked_server(
+    url: str, says: str | None
+) -> None:
+    warnings = transport_warnings(url)
+
+    if says is None:
+        assert warnings == []
+    else:
+        (warning,) = warnings
+        assert says in warning
+        assert "pw" not in warning  # the password never shows
 
 
 def test_insecure_skip_verify_without_tls_or_with_a_vague_value_is_refused() -> None:

@@ -16,6 +16,7 @@ verification into `TLSVerificationError`, naming the host and what to do.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import ssl
 
@@ -60,6 +61,35 @@ def warn_unverified(where: str) -> None:
     )
 
 
+def is_remote(host: str | None) -> bool:
+    """Whether `host` is reached over a network (None: a Unix socket, this machine)."""
+    if host is None or host.strip("[]").lower() in ("", "localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return True  # a name other than localhost: assume another machine
+
+
+def transport_warnings(
+    where: str, *, encrypted: bool, verified: bool, remote: bool, fix: str
+) -> list[str]:
+    """What `doctor` says of how jobs travel to the server at `where` (`fix`: how to use TLS)."""
+    if not encrypted:
+        if not remote:
+            return []
+        return [
+            f"the connection to {where} is not encrypted, so jobs and passwords cross the "
+            f"network in the clear; {fix}"
+        ]
+    if not verified:
+        return [
+            f"the TLS certificate of {where} is not checked ({INSECURE}=true), so whoever "
+            f"sits between here and the server can pose as it; {fix}"
+        ]
+    return []
+
+
 def is_verification_failure(exc: BaseException) -> bool:
     """Whether `exc`, or anything it was raised from, is a failed certificate check."""
     seen: set[int] = set()
@@ -90,7 +120,9 @@ def verification_failed(
 __all__ = [
     "INSECURE",
     "insecure",
+    "is_remote",
     "is_verification_failure",
+    "transport_warnings",
     "verification_failed",
     "warn_unverified",
 ]

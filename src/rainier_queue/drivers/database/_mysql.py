@@ -457,6 +457,16 @@ class MySQLPool:
             pool.release(conn)
             return result
 
+    def transport_warnings(self) -> list[str]:
+        """What `doctor` says of how jobs travel: in the clear to another machine, or unchecked."""
+        return tls.transport_warnings(
+            f"MySQL at {_host_of(self.address.describe())}",
+            encrypted=self._tls is not None,
+            verified=self._tls is None or self._tls.verify,
+            remote=tls.is_remote(self.address.host),
+            fix="serve TLS and add ssl_ca=/path/to/ca.pem (or ssl=true) to the URL",
+        )
+
     def _check_secure(self, conn: Any) -> None:
         """Refuse a connection that was to use TLS and does not (aiomysql would carry on)."""
         if self._tls is not None and not getattr(conn, "_secure", False):

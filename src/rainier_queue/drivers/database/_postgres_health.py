@@ -6,7 +6,9 @@ inserted and deleted all day, and a job accepted must not be lost. So
 settings that are harmless elsewhere hurt here: a lazy commit loses
 accepted jobs in a crash, and a table nobody vacuums keeps every dead row
 and index entry, so the table and its indexes grow and each claim steps
-over the dead entries of every job settled before it.
+over the dead entries of every job settled before it. And jobs carry data:
+sent in the clear to a server on another machine, or over TLS to a server
+whose certificate nobody checked, they can be read and changed on the way.
 
 The settings are read in one query; turning them into sentences is a pure
 function, so each rule is tested without reconfiguring a server (most of
@@ -19,10 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Self
 
+from .. import tls
+
 SETTINGS_SQL = (
     "SELECT current_setting('synchronous_commit'), current_setting('fsync'), "
     "current_setting('autovacuum'), current_setting('track_counts'), "
-    "(SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s))"
+    "(SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)), "
+    "(SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), "
+    "host(inet_server_addr())"
 )
 """The settings `doctor` judges; its one parameter is the jobs table's name."""
 
@@ -39,11 +45,17 @@ class ServerSettings:
     table_options: tuple[str, ...] = ()
     """The jobs table's storage options (`pg_class.reloptions`), such as
     `autovacuum_enabled=false`."""
+    encrypted: bool = False
+    """Whether the connection `doctor` asked on speaks TLS."""
+    server_address: str | None = None
+    """The server's address on that connection; None over a Unix socket."""
+    unverified: bool = False
+    """Whether connections take the server's certificate unchecked (`insecure_skip_verify`)."""
 
     @classmethod
-    def from_row(cls, jobs_table: str, row: Sequence[object]) -> Self:
+    def from_row(cls, jobs_table: str, row: Sequence[object], *, unverified: bool = False) -> Self:
         """From the one row `SETTINGS_SQL` returns."""
-        synchronous_commit, fsync, autovacuum, track_counts, options = row
+        synchronous_commit, fsync, autovacuum, track_counts, options, ssl, address = row
         listed = options if isinstance(options, list | tuple) else []
         return cls(
             jobs_table=jobs_table,
@@ -52,6 +64,9 @@ class ServerSettings:
             autovacuum=str(autovacuum),
             track_counts=str(track_counts),
             table_options=tuple(str(option) for option in listed),
+            encrypted=bool(ssl),
+            server_address=None if address is None else str(address),
+            unverified=unverified,
         )
 
     @property
@@ -99,6 +114,13 @@ def warnings_for(settings: ServerSettings) -> list[str]:
             f"autovacuum is turned off for {table} itself (autovacuum_enabled = false; "
             f"{churn}). Turn it back on with ALTER TABLE {table} RESET (autovacuum_enabled)"
         )
+    warnings += tls.transport_warnings(
+        f"the server at {settings.server_address}",
+        encrypted=settings.encrypted,
+        verified=not settings.unverified,
+        remote=tls.is_remote(settings.server_address),
+        fix="serve TLS and use sslmode=verify-full with sslrootcert in the URL",
+    )
     return warnings
 
 

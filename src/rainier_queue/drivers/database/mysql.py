@@ -196,7 +196,7 @@ class MySQLQueue(DatabaseQueue):
                 "MySQLQueue takes its options as arguments; a URL with a query "
                 "(`?prefix=...`) goes through `open_queue`"
             )
-        pool = MySQLPool(
+        pool = self._pool = MySQLPool(
             address,
             pool_min=pool_min,
             pool_max=pool_max,
@@ -242,7 +242,7 @@ class MySQLQueue(DatabaseQueue):
                 "binlog_format is STATEMENT: replicas may apply the queue's SKIP LOCKED claims "
                 "differently from the primary; set binlog_format to ROW (or MIXED)"
             )
-        return warnings
+        return warnings + self._pool.transport_warnings()
 
     # Round trips are what a MySQL queue spends its time on (aiomysql parses
     # little; the wire and the server's turn-around dominate), so the two

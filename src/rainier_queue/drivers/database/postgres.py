@@ -64,6 +64,7 @@ from ._postgres import (
     describe_dsn,
     split_url,
     translated,
+    unverified,
 )
 from ._postgres_health import SETTINGS_SQL, ServerSettings, warnings_for
 from ._postgres_listen import Listener, channel_for, notify_payload
@@ -321,7 +322,10 @@ class PostgresQueue(DatabaseQueue):
     async def health_warnings(self) -> list[str]:
         """Server settings that put accepted jobs, or the claim's speed, at risk (`doctor`)."""
         _, rows = await self._pg_dialect.one(SETTINGS_SQL, (self._tables.jobs,))
-        return warnings_for(ServerSettings.from_row(self._tables.jobs, rows[0]))
+        unchecked = unverified(self._pg_dialect.dsn)
+        return warnings_for(
+            ServerSettings.from_row(self._tables.jobs, rows[0], unverified=unchecked)
+        )
 
     # -- pushing ---------------------------------------------------------------
 

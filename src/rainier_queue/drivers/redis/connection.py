@@ -143,6 +143,28 @@ def _tls_checked(url: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(kept)))
 
 
+def transport_warnings(url: str) -> list[str]:
+    """What `doctor` says of how jobs travel to the Redis at `url`: in the clear, or unchecked."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    hosts: list[str | None] = []
+    if scheme == "unix":
+        hosts.append(None)
+    else:
+        for seed in parts.netloc.rsplit("@", 1)[-1].split(","):
+            host = seed.rpartition(":")[0] if seed.rpartition(":")[2].isdigit() else seed
+            hosts.append(host or "localhost")
+    skip = dict(parse_qsl(parts.query, keep_blank_values=True)).get(tls.INSECURE)
+    return tls.transport_warnings(
+        f"Redis at {redact_url(url.split('?', 1)[0])}",
+        encrypted=scheme == "rediss",
+        verified=not tls.insecure(skip, where=redact_url(url)),
+        remote=any(tls.is_remote(host) for host in hosts),
+        fix="serve TLS and use a rediss:// URL, with ssl_ca_certs= if your own authority "
+        "signed the server's certificate",
+    )
+
+
 def _without(parts: SplitResult, query: list[tuple[str, str]], name: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != name])))
 
@@ -298,4 +320,5 @@ __all__ = [
     "refusal",
     "split_options",
     "translated",
+    "transport_warnings",
 ]

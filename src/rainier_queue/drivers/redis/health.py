@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from redis import exceptions as rx
 
-from .connection import Client, Ready, translated
+from .connection import Client, Ready, translated, transport_warnings
 from .diagnosis import Diagnosis, diagnose
 from .keys import Keys
 from .replication import HeldWrites
@@ -32,6 +32,7 @@ class RedisHealth:
     """`Diagnosable`, `HealthNotes` and the wipe check for `RedisQueue` (a mixin)."""
 
     keys: Keys
+    _url: str
     _ready: Ready
     _replicated: HeldWrites | None
     _epoch: str | None
@@ -46,8 +47,8 @@ class RedisHealth:
         return await diagnose(await self._ready(), wait_replicas=wait)
 
     async def health_warnings(self) -> list[str]:
-        """The warnings of `diagnose`, for `rainier-queue doctor` (the `Diagnosable` protocol)."""
-        return (await self.diagnose()).warnings
+        """The warnings of `diagnose`, and how jobs travel, for `rainier-queue doctor`."""
+        return (await self.diagnose()).warnings + transport_warnings(self._url)
 
     async def health_notes(self) -> list[str]:
         """The replication role and durable-push setting, for `doctor` (`HealthNotes`)."""
