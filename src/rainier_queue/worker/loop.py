@@ -332,10 +332,8 @@ class Worker:
         limit = min(self.options.prefetch or free, free)
         try:
             batch = await self.queue.wait_and_reserve(self.options.queues[0], wait, limit=limit)
-            for reservation in batch:
-                free -= 1
-                self._slots.requested -= 1
-                self._take(reservation)
+            free -= len(batch)
+            self._take_all(batch)
             return len(batch), len(batch) < limit
         finally:
             self._slots.requested -= free
@@ -389,9 +387,7 @@ class Worker:
                     limit = min(self.options.prefetch or free, free)
                     batch = await self._reserve(name, limit)
                     free -= len(batch)
-                    self._slots.requested -= len(batch)
-                    for reservation in batch:
-                        self._take(reservation)
+                    self._take_all(batch)
                     taken += len(batch)
                     if len(batch) < limit:
                         break
@@ -442,9 +438,12 @@ class Worker:
         if not waiting.cancelled() and (error := waiting.exception()) is not None:
             raise error
 
-    def _take(self, reservation: Reservation) -> None:
-        """A reserved job: its lease is kept from now on, and it runs as soon as a slot frees."""
-        self._slots.take(Slot(reservation=reservation, lease=self._keeper.track(reservation)))
+    def _take_all(self, batch: list[Reservation]) -> None:
+        """Jobs a reserve brought, into the slots set aside for them: each lease is kept from
+        now on, and each job runs as soon as a slot frees."""
+        self._slots.requested -= len(batch)
+        for reservation in batch:
+            self._slots.take(Slot(reservation=reservation, lease=self._keeper.track(reservation)))
 
     def _launch(self, slot: Slot) -> None:
         """Run a job's handler in a task of its own (`Slots` decides when)."""
