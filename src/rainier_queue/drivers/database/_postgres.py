@@ -171,6 +171,19 @@ def _host_of(where: str) -> str:
     return f"{host}:{parts.port or 5432}"
 
 
+ROLLED_BACK = frozenset({"40P01", "40001"})
+"""deadlock_detected and serialization_failure: the server rolled the work back."""
+ROLLBACK_RETRIES = 4
+"""Runs of a statement or unit of work the server keeps rolling back, before giving up."""
+
+
+def rolled_back(exc: BrokerUnavailable) -> bool:
+    """Whether `exc` is the server rolling the work back (a deadlock's victim), so it can run
+    again: nothing of it was applied."""
+    cause = exc.__cause__
+    return isinstance(cause, psycopg.Error) and cause.sqlstate in ROLLED_BACK
+
+
 def outcome_unknown(where: str, exc: BaseException) -> OutcomeUnknown | None:
     """`OutcomeUnknown` if `exc` lost the connection after a write was sent; else None.
 
@@ -313,11 +326,14 @@ def connect_kwargs(dsn: str, role: str = "rainier-queue") -> dict[str, Any]:
 __all__ = [
     "DEFAULT_POOL_TIMEOUT",
     "NOW_US",
+    "ROLLBACK_RETRIES",
+    "ROLLED_BACK",
     "Pool",
     "PoolSettings",
     "connect_kwargs",
     "describe_dsn",
     "outcome_unknown",
+    "rolled_back",
     "split_url",
     "translated",
     "unverified",

@@ -50,7 +50,7 @@ from ..._clock import from_micros
 from ...dispatch import DispatchOptions, build_envelope
 from ...durations import parse_duration
 from ...envelope import QueuedJob
-from ...errors import ConfigurationError
+from ...errors import BrokerUnavailable, ConfigurationError
 from ...flags import parse_flag
 from ...job import Job
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation
@@ -59,9 +59,11 @@ from . import DatabaseQueue, _lost, job_from_row
 from ._postgres import (
     DEFAULT_POOL_TIMEOUT,
     NOW_US,
+    ROLLBACK_RETRIES,
     Pool,
     PoolSettings,
     describe_dsn,
+    rolled_back,
     split_url,
     translated,
     unverified,
@@ -110,9 +112,6 @@ class _Session:
         return await self._cur.fetchall()
 
 
-# -- hearing about pushes --------------------------------------------------------
-
-
 # -- the dialect -------------------------------------------------------------------
 
 
@@ -144,8 +143,16 @@ class PostgresDialect(Dialect):
 
     @override
     async def run(self, work: Work[T], *, write: bool = True) -> T:
-        async with self.pool.connection() as conn, conn.transaction():
-            return await work(_Session(conn.cursor()))
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self.pool.connection() as conn, conn.transaction():
+                    return await work(_Session(conn.cursor()))
+            except BrokerUnavailable as exc:
+                if attempt >= ROLLBACK_RETRIES or not rolled_back(exc):
+                    raise
+            await asyncio.sleep(0.005 * 2**attempt)
 
     async def one(
         self, statement: str, params: Sequence[object], *, binary: bool = False
@@ -156,15 +163,30 @@ class PostgresDialect(Dialect):
         `COMMIT` round trips a unit of work costs: one trip instead of three.
         Returns (rows changed, rows returned). `binary` sends the parameters
         in binary, which spares big arrays their text quoting.
+
+        A statement the server rolled back as a deadlock's victim (or for a
+        serialization failure) is run again, a few times, before it is
+        reported as unavailable: nothing of it was applied, and the other
+        side of the deadlock has gone on.
         """
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(statement, params, binary=binary)
-            # The result's status, not `description`: that builds a column object
-            # per column on every call, which a claim of 15 columns paid per batch.
-            result = cur.pgresult
-            returned = result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
-            rows = await cur.fetchall() if returned else []
-            return cur.rowcount, rows
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self.pool.connection() as conn:
+                    cur = await conn.execute(statement, params, binary=binary)
+                    # The result's status, not `description`: that builds a column object
+                    # per column on every call, which a claim of 15 columns paid per batch.
+                    result = cur.pgresult
+                    returned = (
+                        result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
+                    )
+                    rows = await cur.fetchall() if returned else []
+                    return cur.rowcount, rows
+            except BrokerUnavailable as exc:
+                if attempt >= ROLLBACK_RETRIES or not rolled_back(exc):
+                    raise
+            await asyncio.sleep(0.005 * 2**attempt)
 
     async def copy(self, statements: PushStatements, jobs: Sequence[QueuedJob]) -> None:
         """Push `jobs` by `COPY` (see `_postgres_push`); returns once they are committed."""
