@@ -58,6 +58,7 @@ class ThrowawayServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.options: list[str] = []
         """More `mariadbd` options for `start` (TLS, say)."""
+        self._root_anywhere = False
         subprocess.run(
             [
                 "mariadb-install-db",
@@ -90,6 +91,9 @@ class ThrowawayServer:
                 continue
             with conn.cursor() as cur:
                 cur.execute("CREATE DATABASE IF NOT EXISTS test")
+                if self._root_anywhere:
+                    cur.execute("CREATE USER IF NOT EXISTS 'root'@'%'")
+                    cur.execute("GRANT ALL PRIVILEGES ON *.* TO 'root'@'%'")
             conn.close()
             return
 
@@ -110,6 +114,12 @@ class ThrowawayServer:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+    def listen_also(self, address: str) -> None:
+        """Listen on `address` as well as loopback, from the next `start`; `start` then lets
+        root in from anywhere (no password: a throw-away server on a test network)."""
+        self.options.append(f"--bind-address=127.0.0.1,{address}")
+        self._root_anywhere = True
 
     def use_tls(self, cert: Path, key: Path, ca: Path) -> None:
         """Offer TLS too, showing `cert` (signed by `ca`), from the next `start` on."""

@@ -132,6 +132,15 @@ class ThrowawayPostgres:
             f"ssl_key_file={self.folder / 'server.key'}",
         ]
 
+    def listen_also(self, address: str, clients: str) -> None:
+        """Listen on `address` as well as loopback, and let the `clients` network in (trust).
+
+        Takes effect at the next `start`.
+        """
+        self.settings.append(f"listen_addresses=127.0.0.1,{address}")
+        with (self.data / "pg_hba.conf").open("a") as hba:
+            hba.write(f"host all all {clients} trust\n")
+
     def stop(self, mode: str = "fast") -> None:
         """Shut down: `fast` (roll back and disconnect everyone, then a clean checkpoint) or
         `immediate` (like a crash: no checkpoint, so the next start replays the WAL)."""

@@ -308,11 +308,32 @@ async def _check_idle(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -
         await pool.check()
 
 
+DEAD_PEER = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+"""How soon a connection whose server went silent is given up (libpq's defaults wait for hours).
+
+A server that vanished without closing its connections (a failover to
+another machine, a cable, a security group) leaves every query on them
+waiting: the kernel retransmits for about fifteen minutes before it gives
+up, and an idle connection is probed only after two hours. Sent data left
+unacknowledged for 10 s (`tcp_user_timeout`, in ms) or an idle connection
+that misses three probes 5 s apart after 10 s of quiet ends the connection
+instead, which the worker then rides out as an outage. The kernel
+acknowledges what it receives even when the server is too busy to answer,
+so a slow query is not cut short by this."""
+
+
 def connect_kwargs(dsn: str, role: str = "rainier-queue") -> dict[str, Any]:
     """What every connection this library opens is opened with.
 
     `role` names the connection in `pg_stat_activity` (`application_name`),
-    unless the URL names it already; a DSN's own `connect_timeout` wins too.
+    unless the URL names it already; a DSN's own `connect_timeout`, and its
+    own keepalive and `tcp_user_timeout` settings, win over `DEAD_PEER`.
     """
     given = psycopg.conninfo.conninfo_to_dict(dsn)
     kwargs: dict[str, Any] = {"autocommit": True}
@@ -320,10 +341,13 @@ def connect_kwargs(dsn: str, role: str = "rainier-queue") -> dict[str, Any]:
         kwargs["connect_timeout"] = 10
     if "application_name" not in given:
         kwargs["application_name"] = role
+    # libpq ignores these on a Unix socket, where a vanished server is noticed at once.
+    kwargs.update({k: v for k, v in DEAD_PEER.items() if k not in given})
     return kwargs
 
 
 __all__ = [
+    "DEAD_PEER",
     "DEFAULT_POOL_TIMEOUT",
     "NOW_US",
     "ROLLBACK_RETRIES",
