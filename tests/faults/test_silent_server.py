@@ -10,6 +10,9 @@ of it doing nothing. The drivers set the connection's own limits instead, so
 the call fails as an outage the worker rides out, and once the network is
 back the next call works on a fresh connection.
 
+Redis needs nothing of the driver's: redis-py reads with a 5 s socket
+timeout by default, and its test keeps that so.
+
 The client runs in a network namespace joined to the server's by a virtual
 cable (tests/partition.py), which the test takes down: the client's packets
 then go nowhere, as on a real network.
@@ -31,6 +34,7 @@ import pytest
 from ..mysql_service import ThrowawayServer
 from ..partition import Partition
 from ..postgres_server import ThrowawayPostgres
+from ..redis_servers import RedisServers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,3 +163,13 @@ def test_a_mysql_query_on_a_silent_connection_fails_in_seconds(partition: Partit
             exercise(partition, f"mysql://root@{partition.host}:{server.port}/test")
         finally:
             server.stop()
+
+
+def test_a_redis_command_on_a_silent_connection_fails_in_seconds(partition: Partition) -> None:
+    # redis-py's own socket timeout (5 s) is what ends the wait here; the test keeps it so.
+    servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-silent-redis-")))
+    try:
+        port = servers.start("--bind", f"127.0.0.1 {partition.host}", "--protected-mode", "no")
+        exercise(partition, f"redis://{partition.host}:{port}/0?prefix=silent:")
+    finally:
+        servers.stop()
