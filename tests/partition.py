@@ -38,10 +38,16 @@ class Partition:
         self.namespace = f"rq{token}"
         self.outside = f"rqo{token}"
         self.inside = f"rqi{token}"
-        subnet = 1 + secrets.randbelow(250)
+        used = subprocess.run([self.ip, "-o", "addr"], capture_output=True, text=True).stdout
+        free = [n for n in range(1, 251) if f"10.231.{n}." not in used]
+        if not free:
+            unreachable(SERVICE, "every 10.231.x.0/24 test network is taken")
+        subnet = free[secrets.randbelow(len(free))]
         self.host = f"10.231.{subnet}.1"
         """This side's address: what servers listen on and clients in the namespace dial."""
         self.client = f"10.231.{subnet}.2"
+        self.network = f"10.231.{subnet}.0/24"
+        """Both addresses: what a server lets in."""
         steps = [
             ["netns", "add", self.namespace],
             ["link", "add", self.outside, "type", "veth", "peer", "name", self.inside],
@@ -58,11 +64,16 @@ class Partition:
                 self.remove()
                 unreachable(SERVICE, f"`ip {' '.join(step)}` failed: {done.stderr.strip()}")
 
+    @property
+    def prefix(self) -> list[str]:
+        """What to put before a command to run it inside the namespace."""
+        assert self.ip is not None
+        return [self.ip, "netns", "exec", self.namespace]
+
     def popen(self, *argv: str, cwd: Path | None = None) -> subprocess.Popen[str]:
         """Start `argv` inside the namespace, with pipes for its stdin and stdout."""
-        assert self.ip is not None
         return subprocess.Popen(
-            [self.ip, "netns", "exec", self.namespace, *argv],
+            [*self.prefix, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

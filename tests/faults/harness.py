@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rainier_queue.drivers import open_queue
@@ -39,15 +39,21 @@ def config(folder: Path, url: str, **options: str) -> Path:
     return path
 
 
-def worker(config_file: Path, ledger: Path, *args: str) -> subprocess.Popen[bytes]:
-    """A `rainier-queue work` process on the config's queue, writing runs to `ledger`."""
+def worker(
+    config_file: Path, ledger: Path, *args: str, within: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """A `rainier-queue work` process on the config's queue, writing runs to `ledger`.
+
+    `within` goes before the command: `ip netns exec <namespace>` runs the
+    worker in another network namespace (tests/partition.py).
+    """
     open_ledger(str(ledger)).close()  # made here, once, before any worker writes to it
     env = {**os.environ, "RAINIER_QUEUE_TEST_LEDGER": str(ledger), "PYTHONPATH": str(ROOT)}
     command = ["--app", APP, "--config", str(config_file), "work", *args]
     log = ledger.parent / f"worker-{len(list(ledger.parent.glob('worker-*.log')))}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rainier_queue", *command],
+            [*within, sys.executable, "-m", "rainier_queue", *command],
             cwd=ROOT,
             env=env,
             stdout=out,

@@ -147,7 +147,7 @@ def test_a_postgres_query_on_a_silent_connection_fails_in_seconds(
 ) -> None:
     server = ThrowawayPostgres()
     try:
-        server.listen_also(partition.host, f"{partition.client}/32")
+        server.listen_also(partition.host, partition.network)
         server.start()
         exercise(partition, f"postgresql://postgres@{partition.host}:{server.port}/postgres")
     finally:
