@@ -13,13 +13,17 @@ a broker, and test_kafka_retention.py keeps a broker of its own.
 
 `opened` is every driver's: the queues a test opened, closed after it (the
 Redis files use it; test_postgres_queue.py has an `opened` of its own).
+`certs` is the TLS files' authority and server certificate, one set per
+test module (tests/tls_certs.py).
 """
 
 from __future__ import annotations
 
+import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +38,7 @@ from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import Queue
 
 from ..kafka_broker import KafkaBroker, broker
+from ..tls_certs import Certs, make_certs
 
 SHORT = timedelta(milliseconds=300)
 
@@ -61,6 +66,13 @@ async def opened() -> AsyncIterator[list[Queue]]:
     yield queues
     for queue in queues:
         await queue.aclose()
+
+
+@pytest.fixture(scope="module")
+def certs() -> Iterator[Certs]:
+    """A throw-away authority and a certificate it signed for `localhost`."""
+    with tempfile.TemporaryDirectory(prefix="rq-tls-certs-") as folder:
+        yield make_certs(Path(folder))
 
 
 @pytest.fixture(scope="session")

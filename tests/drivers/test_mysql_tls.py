@@ -30,13 +30,7 @@ from rainier_queue.errors import BrokerRejected, ConfigurationError, TLSVerifica
 from rainier_queue.queue import Queue
 
 from ..mysql_service import SERVER, ThrowawayServer, check
-from ..tls_certs import Certs, make_certs
-
-
-@pytest.fixture(scope="module")
-def certs() -> Iterator[Certs]:
-    with tempfile.TemporaryDirectory(prefix="rq-mysql-certs-") as folder:
-        yield make_certs(Path(folder))
+from ..tls_certs import Certs
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ connection.
 from __future__ import annotations
 
 import logging
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,13 +30,7 @@ from rainier_queue.errors import BrokerRejected, ConfigurationError, TLSVerifica
 from rainier_queue.queue import Queue
 
 from ..postgres_server import ThrowawayPostgres
-from ..tls_certs import Certs, make_certs
-
-
-@pytest.fixture(scope="module")
-def certs() -> Iterator[Certs]:
-    with tempfile.TemporaryDirectory(prefix="rq-pg-certs-") as folder:
-        yield make_certs(Path(folder))
+from ..tls_certs import Certs
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,9 @@ and then a warning is logged.
 from __future__ import annotations
 
 import logging
-import tempfile
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,13 +31,7 @@ from rainier_queue.errors import BrokerRejected, ConfigurationError, TLSVerifica
 from rainier_queue.queue import Queue
 
 from ..redis_servers import with_tls
-from ..tls_certs import Certs, make_certs
-
-
-@pytest.fixture(scope="module")
-def certs() -> Iterator[Certs]:
-    with tempfile.TemporaryDirectory(prefix="rq-tls-certs-") as folder:
-        yield make_certs(Path(folder))
+from ..tls_certs import Certs
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,15 +43,6 @@ pytestmark = pytest.mark.slow
 CUT = 14.0
 """Seconds the cable stays down: past the drivers' 10 s give-up, short of the 30 s lease."""
 TOTAL = 300
-
-
-@pytest.fixture
-def partition() -> Iterator[Partition]:
-    net = Partition()
-    try:
-        yield net
-    finally:
-        net.remove()
 
 
 async def ride_out_a_cut(tmp_path: Path, partition: Partition, url: str, outage: str) -> None:

@@ -26,7 +26,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,15 +66,6 @@ asyncio.run(main(sys.argv[1]))
 """
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def partition() -> Iterator[Partition]:
-    net = Partition()
-    try:
-        yield net
-    finally:
-        net.remove()
 
 
 WORDS = ("ready", "answered", "failed", "again")
