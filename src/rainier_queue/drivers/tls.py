@@ -10,8 +10,10 @@ outage and waits out for ever while the real fix is a file or a host name.
 
 So each driver: verifies the server's certificate whenever it speaks TLS;
 refuses a URL that weakens that unless it also says `insecure_skip_verify=true`,
-and then logs a warning for each connection it opens; and turns a failed
-verification into `TLSVerificationError`, naming the host and what to do.
+and then logs a warning (for each connection where the client library shows
+us each one, PostgreSQL's; once per client or pool on Redis and MySQL); and
+turns a failed verification into `TLSVerificationError`, naming the host and
+what to do.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ INSECURE = "insecure_skip_verify"
 _SIGNS = (
     "certificate verify failed",
     "does not match host name",
-    "doesn't match",
     "root certificate file",
     "hostname mismatch",
 )
-"""What clients say when a certificate fails its check (OpenSSL, libpq), lower case."""
+"""What clients say when a certificate fails its check (OpenSSL, libpq), lower case. Only
+connection errors are looked at, so a query's own error text cannot match by chance."""
 
 
 def insecure(value: object, *, where: str) -> bool:
@@ -54,7 +56,7 @@ def insecure(value: object, *, where: str) -> bool:
 def warn_unverified(where: str) -> None:
     """Log that a connection to `where` does not check who it talks to."""
     log.warning(
-        "connected to %s over TLS without verifying its certificate (%s=true): "
+        "TLS to %s is used without verifying its certificate (%s=true): "
         "the traffic is encrypted, but anyone between here and there could be the server",
         where,
         INSECURE,

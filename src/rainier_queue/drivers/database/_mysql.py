@@ -228,7 +228,8 @@ def check_version(text: str) -> None:
 
 def translate(exc: BaseException, where: str) -> BaseException:
     """Our exception for a client library's, or `exc` itself when it is not the client's."""
-    if isinstance(exc, pymysql.err.Error | OSError) and tls.is_verification_failure(exc):
+    connecting = pymysql.err.OperationalError | pymysql.err.InterfaceError | OSError
+    if isinstance(exc, connecting) and tls.is_verification_failure(exc):
         return tls.verification_failed("MySQL", _host_of(where), exc, fix=TLS_FIX)
     if isinstance(exc, pymysql.err.OperationalError | pymysql.err.InternalError):
         code = _code(exc)
