@@ -21,7 +21,12 @@ import pytest
 
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.database import _mysql_push as push_module
-from rainier_queue.drivers.database._mysql import check_version, parse_version, translate
+from rainier_queue.drivers.database._mysql import (
+    ServerAddress,
+    check_version,
+    parse_version,
+    translate,
+)
 from rainier_queue.drivers.database.mysql import MySQLQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import (
@@ -412,7 +417,7 @@ def test_a_server_with_skip_locked_is_accepted(text: str) -> None:
 def test_client_errors_are_translated_into_an_outage_or_a_refusal(
     error: Exception, kind: type[Exception], says: str
 ) -> None:
-    translated = translate(error, "mysql://***@db/app")
+    translated = translate(error, ServerAddress.from_url("mysql://u:pw@db/app", what="test")[0])
 
     assert isinstance(translated, kind)
     assert says in str(translated)
@@ -421,7 +426,7 @@ def test_client_errors_are_translated_into_an_outage_or_a_refusal(
 def test_an_error_that_is_not_the_clients_passes_through_untouched() -> None:
     error = ValueError("a bug in a unit of work")
 
-    assert translate(error, "db") is error
+    assert translate(error, ServerAddress.from_url("mysql://db/app", what="test")[0]) is error
 
 
 # -- doctor ---------------------------------------------------------------------

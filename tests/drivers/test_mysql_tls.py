@@ -180,11 +180,13 @@ async def test_the_lock_store_takes_the_same_tls_settings(
 
 
 def test_a_query_error_that_reads_like_a_certificate_failure_is_not_one() -> None:
-    from rainier_queue.drivers.database._mysql import translate
+    from rainier_queue.drivers.database._mysql import ServerAddress, translate
+
+    address, _ = ServerAddress.from_url("mysql://root@db.example:3306/app", what="test")
 
     mismatch = pymysql.err.OperationalError(1136, "Column count doesn't match value count")
     quoted = pymysql.err.ProgrammingError(1064, "near 'certificate verify failed' at line 1")
 
     for error in (mismatch, quoted):
-        translated = translate(error, "mysql://root@db.example:3306/app")
+        translated = translate(error, address)
         assert not isinstance(translated, TLSVerificationError), error

@@ -140,6 +140,11 @@ class ServerAddress:
     def describe(self) -> str:
         return redact_url(self.url)
 
+    @property
+    def endpoint(self) -> str:
+        """`host:port`, as a `TLSVerificationError` names the server."""
+        return f"{self.host}:{self.port}"
+
 
 TLS_OPTIONS = frozenset({"ssl", "ssl_ca", "ssl_cert", "ssl_key", tls.INSECURE})
 """The URL options that ask for TLS and say how to check the server."""
@@ -226,11 +231,12 @@ def check_version(text: str) -> None:
         )
 
 
-def translate(exc: BaseException, where: str) -> BaseException:
+def translate(exc: BaseException, address: ServerAddress) -> BaseException:
     """Our exception for a client library's, or `exc` itself when it is not the client's."""
     connecting = pymysql.err.OperationalError | pymysql.err.InterfaceError | OSError
     if isinstance(exc, connecting) and tls.is_verification_failure(exc):
-        return tls.verification_failed("MySQL", _host_of(where), exc, fix=TLS_FIX)
+        return tls.verification_failed("MySQL", address.endpoint, exc, fix=TLS_FIX)
+    where = address.describe()
     if isinstance(exc, pymysql.err.OperationalError | pymysql.err.InternalError):
         code = _code(exc)
         if code in _RETRIED or code in _UNAVAILABLE or 2000 <= code < 3000:
@@ -253,12 +259,6 @@ def translate(exc: BaseException, where: str) -> BaseException:
     if isinstance(exc, OSError | TimeoutError | EOFError):
         return BrokerUnavailable(f"MySQL at {where} is unreachable: {exc!r}")
     return exc
-
-
-def _host_of(where: str) -> str:
-    """host:port of a described address (`mysql://user@host:port/db`)."""
-    parts = urlsplit(where)
-    return f"{parts.hostname or 'localhost'}:{parts.port or 3306}"
 
 
 def _code(exc: BaseException) -> int:
@@ -391,7 +391,7 @@ class MySQLPool:
                 ssl=None if self._tls is None else self._tls.context,
             )
         except Exception as exc:
-            raise translate(exc, a.describe()) from exc
+            raise translate(exc, a) from exc
         if self._tls is not None and not self._tls.verify:
             tls.warn_unverified(a.describe())
         try:
@@ -408,7 +408,7 @@ class MySQLPool:
         except BaseException as exc:
             pool.close()
             await pool.wait_closed()
-            if isinstance(exc, Exception) and (ours := translate(exc, a.describe())) is not exc:
+            if isinstance(exc, Exception) and (ours := translate(exc, a)) is not exc:
                 raise ours from exc
             raise
         return pool
@@ -431,7 +431,7 @@ class MySQLPool:
             try:
                 conn = await pool.acquire()
             except Exception as exc:
-                raise translate(exc, where) from exc
+                raise translate(exc, self.address) from exc
             try:
                 self._prepared(conn)
             except TLSVerificationError:
@@ -466,7 +466,7 @@ class MySQLPool:
                     await asyncio.sleep(0.005 * 2**attempt)
                     continue
                 if isinstance(exc, Exception):
-                    translated = translate(exc, where)
+                    translated = translate(exc, self.address)
                     if translated is not exc:
                         raise translated from exc
                 raise
@@ -477,7 +477,7 @@ class MySQLPool:
     def transport_warnings(self) -> list[str]:
         """What `doctor` says of how jobs travel: in the clear to another machine, or unchecked."""
         return tls.transport_warnings(
-            f"MySQL at {_host_of(self.address.describe())}",
+            f"MySQL at {self.address.endpoint}",
             encrypted=self._tls is not None,
             verified=self._tls is None or self._tls.verify,
             remote=tls.is_remote(self.address.host),
@@ -499,12 +499,12 @@ class MySQLPool:
     def _check_secure(self, conn: Any) -> None:
         """Refuse a connection that was to use TLS and does not (aiomysql would carry on)."""
         if self._tls is not None and not getattr(conn, "_secure", False):
-            where = self.address.describe()
+            endpoint = self.address.endpoint
             raise TLSVerificationError(
-                f"MySQL at {_host_of(where)} did not offer TLS, which this connection was to "
+                f"MySQL at {endpoint} did not offer TLS, which this connection was to "
                 "use, so it is not used: turn TLS on in the server (ssl_cert, ssl_key), or "
                 "remove ssl, ssl_ca and insecure_skip_verify from the URL to connect in the clear",
-                host=_host_of(where),
+                host=endpoint,
             )
 
     async def aclose(self) -> None:
