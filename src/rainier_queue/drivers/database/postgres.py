@@ -39,7 +39,7 @@ checked as identifiers before any SQL is built from them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -115,6 +115,25 @@ class _Session:
 # -- the dialect -------------------------------------------------------------------
 
 
+async def _again_if_rolled_back(once: Callable[[], Awaitable[T]]) -> T:
+    """`once()`, run again (a few times, a few ms apart) while the server rolls it back.
+
+    A statement or transaction the server rolled back as a deadlock's victim
+    (or for a serialization failure) applied nothing, and the other side of
+    the deadlock has gone on, so running it again is safe; reporting it as
+    an outage would leave an acknowledgement undone and its job to run twice.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await once()
+        except BrokerUnavailable as exc:
+            if attempt >= ROLLBACK_RETRIES or not rolled_back(exc):
+                raise
+        await asyncio.sleep(0.005 * 2**attempt)
+
+
 class PostgresDialect(Dialect):
     """PostgreSQL through a psycopg 3 async pool; claims with `SKIP LOCKED`."""
 
@@ -143,16 +162,11 @@ class PostgresDialect(Dialect):
 
     @override
     async def run(self, work: Work[T], *, write: bool = True) -> T:
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                async with self.pool.connection() as conn, conn.transaction():
-                    return await work(_Session(conn.cursor()))
-            except BrokerUnavailable as exc:
-                if attempt >= ROLLBACK_RETRIES or not rolled_back(exc):
-                    raise
-            await asyncio.sleep(0.005 * 2**attempt)
+        async def once() -> T:
+            async with self.pool.connection() as conn, conn.transaction():
+                return await work(_Session(conn.cursor()))
+
+        return await _again_if_rolled_back(once)
 
     async def one(
         self, statement: str, params: Sequence[object], *, binary: bool = False
@@ -163,30 +177,19 @@ class PostgresDialect(Dialect):
         `COMMIT` round trips a unit of work costs: one trip instead of three.
         Returns (rows changed, rows returned). `binary` sends the parameters
         in binary, which spares big arrays their text quoting.
-
-        A statement the server rolled back as a deadlock's victim (or for a
-        serialization failure) is run again, a few times, before it is
-        reported as unavailable: nothing of it was applied, and the other
-        side of the deadlock has gone on.
         """
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                async with self.pool.connection() as conn:
-                    cur = await conn.execute(statement, params, binary=binary)
-                    # The result's status, not `description`: that builds a column object
-                    # per column on every call, which a claim of 15 columns paid per batch.
-                    result = cur.pgresult
-                    returned = (
-                        result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
-                    )
-                    rows = await cur.fetchall() if returned else []
-                    return cur.rowcount, rows
-            except BrokerUnavailable as exc:
-                if attempt >= ROLLBACK_RETRIES or not rolled_back(exc):
-                    raise
-            await asyncio.sleep(0.005 * 2**attempt)
+
+        async def once() -> tuple[int, list[Row]]:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(statement, params, binary=binary)
+                # The result's status, not `description`: that builds a column object
+                # per column on every call, which a claim of 15 columns paid per batch.
+                result = cur.pgresult
+                returned = result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
+                rows = await cur.fetchall() if returned else []
+                return cur.rowcount, rows
+
+        return await _again_if_rolled_back(once)
 
     async def copy(self, statements: PushStatements, jobs: Sequence[QueuedJob]) -> None:
         """Push `jobs` by `COPY` (see `_postgres_push`); returns once they are committed."""
