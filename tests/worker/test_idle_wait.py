@@ -130,3 +130,27 @@ async def test_a_retry_cuts_an_idle_wait_short() -> None:
     assert [a for _, a, _ in journal.attempts] == [1, 2]
     assert stats.processed == 1
     assert stats.released == 1
+
+
+async def test_a_wait_cut_short_before_it_began_leaves_the_worker_free_to_stop() -> None:
+    # A job that fails in the same loop turn as the idle wait is launched cuts the wait
+    # short before its task has run a step. That moment cannot be hit on purpose from
+    # outside, so the worker here cuts every wait short the moment it launches one.
+    queue = HearsOnlyPushes()
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(sleep=FOREVER, concurrency=4, stop_when_empty=True))
+    launch = worker._launch_fill
+
+    def launch_and_cut(free: int, *, wait: timedelta | None = None) -> None:
+        launch(free, wait=wait)
+        if wait is not None:
+            worker._cut_wait_short()
+
+    worker._launch_fill = launch_and_cut  # type: ignore[method-assign]
+    await push(queue, Note(text="last"))
+
+    done, _ = await asyncio.wait({asyncio.create_task(worker.run())}, timeout=PATIENCE)
+
+    assert done, "the worker never stopped: the cut wait's slots stayed set aside"
+    assert journal.ran == ["last"]
+    assert queue.waits == 0, "every wait was cut before it began"

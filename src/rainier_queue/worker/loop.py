@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -305,8 +306,28 @@ class Worker:
         self._slots.requested += free
         task = asyncio.create_task(self._fill_in_background(free, wait))
         self._fills.add(task)
+        task.add_done_callback(functools.partial(self._fill_never_ran, free))
         if wait is not None:
             self._waiting_fill = task
+
+    def _fill_never_ran(self, free: int, task: asyncio.Task[None]) -> None:
+        """Undo `_launch_fill` for a fill cancelled before its first step.
+
+        A job that fails in the same loop turn as an idle wait is launched
+        cuts the wait short (`_cut_wait_short`) before its task has run at
+        all. Cancelled before it starts, a coroutine never enters its own
+        `try`, so none of the fill's bookkeeping runs: without this, its slots
+        stayed set aside and the loop counted it as in flight for ever, and a
+        `--stop-when-empty` worker never stopped. A fill that did start has
+        done all of this itself and is gone from `_fills`.
+        """
+        if task not in self._fills:
+            return
+        self._fills.discard(task)
+        self._slots.requested -= free
+        if task is self._waiting_fill:
+            self._waiting_fill = None
+        self._changed.set()
 
     async def _fill_in_background(self, free: int, wait: timedelta | None) -> None:
         try:
