@@ -41,12 +41,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from ._clock import utcnow
-from .errors import PayloadError
+from .entry_fields import (
+    WIRE_VERSION,
+    check_payload_text,
+    count_field,
+    headers_field,
+    name_field,
+    optional_text,
+    parse_json,
+    time_field,
+    version_field,
+)
+from .errors import MalformedEntry, PayloadError
 
 JSONValue = Any
 """Any value `json.dumps` accepts. Spelled out for the reader; checked at dispatch."""
-
-WIRE_VERSION = 1
 
 
 def new_job_id() -> str:
@@ -66,13 +75,8 @@ def format_time(moment: datetime) -> str:
 
 
 def parse_time(text: str) -> datetime:
-    """Read an RFC 3339 time; naive times are taken as UTC."""
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    if moment.tzinfo is UTC:  # what `format_time` writes, so nearly always
-        return moment
-    return moment.astimezone(UTC)
+    """Read an RFC 3339 time; naive times are taken as UTC. `MalformedEntry` if it is not one."""
+    return time_field(text, "time")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,54 +183,44 @@ class QueuedJob:
         return _ENVELOPE_JSON.encode(self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, JSONValue]) -> Self:
-        """Read the JSON form leniently; unknown keys are ignored.
+    def from_dict(cls, data: object) -> Self:
+        """Read the JSON form leniently: unknown keys are ignored, optional ones may be absent.
 
-        Raises `PayloadError` when the data is not a job envelope at all.
+        Everything present is checked, though: a field of the wrong type, a
+        number out of range, a time that is not RFC 3339 or a version newer
+        than this code is a `MalformedEntry` (a `PayloadError`) naming it.
         """
         if not isinstance(data, Mapping):
-            raise PayloadError(
-                f"not a job envelope: expected a JSON object, got {type(data).__name__}"
-            )
-        missing = [k for k in ("id", "name") if not isinstance(data.get(k), str) or not data[k]]
-        if missing or "payload" not in data:
-            missing += [] if "payload" in data else ["payload"]
-            raise PayloadError(
-                "not a job envelope: missing or empty " + ", ".join(f"`{k}`" for k in missing)
-            )
-        try:
-            available_text = data.get("available_at")
-            created_text = data.get("created_at")
+            kind = "an array" if isinstance(data, list) else type(data).__name__
+            raise MalformedEntry("", f"a job envelope must be a JSON object, not {kind}")
+        version_field(data.get("v"))
+        if "payload" not in data:
+            raise MalformedEntry("payload", "is missing")
+        available, created = data.get("available_at"), data.get("created_at")
+        available_at = None if available is None else time_field(available, "available_at")
+        created_at = None if created is None else time_field(created, "created_at")
+        if available_at is None or created_at is None:
             # The clock is read only for a producer that left a time out.
-            if available_text is None or created_text is None:
-                now = utcnow()
-                available_at = now if available_text is None else parse_time(available_text)
-                created_at = now if created_text is None else parse_time(created_text)
-            else:
-                available_at, created_at = parse_time(available_text), parse_time(created_text)
-            headers = data.get("headers")
-            return cls(
-                id=data["id"],
-                name=data["name"],
-                payload=data["payload"],
-                queue=str(data.get("queue") or "default"),
-                attempts=max(0, int(data.get("attempts", 0))),
-                max_attempts=max(1, int(data.get("max_attempts", 1))),
-                available_at=available_at,
-                created_at=created_at,
-                unique_key=data.get("unique_key"),
-                headers={str(k): str(v) for k, v in dict(headers).items()} if headers else {},
-            )
-        except (TypeError, ValueError) as exc:
-            raise PayloadError(f"not a job envelope: {exc}") from exc
+            now = utcnow()
+            available_at, created_at = available_at or now, created_at or now
+        queue = data.get("queue")
+        return cls(
+            id=name_field(data.get("id"), "id"),
+            name=name_field(data.get("name"), "name"),
+            payload=data["payload"],
+            queue="default" if queue is None or queue == "" else name_field(queue, "queue"),
+            attempts=count_field(data.get("attempts", 0), "attempts", least=0),
+            max_attempts=count_field(data.get("max_attempts", 1), "max_attempts", least=1),
+            available_at=available_at,
+            created_at=created_at,
+            unique_key=optional_text(data.get("unique_key"), "unique_key"),
+            headers=headers_field(data.get("headers")),
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:
-        """Read the JSON form from text; a clear `PayloadError` for anything else."""
-        try:
-            data = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise PayloadError(f"not a job envelope: the body is not JSON ({exc})") from exc
+        """Read the JSON form from text; a `MalformedEntry` naming what is wrong otherwise."""
+        data = parse_json(text, "the envelope")
         return cls.from_dict(data)
 
 
@@ -258,17 +252,21 @@ _c_compact: Any = (
 
 
 def encode_payload(payload: JSONValue) -> str:
-    """Payload as compact JSON text, or a `PayloadError` naming what is not JSON."""
+    """Payload as compact JSON text, or a `PayloadError` naming what is not JSON.
+
+    What a worker would refuse to read back (nested too deeply, too large)
+    is refused here, where the caller can still do something about it.
+    """
     try:
-        if _c_compact is None:
-            return _COMPACT.encode(payload)
-        return "".join(_c_compact(payload, 0))
+        text = _COMPACT.encode(payload) if _c_compact is None else "".join(_c_compact(payload, 0))
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"the payload is not JSON-serialisable: {exc}") from exc
     except RecursionError:
         raise PayloadError(
             "the payload is not JSON-serialisable: it refers to itself, or is nested too deeply"
         ) from None
+    check_payload_text(text)
+    return text
 
 
 def encode_headers(headers: Mapping[str, str]) -> str:
@@ -276,9 +274,6 @@ def encode_headers(headers: Mapping[str, str]) -> str:
     return _COMPACT.encode(dict(headers)) if headers else "{}"
 
 
-def decode_payload(text: str) -> JSONValue:
-    """The inverse of `encode_payload`."""
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise PayloadError(f"a stored payload is not JSON: {exc}") from exc
+def decode_payload(text: str | bytes) -> JSONValue:
+    """The inverse of `encode_payload`: a `MalformedEntry` for text it could not have written."""
+    return parse_json(text, "payload")

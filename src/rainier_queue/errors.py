@@ -22,6 +22,7 @@ classes at one place, so the tree is the contract between them:
     └── JobError               about one job; the worker records it and moves on
         ├── UnknownJob         no handler is registered under the job's name
         ├── PayloadError       the payload does not fit the job's fields
+        │   └── MalformedEntry a stored entry that is not a job (names the field)
         ├── JobTimeout         the handler overran its timeout
         └── DeliveryExhausted  delivered more often than allowed, never settled (crashes)
 
@@ -178,6 +179,21 @@ class PayloadError(JobError):
     """A payload that does not fit its job's fields, or an envelope that is not a job."""
 
 
+class MalformedEntry(PayloadError):
+    """A stored entry that is not a job, with the field that is wrong.
+
+    Raised by the checks that read storage (`entry_fields`); a driver turns
+    it into a failed record instead of letting it stop a worker.
+    """
+
+    def __init__(self, field: str, problem: str, *, what: str = "not a job envelope") -> None:
+        self.field = field
+        self.problem = problem
+        self.reason = f"`{field}` {problem}" if field else problem
+        """What is wrong, naming the field, without the leading `what`."""
+        super().__init__(f"{what}: {self.reason}")
+
+
 class JobTimeout(JobError):
     """The handler ran past its timeout and was stopped."""
 
@@ -226,6 +242,7 @@ __all__ = [
     "JobError",
     "JobTimeout",
     "LeaseLost",
+    "MalformedEntry",
     "MissingDependency",
     "NotReplicated",
     "OutcomeUnknown",

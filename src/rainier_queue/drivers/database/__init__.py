@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import ClassVar
@@ -36,14 +37,21 @@ from typing_extensions import override
 
 from ..._clock import from_micros, to_micros
 from ...durations import format_duration
-from ...envelope import QueuedJob, decode_payload, encode_payload
-from ...errors import BrokerRejected, ConfigurationError, LeaseLost
+from ...entry_fields import micros_field
+from ...envelope import QueuedJob, encode_payload
+from ...errors import BrokerError, BrokerRejected, ConfigurationError, LeaseLost, MalformedEntry
 from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
+from ...stored import Malformed, read_columns
 from .dialect import Dialect, Row, Session, T, Work
 from .schema import DEFAULT_PREFIX, EXPECTED_VERSION, Tables, applied_version, apply_pending
 from .statements import Statements
 
+log = logging.getLogger("rainier_queue.database")
+
 _MICROSECOND = timedelta(microseconds=1)
+
+Quarantined = tuple[object, str, Malformed]
+"""A claimed row that is not a job: (its seq, the claim's token, what is wrong with it)."""
 
 POLL_INTERVAL = timedelta(milliseconds=100)
 """How often an idle worker looks for work pushed by another process (SQLite, MySQL)."""
@@ -167,10 +175,14 @@ class DatabaseQueue(Queue):
             until = now + self._lease_us
             claims: list[tuple[object, ...]] = []
             out: list[Reservation] = []
+            bad: list[Quarantined] = []
             for row in rows:
                 token = new_token()
                 claims.append((token, now, until, row[0]))
-                job = job_from_row(row[1:])
+                job = read_columns(row[1:])
+                if isinstance(job, Malformed):
+                    bad.append((row[0], token, job))
+                    continue
                 out.append(
                     Reservation(
                         job=job.with_changes(attempts=job.attempts + 1),
@@ -182,9 +194,47 @@ class DatabaseQueue(Queue):
                 )
             if claims:
                 await s.executemany(self._sql.claim, claims)
+            if bad:
+                await self._quarantine(s, queue, bad)
             return out
 
         return work
+
+    async def _quarantine(self, s: Session, queue: str, bad: Sequence[Quarantined]) -> None:
+        """Move claimed rows that are not jobs into the failed table, as they are stored.
+
+        Inside the claim's own transaction where there is one, so nothing is
+        rolled back because of them: the worker never sees these rows, and
+        `rainier-queue failed` lists each with the field that is wrong.
+        """
+        now = await self._dialect.now(s)
+        for seq, token, malformed in bad:
+            log.error(
+                "queue %r: the row with id %r is not a job (%s); it is moved to the failed "
+                "table as it was stored",
+                queue,
+                malformed.id,
+                malformed.reason,
+            )
+            await s.execute(self._sql.quarantine, (malformed.error, now, seq, token))
+            await s.execute(self._sql.quarantine_delete, (seq, token))
+
+    async def _quarantine_apart(self, queue: str, bad: Sequence[Quarantined]) -> None:
+        """`_quarantine` in a transaction of its own, for a claim already committed.
+
+        If the database fails now, the rows stay claimed and come back when
+        their lease ends, to be moved then; the jobs claimed with them still run.
+        """
+        try:
+            await self._run(lambda s: self._quarantine(s, queue, bad))
+        except BrokerError as exc:
+            log.warning(
+                "queue %r: could not move %d malformed row(s) to the failed table yet (%s); "
+                "they are tried again when their lease ends",
+                queue,
+                len(bad),
+                exc,
+            )
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
@@ -345,12 +395,7 @@ class DatabaseQueue(Queue):
             else (self._sql.failed_on_queue, (queue, limit))
         )
         rows = await self._run(lambda s: s.fetchall(sql, params), write=False)
-        return [
-            FailedJob(
-                job=job_from_row(row[:10]), error=str(row[10]), failed_at=from_micros(row[11])
-            )
-            for row in rows
-        ]
+        return [_failed_from_row(row) for row in rows]
 
     async def retry_failed(self, job_id: str) -> bool:
         """Queue a failed job again, due now, with attempts at zero; False if no such job."""
@@ -398,29 +443,19 @@ def _row_for(job: QueuedJob) -> tuple[object, ...]:
     )
 
 
-def job_from_row(row: Row) -> QueuedJob:
-    """The envelope from its columns, in `statements.ENVELOPE` order."""
-    job_id, queue, name, payload, headers, attempts, max_attempts, available, created, key = row
-    return QueuedJob(
-        id=str(job_id),
-        name=str(name),
-        payload=decode_payload(payload),
-        queue=str(queue),
-        attempts=max(0, int(attempts)),
-        max_attempts=max(1, int(max_attempts)),
-        available_at=from_micros(int(available)),
-        created_at=from_micros(int(created)),
-        unique_key=None if key is None else str(key),
-        headers=_headers(headers),
+def _failed_from_row(row: Row) -> FailedJob:
+    """A failed-table row (`ENVELOPE`, error, failed_at), whatever it holds."""
+    job = read_columns(row[:10])
+    if isinstance(job, Malformed):
+        job = job.as_job(queue="?", job_id="?")
+    try:
+        failed_at = micros_field(row[11], "failed_at")
+    except MalformedEntry:
+        failed_at = from_micros(0)
+    error = row[10]
+    return FailedJob(
+        job=job, error=error if isinstance(error, str) else repr(error), failed_at=failed_at
     )
-
-
-def _headers(stored: object) -> dict[str, str]:
-    """The stored headers column; most jobs have none, and `{}` is not worth decoding."""
-    if not stored or stored == "{}" or stored == b"{}":
-        return {}
-    text = stored if isinstance(stored, str | bytes) else str(stored)
-    return {str(k): str(v) for k, v in json.loads(text).items()}
 
 
 def _lost(reservation: Reservation) -> LeaseLost:
@@ -430,4 +465,4 @@ def _lost(reservation: Reservation) -> LeaseLost:
     )
 
 
-__all__ = ["DatabaseQueue", "Dialect", "job_from_row"]
+__all__ = ["DatabaseQueue", "Dialect", "Quarantined"]

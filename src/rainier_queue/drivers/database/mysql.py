@@ -50,8 +50,9 @@ from ...envelope import QueuedJob
 from ...errors import BrokerUnavailable, ConfigurationError
 from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
+from ...stored import Malformed, read_columns
 from .._options import merge_options
-from . import DatabaseQueue, _lost, job_from_row
+from . import DatabaseQueue, Quarantined, _lost
 from ._mysql import (
     NOW_US,
     TLS_OPTIONS,
@@ -279,8 +280,12 @@ class MySQLQueue(DatabaseQueue):
             pairs = [value for pair in zip(seqs, tokens, strict=True) for value in pair]
             await s.execute(sql, [*pairs, now, until, *seqs])
             out: list[Reservation] = []
+            bad: list[Quarantined] = []
             for row, token in zip(rows, tokens, strict=True):
-                job = job_from_row(row[1:-1])
+                job = read_columns(row[1:-1])
+                if isinstance(job, Malformed):
+                    bad.append((row[0], token, job))
+                    continue
                 out.append(
                     Reservation(
                         job=job.with_changes(attempts=job.attempts + 1),
@@ -290,6 +295,8 @@ class MySQLQueue(DatabaseQueue):
                         handle=row[0],
                     )
                 )
+            if bad:
+                await self._quarantine(s, queue, bad)
             return out
 
         return work

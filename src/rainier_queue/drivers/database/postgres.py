@@ -54,8 +54,9 @@ from ...errors import BrokerUnavailable, ConfigurationError
 from ...flags import parse_flag
 from ...job import Job
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation
+from ...stored import Malformed, read_columns
 from .._options import merge_options
-from . import DatabaseQueue, _lost, job_from_row
+from . import DatabaseQueue, Quarantined, _lost
 from ._postgres import (
     DEFAULT_POOL_TIMEOUT,
     NOW_US,
@@ -437,21 +438,30 @@ class PostgresQueue(DatabaseQueue):
         if limit < 1:
             return []
         _, rows = await self._one(self._pg.claim, (queue, limit, self._lease_us))
-        return self._reservations(rows)
+        return await self._reservations(queue, rows)
 
-    def _reservations(self, rows: list[Row]) -> list[Reservation]:
+    async def _reservations(self, queue: str, rows: list[Row]) -> list[Reservation]:
         # RETURNING has no order of its own: put them back in claim order.
         rows.sort(key=lambda row: (row[1], row[0]))
-        return [
-            Reservation(
-                job=job_from_row(row[4:]),  # attempts already count this delivery
-                token=str(row[3]),
-                lease_until=from_micros(int(row[2])),
-                lease=self._lease,
-                handle=row[0],
+        out: list[Reservation] = []
+        bad: list[Quarantined] = []
+        for row in rows:
+            job = read_columns(row[4:])  # attempts already count this delivery
+            if isinstance(job, Malformed):
+                bad.append((row[0], str(row[3]), job))
+                continue
+            out.append(
+                Reservation(
+                    job=job,
+                    token=str(row[3]),
+                    lease_until=from_micros(int(row[2])),
+                    lease=self._lease,
+                    handle=row[0],
+                )
             )
-            for row in rows
-        ]
+        if bad:
+            await self._quarantine_apart(queue, bad)
+        return out
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
@@ -501,7 +511,7 @@ class PostgresQueue(DatabaseQueue):
         _, rows = await self._one(self._pg.acknowledge_and_claim, params)
         claimed = [row[:-2] for row in rows if row[0] is not None]
         acked = [row[-2:] for row in rows if row[0] is None]
-        return _acknowledged(reservations, acked), self._reservations(claimed)
+        return _acknowledged(reservations, acked), await self._reservations(queue, claimed)
 
     @override
     async def release(

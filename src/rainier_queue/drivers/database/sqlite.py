@@ -28,6 +28,7 @@ queue reports `BrokerUnavailable`, which the worker rides out.
 from __future__ import annotations
 
 import os
+import sqlite3
 import weakref
 from collections.abc import Coroutine, Mapping
 from datetime import timedelta
@@ -46,7 +47,6 @@ from .dialect import Dialect, Row, Work
 from .schema import DEFAULT_PREFIX, check_prefix
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Sequence
 
     from .. import DriverContext
@@ -87,7 +87,28 @@ class _Session:
         self._conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
-        return self._conn.execute(sql, params).fetchall()
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            # SQLite stores whatever bytes it is given as TEXT, and sqlite3 refuses to
+            # hand over a whole result for one value that is not UTF-8. A read is
+            # asked again with such text kept as it is (surrogate escapes), for the
+            # reading code to refuse with the column named; a write is never repeated.
+            if not str(exc).startswith("Could not decode to UTF-8") or not _is_read(sql):
+                raise
+            self._conn.text_factory = _keep_undecodable
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            finally:
+                self._conn.text_factory = str
+
+
+def _keep_undecodable(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _is_read(sql: str) -> bool:
+    return sql.lstrip()[:6].upper() == "SELECT"
 
 
 def _drive(coro: Coroutine[Any, Any, T]) -> T:

@@ -34,6 +34,9 @@ class Statements:
     release: str
     renew: str
     record_failure: str
+    quarantine: str
+    """Move a claimed row that is not a job into the failed table as it is stored."""
+    quarantine_delete: str
     size: str
     clear: str
     failed_all: str
@@ -70,6 +73,11 @@ class Statements:
             # job exactly as stored, and it is written only if the token matches.
             "record_failure": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
             f"SELECT {ENVELOPE}, ?, ? FROM {jobs} {fenced}",
+            # A row that is not a job is named by its seq (its id may be unusable)
+            # and by the token its claim just wrote, and copied byte for byte.
+            "quarantine": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
+            f"SELECT {ENVELOPE}, ?, ? FROM {jobs} WHERE seq = ? AND reservation_token = ?",
+            "quarantine_delete": f"DELETE FROM {jobs} WHERE seq = ? AND reservation_token = ?",
             "size": f"SELECT COUNT(*) FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
             "clear": f"DELETE FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
             "failed_all": f"{failed_list} ORDER BY failed_at DESC, seq DESC LIMIT ?",

@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: MIT
+"""Reading what storage holds: every entry becomes a job or a malformed record, nothing else.
+
+Our storage is not ours alone. A service in another language, a migration
+script, a person at `psql` or `redis-cli`, a producer on a shared topic or
+an older or newer release of this library may all write into it. A worker
+that raises on the first entry it cannot read stops the whole queue behind
+that entry, on every worker at once, and a crash inside a transaction can
+undo other jobs' acknowledgements with it. So the read path is *total*:
+the functions here take whatever a driver fetched and return either a
+`QueuedJob` or a `Malformed` (why, naming the field, and the entry as it
+was), and they never raise. The driver then records a `Malformed` in its
+failed store, where `rainier-queue failed` lists it, and goes on.
+
+Limits are checked before anything recurses: a payload nested deeper than
+`MAX_DEPTH` or larger than `MAX_ENTRY_BYTES` is refused from its text, not
+by a `RecursionError` halfway through parsing it. Text that is not valid
+UTF-8 (or JSON escapes that decode to a lone surrogate, which no UTF-8 store
+can hold) is refused too, so that nothing we hand on can fail to be written
+back or printed later.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ._clock import utcnow
+from .entry_fields import (
+    as_text,
+    check_depth,
+    count_field,
+    headers_field,
+    micros_field,
+    name_field,
+    optional_text,
+    parse_json,
+    raw_value,
+)
+from .envelope import JSONValue, QueuedJob
+from .errors import MalformedEntry
+
+NOT_A_JOB = "rainier-queue:not-a-job"
+"""The name a malformed entry is failed under: no handler has it, so a retry fails again
+until someone repairs the entry by hand."""
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A stored entry that could not be read as a job: why, and the entry itself.
+
+    `raw` is the entry as JSON-safe data: text stays text, bytes that are not
+    UTF-8 become `{"base64": "..."}`, so it can be listed, printed and written
+    to any failed store without failing a second time.
+    """
+
+    reason: str
+    """What was wrong, naming the field: "`attempts` must be a whole number, not 'abc'"."""
+    raw: JSONValue
+    id: str | None = None
+    """The entry's own id, where it had a usable one."""
+    queue: str | None = None
+
+    @property
+    def error(self) -> str:
+        """The error recorded with the entry in the failed store."""
+        return (
+            f"not a job: {self.reason}. The entry was written by something other than this "
+            "version of rainier-queue; it is kept as it was stored. Repair it and retry it, "
+            "or forget it."
+        )
+
+    def as_job(self, *, queue: str, job_id: str) -> QueuedJob:
+        """An envelope that carries the entry into a failed store, under `NOT_A_JOB`."""
+        now = utcnow()
+        return QueuedJob(
+            id=self.id or job_id,
+            name=NOT_A_JOB,
+            payload={"raw": self.raw},
+            queue=self.queue or queue,
+            attempts=1,
+            max_attempts=1,
+            available_at=now,
+            created_at=now,
+        )
+
+
+# -- whole entries ---------------------------------------------------------------------
+
+
+def read_envelope(body: object) -> QueuedJob | Malformed:
+    """A job from its stored JSON text (Redis, Kafka), or a `Malformed`. Never raises."""
+    try:
+        return QueuedJob.from_dict(parse_json(body, "the entry"))
+    except MalformedEntry as exc:
+        return Malformed(reason=exc.reason, raw=raw_value(body), id=_usable_id(body))
+    except Exception as exc:  # the one place that keeps a surprise from stopping the worker
+        return Malformed(reason=_unexpected(exc), raw=raw_value(body))
+
+
+def read_columns(row: tuple[Any, ...] | list[Any]) -> QueuedJob | Malformed:
+    """A job from the SQL drivers' columns (`ENVELOPE` order), or a `Malformed`. Never raises."""
+    try:
+        job_id, queue, name, payload, headers, attempts, max_attempts, available, created, key = row
+        return QueuedJob(
+            id=name_field(job_id, "id"),
+            name=name_field(name, "name"),
+            payload=parse_json(payload, "payload"),
+            queue=name_field(queue, "queue"),
+            attempts=count_field(attempts, "attempts", least=0),
+            max_attempts=count_field(max_attempts, "max_attempts", least=1),
+            available_at=micros_field(available, "available_at"),
+            created_at=micros_field(created, "created_at"),
+            unique_key=optional_text(key, "unique_key"),
+            headers=(
+                {}
+                if headers in ("{}", b"{}", "", b"")
+                else headers_field(parse_json(headers, "headers"))
+            ),
+        )
+    except MalformedEntry as exc:
+        reason = exc.reason
+    except Exception as exc:
+        reason = _unexpected(exc)
+    raw = {column: raw_value(value) for column, value in zip(_COLUMNS, row, strict=False)}
+    job_id, queue = raw.get("id"), raw.get("queue")
+    return Malformed(
+        reason=reason,
+        raw=raw,
+        id=job_id if isinstance(job_id, str) and job_id else None,
+        queue=queue if isinstance(queue, str) and queue else None,
+    )
+
+
+_COLUMNS = (
+    "id",
+    "queue",
+    "name",
+    "payload",
+    "headers",
+    "attempts",
+    "max_attempts",
+    "available_at",
+    "created_at",
+    "unique_key",
+)
+
+
+def _usable_id(body: object) -> str | None:
+    """The entry's `id`, when it is an object with a plain text id (so the record keeps it)."""
+    try:
+        text = as_text(body, "entry")
+        check_depth(text)
+        data = json.loads(text)
+    except Exception:
+        return None
+    job_id = data.get("id") if isinstance(data, dict) else None
+    return job_id if isinstance(job_id, str) and job_id and job_id.isprintable() else None
+
+
+def _unexpected(exc: BaseException) -> str:
+    return f"could not be read ({type(exc).__name__}: {exc})"
+
+
+__all__ = ["NOT_A_JOB", "Malformed", "read_columns", "read_envelope"]
