@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install demo check lint typecheck pytest test clean bench
+.PHONY: help install demo check lint typecheck pytest test clean bench fuzz
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -40,3 +40,6 @@ bench: install  ## the comparison with peers: throughput, latency, memory (<15 m
 	scripts/services.sh postgres mariadb redis
 	RQBENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
 		$(BIN)/python -m bench.compare.run $(BENCH_ARGS)
+
+fuzz: install  ## the read-path fuzz tests, long profile (RAINIER_QUEUE_FUZZ=long)
+	RAINIER_QUEUE_FUZZ=long $(BIN)/pytest tests/foreign/test_fuzz.py

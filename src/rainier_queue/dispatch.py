@@ -21,7 +21,9 @@ from .job import Job
 if TYPE_CHECKING:
     from .manager import QueueManager
 
-MAX_QUEUE_NAME = 200
+MAX_QUEUE_NAME = 191
+"""The longest queue name every driver stores: MySQL's indexed `VARCHAR(191)` (191 four-byte
+characters fit an InnoDB index key) is the tightest."""
 
 
 def check_queue_name(name: str) -> str:

@@ -120,7 +120,7 @@ def parse_json(value: object, field: str) -> object:
     text = as_text(value, field)
     check_depth(text, field)
     try:
-        data = json.loads(text)
+        data = _STRICT_JSON.decode(text)
     except RecursionError:  # pragma: no cover - check_depth stops this first
         raise MalformedEntry(field, f"is nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
@@ -133,6 +133,15 @@ def parse_json(value: object, field: str) -> object:
                 field, "holds a lone surrogate escape (such as \\ud800), which is not text"
             ) from None
     return data
+
+
+def _no_constants(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants)
+"""JSON as RFC 8259 has it: `NaN` and `Infinity` (which Python would read) are refused,
+as dispatch refuses to write them."""
 
 
 # -- fields ----------------------------------------------------------------------------
@@ -254,3 +263,11 @@ def check_payload_text(text: str) -> None:
             f"the payload is {len(text):,} characters of JSON, over the 64 MiB limit; "
             "store large data elsewhere and pass its key"
         )
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise PayloadError(
+                f"the payload holds {text[exc.start]!r}, a lone surrogate, which is not text "
+                "and cannot be stored; decode bytes before putting them in a job"
+            ) from None

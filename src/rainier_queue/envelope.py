@@ -25,6 +25,11 @@ The JSON form, version 1:
 }
 ```
 
+Reading checks every field it finds (see `entry_fields`): a wrong type, a
+number out of range, a time that is not RFC 3339 or a `v` newer than this
+code is a `MalformedEntry` naming the field, and a newer version is never
+read as this one. An absent `v` is read as 1.
+
 A driver's own bookkeeping (a stream id, a receipt handle, an offset) never
 goes in here: it belongs to the `Reservation`, which is one delivery of the
 job, not the job.

@@ -89,10 +89,13 @@ class Malformed:
 # -- whole entries ---------------------------------------------------------------------
 
 
-def read_envelope(body: object) -> QueuedJob | Malformed:
-    """A job from its stored JSON text (Redis, Kafka), or a `Malformed`. Never raises."""
+def read_envelope(body: object, *, field: str = "body") -> QueuedJob | Malformed:
+    """A job from its stored JSON text (Redis, Kafka), or a `Malformed`. Never raises.
+
+    `field` names where the text was (a stream entry's `body`, a record's `value`).
+    """
     try:
-        return QueuedJob.from_dict(parse_json(body, "the entry"))
+        return QueuedJob.from_dict(parse_json(body, field))
     except MalformedEntry as exc:
         return Malformed(reason=exc.reason, raw=raw_value(body), id=_usable_id(body))
     except Exception as exc:  # the one place that keeps a surprise from stopping the worker

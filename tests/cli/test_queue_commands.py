@@ -43,6 +43,20 @@ def test_an_unknown_job_name_or_a_payload_that_is_not_json_is_refused(cli: Cli) 
     assert no_traceback(not_json)
 
 
+def test_a_payload_nested_too_deeply_is_refused_in_one_line_and_nothing_is_queued(
+    cli: Cli,
+) -> None:
+    deep = "[" * 20_000 + "]" * 20_000
+
+    refused = cli("dispatch", "note", "--payload", deep)
+
+    assert refused.code == 2, refused.output
+    assert "--payload is nested more than 256 levels deep" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert no_traceback(refused)
+    assert cli.sizes("default") == {"default": 0}
+
+
 def test_without_an_app_dispatch_warns_and_pushes_a_raw_envelope_a_worker_can_run(
     db_url: str, tmp_path: Path
 ) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pymysql  # type: ignore[import-untyped]
 import pytest
 
+from rainier_queue.dispatch import MAX_QUEUE_NAME, check_queue_name
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.database import _mysql_push as push_module
 from rainier_queue.drivers.database._mysql import (
@@ -82,6 +83,20 @@ async def test_four_byte_characters_round_trip_in_payloads_names_queues_and_head
     assert reservation.job.name == "send 📨"
     assert reservation.job.queue == "inbox 📬"
     assert dict(reservation.job.headers) == {"trace": "🧵 thread"}
+
+
+async def test_a_queue_name_as_long_as_dispatch_allows_fits_the_queue_column(
+    queue: Queue,
+) -> None:
+    # The column is VARCHAR(191); dispatch once let names of 192 to 200 through.
+    name = "q" * (MAX_QUEUE_NAME - 1) + "🎉"
+    await queue.push(QueuedJob.create("long", None, queue=name))
+
+    [reservation] = await queue.reserve(name)
+
+    assert reservation.job.queue == name
+    with pytest.raises(ValueError, match=f"at most {MAX_QUEUE_NAME} characters"):
+        check_queue_name(name + "q")
 
 
 async def test_a_failed_job_keeps_its_four_byte_payload_and_error(prefix: str) -> None:

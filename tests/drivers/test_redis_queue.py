@@ -133,9 +133,9 @@ async def test_a_raw_body_reserved_by_this_library_goes_to_the_failed_store_not_
     assert [r.job.id for r in got] == [good.id]
     failed = await queue.failed_jobs()
     assert [(f.job.name, f.job.payload) for f in failed] == [
-        (NOT_A_JOB, "plain text from another system")
+        (NOT_A_JOB, {"raw": "plain text from another system"})
     ]
-    assert "not a job envelope" in failed[0].error
+    assert "not a job: `body` is not JSON" in failed[0].error
     assert await queue.size("default") == 0
 
 

@@ -13,14 +13,14 @@ a job whose code is not installed here.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
 import click
 
+from ..entry_fields import parse_json
 from ..envelope import QueuedJob
-from ..errors import PayloadError
+from ..errors import MalformedEntry, PayloadError
 from ..job import Job
 from .loading import Loaded
 from .output import Problem, echo, note, warn
@@ -91,11 +91,13 @@ def dispatch(
 
 def _parse_payload(text: str) -> Any:
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise Problem(
-            f"--payload is not JSON ({exc}); quote it, as in --payload '{{\"n\": 1}}'"
-        ) from None
+        return parse_json(text, "--payload")
+    except MalformedEntry as exc:
+        if exc.problem.startswith("is not JSON"):
+            raise Problem(
+                f"--payload {exc.problem}; quote it, as in --payload '{{\"n\": 1}}'"
+            ) from None
+        raise Problem(f"--payload {exc.problem}, which workers refuse to read") from None
 
 
 def _build(loaded: Loaded, name: str, data: Any) -> Job:

@@ -70,19 +70,19 @@ def failed(state: State, queue: str | None, limit: int, as_json: bool) -> None:
         warn_if_private(target)
         jobs = await store.failed_jobs(queue=queue, limit=limit)
         if as_json:
-            echo(json.dumps([_as_dict(f) for f in jobs], ensure_ascii=False))
+            echo(_json_text([_as_dict(f) for f in jobs]))
             return 0
         if not jobs:
             note("no failed jobs" + (f" on queue `{queue}`" if queue else ""))
             return 0
         rows = [
             (
-                f.job.id,
-                f.job.name,
-                f.job.queue,
+                _shown(f.job.id),
+                _shown(f.job.name),
+                _shown(f.job.queue),
                 f"{f.job.attempts}/{f.job.max_attempts}",
                 f.failed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
-                first_line(f.error),
+                _shown(first_line(f.error)),
             )
             for f in jobs
         ]
@@ -94,6 +94,25 @@ def failed(state: State, queue: str | None, limit: int, as_json: bool) -> None:
         return 0
 
     run_command(state, body)
+
+
+def _json_text(data: object) -> str:
+    """JSON with its text as written, or with ASCII escapes where the text cannot be UTF-8.
+
+    A failed record may hold anything a producer wrote (a lone surrogate, say);
+    the listing prints it rather than failing for the whole store.
+    """
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data)
+    return text
+
+
+def _shown(text: str) -> str:
+    """`text` for a terminal: anything that is not valid text shown as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _as_dict(failed_job: FailedJob) -> dict[str, object]:

@@ -50,8 +50,12 @@ log = logging.getLogger("rainier_queue.database")
 
 _MICROSECOND = timedelta(microseconds=1)
 
-Quarantined = tuple[object, str, Malformed]
-"""A claimed row that is not a job: (its seq, the claim's token, what is wrong with it)."""
+Quarantined = tuple[object, str | None, Malformed]
+"""A row that is not a job: (its seq, the token its claim wrote or None for a row this
+transaction holds locked unclaimed, what is wrong with it)."""
+
+MAX_CLAIM_PASSES = 100
+"""How many claims one reserve makes at most while it keeps meeting rows that are not jobs."""
 
 POLL_INTERVAL = timedelta(milliseconds=100)
 """How often an idle worker looks for work pushed by another process (SQLite, MySQL)."""
@@ -167,9 +171,28 @@ class DatabaseQueue(Queue):
         return await self._run(self._reserve_work(queue, limit))
 
     def _reserve_work(self, queue: str, limit: int) -> Work[list[Reservation]]:
-        """The unit of work that claims up to `limit` due jobs of `queue`."""
+        """The unit of work that claims up to `limit` due jobs of `queue`.
+
+        A claim that met rows that are not jobs (moved to the failed table)
+        claims again for the places they took: an empty answer must mean an
+        empty queue, or a `--stop-when-empty` worker would stop behind them.
+        """
 
         async def work(s: Session) -> list[Reservation]:
+            out: list[Reservation] = []
+            for _ in range(MAX_CLAIM_PASSES):
+                claimed, malformed = await self._claim_pass(queue, limit - len(out))(s)
+                out += claimed
+                if not malformed or len(out) >= limit:
+                    break
+            return out
+
+        return work
+
+    def _claim_pass(self, queue: str, limit: int) -> Work[tuple[list[Reservation], int]]:
+        """One claim of up to `limit` rows: the jobs, and how many rows were not jobs."""
+
+        async def work(s: Session) -> tuple[list[Reservation], int]:
             now = await self._dialect.now(s)
             rows = await s.fetchall(self._sql.select_due, (queue, now, limit))
             until = now + self._lease_us
@@ -177,12 +200,12 @@ class DatabaseQueue(Queue):
             out: list[Reservation] = []
             bad: list[Quarantined] = []
             for row in rows:
-                token = new_token()
-                claims.append((token, now, until, row[0]))
                 job = read_columns(row[1:])
                 if isinstance(job, Malformed):
-                    bad.append((row[0], token, job))
+                    bad.append((row[0], None, job))
                     continue
+                token = new_token()
+                claims.append((token, now, until, row[0]))
                 out.append(
                     Reservation(
                         job=job.with_changes(attempts=job.attempts + 1),
@@ -196,16 +219,17 @@ class DatabaseQueue(Queue):
                 await s.executemany(self._sql.claim, claims)
             if bad:
                 await self._quarantine(s, queue, bad)
-            return out
+            return out, len(bad)
 
         return work
 
     async def _quarantine(self, s: Session, queue: str, bad: Sequence[Quarantined]) -> None:
-        """Move claimed rows that are not jobs into the failed table, as they are stored.
+        """Move rows that are not jobs into the failed table, as they are stored.
 
-        Inside the claim's own transaction where there is one, so nothing is
-        rolled back because of them: the worker never sees these rows, and
-        `rainier-queue failed` lists each with the field that is wrong.
+        Inside the claim's own transaction where there is one (the rows are
+        locked and left unclaimed, so they are copied exactly as written), so
+        nothing is rolled back because of them: the worker never sees these
+        rows, and `rainier-queue failed` lists each with the field that is wrong.
         """
         now = await self._dialect.now(s)
         for seq, token, malformed in bad:
@@ -216,8 +240,12 @@ class DatabaseQueue(Queue):
                 malformed.id,
                 malformed.reason,
             )
-            await s.execute(self._sql.quarantine, (malformed.error, now, seq, token))
-            await s.execute(self._sql.quarantine_delete, (seq, token))
+            if token is None:
+                await s.execute(self._sql.quarantine_locked, (malformed.error, now, seq))
+                await s.execute(self._sql.quarantine_locked_delete, (seq,))
+            else:
+                await s.execute(self._sql.quarantine, (malformed.error, now, seq, token))
+                await s.execute(self._sql.quarantine_delete, (seq, token))
 
     async def _quarantine_apart(self, queue: str, bad: Sequence[Quarantined]) -> None:
         """`_quarantine` in a transaction of its own, for a claim already committed.

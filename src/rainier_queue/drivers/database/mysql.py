@@ -264,28 +264,31 @@ class MySQLQueue(DatabaseQueue):
         return [job.id for job in jobs]
 
     @override
-    def _reserve_work(self, queue: str, limit: int) -> Work[list[Reservation]]:
-        async def work(s: SessionProtocol) -> list[Reservation]:
+    def _claim_pass(self, queue: str, limit: int) -> Work[tuple[list[Reservation], int]]:
+        async def work(s: SessionProtocol) -> tuple[list[Reservation], int]:
             rows = await s.fetchall(self._claimable, (queue, limit))
             if not rows:
-                return []
+                return [], 0
             now = int(rows[0][-1])
             until = now + self._lease_us
-            tokens = [new_token() for _ in rows]
-            seqs = [row[0] for row in rows]
-            sql = self._claim_rows.format(
-                cases=" ".join(["WHEN %s THEN %s"] * len(rows)),
-                marks=", ".join(["%s"] * len(rows)),
-            )
-            pairs = [value for pair in zip(seqs, tokens, strict=True) for value in pair]
-            await s.execute(sql, [*pairs, now, until, *seqs])
+            read = [(row, read_columns(row[1:-1])) for row in rows]
+            # Rows that are not jobs stay unclaimed (locked by this transaction) and are
+            # moved to the failed table exactly as they were written.
+            bad: list[Quarantined] = [
+                (row[0], None, job) for row, job in read if isinstance(job, Malformed)
+            ]
+            good = [(row, job) for row, job in read if not isinstance(job, Malformed)]
+            tokens = [new_token() for _ in good]
+            seqs = [row[0] for row, _ in good]
+            if good:
+                sql = self._claim_rows.format(
+                    cases=" ".join(["WHEN %s THEN %s"] * len(good)),
+                    marks=", ".join(["%s"] * len(good)),
+                )
+                pairs = [value for pair in zip(seqs, tokens, strict=True) for value in pair]
+                await s.execute(sql, [*pairs, now, until, *seqs])
             out: list[Reservation] = []
-            bad: list[Quarantined] = []
-            for row, token in zip(rows, tokens, strict=True):
-                job = read_columns(row[1:-1])
-                if isinstance(job, Malformed):
-                    bad.append((row[0], token, job))
-                    continue
+            for (row, job), token in zip(good, tokens, strict=True):
                 out.append(
                     Reservation(
                         job=job.with_changes(attempts=job.attempts + 1),
@@ -297,7 +300,7 @@ class MySQLQueue(DatabaseQueue):
                 )
             if bad:
                 await self._quarantine(s, queue, bad)
-            return out
+            return out, len(bad)
 
         return work
 

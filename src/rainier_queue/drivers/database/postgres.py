@@ -56,7 +56,7 @@ from ...job import Job
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation
 from ...stored import Malformed, read_columns
 from .._options import merge_options
-from . import DatabaseQueue, Quarantined, _lost
+from . import MAX_CLAIM_PASSES, DatabaseQueue, Quarantined, _lost
 from ._postgres import (
     DEFAULT_POOL_TIMEOUT,
     NOW_US,
@@ -438,9 +438,25 @@ class PostgresQueue(DatabaseQueue):
         if limit < 1:
             return []
         _, rows = await self._one(self._pg.claim, (queue, limit, self._lease_us))
-        return await self._reservations(queue, rows)
+        return await self._reservations(queue, rows, limit)
 
-    async def _reservations(self, queue: str, rows: list[Row]) -> list[Reservation]:
+    async def _reservations(self, queue: str, rows: list[Row], limit: int) -> list[Reservation]:
+        """The claimed rows as reservations; rows that are not jobs are failed, and claimed for.
+
+        An empty answer must mean an empty queue (see `DatabaseQueue._reserve_work`),
+        so the places such rows took are claimed again, a bounded number of times.
+        """
+        out, malformed = await self._read_claimed(queue, rows)
+        passes = 1
+        while malformed and len(out) < limit and passes < MAX_CLAIM_PASSES:
+            params = (queue, limit - len(out), self._lease_us)
+            _, rows = await self._one(self._pg.claim, params)
+            more, malformed = await self._read_claimed(queue, rows)
+            out += more
+            passes += 1
+        return out
+
+    async def _read_claimed(self, queue: str, rows: list[Row]) -> tuple[list[Reservation], int]:
         # RETURNING has no order of its own: put them back in claim order.
         rows.sort(key=lambda row: (row[1], row[0]))
         out: list[Reservation] = []
@@ -461,7 +477,7 @@ class PostgresQueue(DatabaseQueue):
             )
         if bad:
             await self._quarantine_apart(queue, bad)
-        return out
+        return out, len(bad)
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
@@ -511,7 +527,7 @@ class PostgresQueue(DatabaseQueue):
         _, rows = await self._one(self._pg.acknowledge_and_claim, params)
         claimed = [row[:-2] for row in rows if row[0] is not None]
         acked = [row[-2:] for row in rows if row[0] is None]
-        return _acknowledged(reservations, acked), await self._reservations(queue, claimed)
+        return _acknowledged(reservations, acked), await self._reservations(queue, claimed, limit)
 
     @override
     async def release(

@@ -37,6 +37,9 @@ class Statements:
     quarantine: str
     """Move a claimed row that is not a job into the failed table as it is stored."""
     quarantine_delete: str
+    quarantine_locked: str
+    """`quarantine` for a row this transaction holds locked and has not claimed."""
+    quarantine_locked_delete: str
     size: str
     clear: str
     failed_all: str
@@ -78,6 +81,9 @@ class Statements:
             "quarantine": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
             f"SELECT {ENVELOPE}, ?, ? FROM {jobs} WHERE seq = ? AND reservation_token = ?",
             "quarantine_delete": f"DELETE FROM {jobs} WHERE seq = ? AND reservation_token = ?",
+            "quarantine_locked": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
+            f"SELECT {ENVELOPE}, ?, ? FROM {jobs} WHERE seq = ?",
+            "quarantine_locked_delete": f"DELETE FROM {jobs} WHERE seq = ?",
             "size": f"SELECT COUNT(*) FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
             "clear": f"DELETE FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
             "failed_all": f"{failed_list} ORDER BY failed_at DESC, seq DESC LIMIT ?",

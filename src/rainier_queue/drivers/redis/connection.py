@@ -82,8 +82,8 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
         return _cluster_from_seeds(url, decode=decode)
     try:
         if cluster:
-            return RedisCluster.from_url(url, decode_responses=decode)
-        client = Redis.from_url(url, decode_responses=decode)
+            return RedisCluster.from_url(url, decode_responses=decode, **text_errors(decode))
+        client = Redis.from_url(url, decode_responses=decode, **text_errors(decode))
         pool = client.connection_pool
         pool.connection_class(**pool.connection_kwargs)  # builds, does not connect
     except TypeError as exc:
@@ -220,7 +220,20 @@ def _cluster_from_seeds(url: str, *, decode: bool) -> RedisCluster:
         kwargs["username"] = parts.username
     if parts.password:
         kwargs["password"] = parts.password
+    kwargs.update(text_errors(decode))
     return RedisCluster(startup_nodes=nodes, decode_responses=decode, **kwargs)
+
+
+def text_errors(decode: bool) -> dict[str, Any]:
+    """Replies that are not UTF-8 are kept, as surrogate escapes, instead of raising.
+
+    Anything may write into a stream; with redis-py's strict default one such
+    entry makes every reply that carries it fail in the reader, before any
+    of our code sees it, and stops every worker that reserves it. Kept this
+    way, the reading code refuses it with the field named (and gives the
+    bytes back exactly, `surrogateescape` being reversible).
+    """
+    return {"encoding_errors": "surrogateescape"} if decode else {}
 
 
 class Ready:

@@ -11,15 +11,16 @@ the restored job to the stream in one script, so a retry cannot run twice.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any, cast
 
-from ..._clock import utcnow
-from ...envelope import QueuedJob, parse_time
-from ...errors import PayloadError
+from ..._clock import from_micros, utcnow
+from ...entry_fields import parse_json, raw_value, time_field
+from ...envelope import QueuedJob
+from ...errors import MalformedEntry
 from ...queue import FailedJob
+from ...stored import Malformed
 from . import scripts
 from .connection import Ready, translated
 from .keys import Keys
@@ -54,20 +55,7 @@ class RedisFailedJobs:
                 Awaitable[list[str]],
                 (await self._ready()).lrange(self.keys.queue(queue).failed, 0, -1),
             )
-        out: list[tuple[str, FailedJob]] = []
-        for item in raw:
-            try:
-                data = json.loads(item)
-                failed = FailedJob(
-                    job=QueuedJob.from_dict(data["job"]),
-                    error=str(data.get("error", "")),
-                    failed_at=parse_time(data["failed_at"]),
-                )
-            except (ValueError, KeyError, TypeError, PayloadError):
-                log.warning("queue %r: skipping an unreadable failed-job record", queue)
-                continue
-            out.append((item, failed))
-        return out
+        return [(item, _failed_record(item, queue, i)) for i, item in enumerate(raw)]
 
     async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
         rows: list[FailedJob] = []
@@ -122,6 +110,30 @@ class RedisFailedJobs:
                 count, _ = await pipe.execute()
             total += int(count)
         return total
+
+
+def _failed_record(item: str, queue: str, index: int) -> FailedJob:
+    """One record of a failed list, whatever it holds: unreadable ones are listed, not skipped."""
+    try:
+        data = parse_json(item, "failed record")
+        if not isinstance(data, dict):
+            raise MalformedEntry("", "is not a JSON object", what="failed record")
+        return FailedJob(
+            job=QueuedJob.from_dict(data.get("job")),
+            error=str(data.get("error", "")),
+            failed_at=time_field(data.get("failed_at"), "failed_at"),
+        )
+    except MalformedEntry as exc:
+        reason = exc.reason
+    except Exception as exc:  # listing must never stop at one record
+        reason = f"could not be read ({type(exc).__name__}: {exc})"
+    log.warning("queue %r: failed record %d cannot be read (%s)", queue, index, reason)
+    unreadable = Malformed(reason=reason, raw=raw_value(item), queue=queue)
+    return FailedJob(
+        job=unreadable.as_job(queue=queue, job_id=f"unreadable-{queue}-{index}"),
+        error=f"this failed record cannot be read: {reason}",
+        failed_at=from_micros(0),
+    )
 
 
 __all__ = ["RedisFailedJobs"]

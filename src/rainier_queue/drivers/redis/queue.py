@@ -20,10 +20,11 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...durations import parse_duration
 from ...envelope import QueuedJob, format_time
-from ...errors import ConfigurationError, LeaseLost, PayloadError
+from ...errors import ConfigurationError, LeaseLost
 from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
 from ...redact import redact_url
+from ...stored import Malformed, read_envelope
 from . import scripts
 from .cluster_writes import ClusterWrites
 from .connection import (
@@ -45,9 +46,11 @@ if TYPE_CHECKING:
 
     from .. import DriverContext
 
+MAX_RESERVE_PASSES = 100
+"""How many reserves one call makes at most while it keeps meeting entries that are not jobs."""
+
 log = logging.getLogger("rainier_queue.redis")
 
-NOT_A_JOB = "rainier-queue:not-a-job"
 """The name a stream entry that is not a job envelope is failed under (see the package doc)."""
 
 WAKE_TOKENS = 4
@@ -242,9 +245,28 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         if limit < 1:
             return []
         await self._check_now_and_then()
+        out, malformed = await self._reserve_once(queue, limit)
+        return await self._top_up(queue, limit, out, malformed)
+
+    async def _reserve_once(self, queue: str, limit: int) -> tuple[list[Reservation], int]:
         keys, args, now = self._reserve_call(queue, limit)
         rows = await self._run(scripts.RESERVE, keys.reserve_keys, args, f"reserve from {queue!r}")
         return await self._reservations(queue, keys, rows, args, now)
+
+    async def _top_up(
+        self, queue: str, limit: int, out: list[Reservation], malformed: int
+    ) -> list[Reservation]:
+        """Reserve again for the places entries that were not jobs took, a bounded number of times.
+
+        An empty answer must mean an empty queue, or a `--stop-when-empty`
+        worker would stop with jobs waiting behind a run of foreign entries.
+        """
+        passes = 1
+        while malformed and len(out) < limit and passes < MAX_RESERVE_PASSES:
+            more, malformed = await self._reserve_once(queue, limit - len(out))
+            out += more
+            passes += 1
+        return out
 
     @property
     @override
@@ -292,7 +314,8 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         for indexes, done in zip(by_queue.values(), answers, strict=False):
             for i, ok in zip(indexes, done, strict=True):
                 outcomes[i] = None if ok else self._lost(reservations[i])
-        return outcomes, await self._reservations(queue, keys, answers[-1], args, now)
+        out, malformed = await self._reservations(queue, keys, answers[-1], args, now)
+        return outcomes, await self._top_up(queue, limit, out, malformed)
 
     async def _acknowledge_and_reserve_one_queue(
         self, reservations: Sequence[Reservation], queue: str, limit: int
@@ -312,7 +335,8 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
             None if ok else self._lost(reservation)
             for reservation, ok in zip(reservations, acked, strict=True)
         ]
-        return outcomes, await self._reservations(queue, keys, rows, args, now)
+        out, malformed = await self._reservations(queue, keys, rows, args, now)
+        return outcomes, await self._top_up(queue, limit, out, malformed)
 
     def _reserve_call(self, queue: str, limit: int) -> tuple[QueueKeys, list[Any], datetime]:
         """The keys, the arguments and the time of one reserve.
@@ -332,15 +356,17 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
 
     async def _reservations(
         self, queue: str, keys: QueueKeys, rows: Any, args: list[Any], now: datetime
-    ) -> list[Reservation]:
+    ) -> tuple[list[Reservation], int]:
+        """The reserved entries as reservations, and how many were not jobs (failed here)."""
         tokens = tokens_for(args[4], len(rows))
         until = now + self._lease
         out: list[Reservation] = []
+        malformed = 0
         for i, (entry_id, body, deliveries) in enumerate(rows):
-            try:
-                waiting = QueuedJob.from_json(body)
-            except PayloadError as exc:
-                await self._fail_foreign(keys, queue, str(entry_id), tokens[i], str(body), exc)
+            waiting = read_envelope(body)
+            if isinstance(waiting, Malformed):
+                await self._fail_foreign(keys, queue, str(entry_id), tokens[i], waiting)
+                malformed += 1
                 continue
             # The stream it came from is its queue, whatever a foreign producer wrote.
             job = waiting.with_changes(queue=queue, attempts=waiting.attempts + int(deliveries))
@@ -349,17 +375,21 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
                     job=job, token=tokens[i], lease_until=until, lease=self._lease, handle=entry_id
                 )
             )
-        return out
+        return out, malformed
 
     async def _fail_foreign(
-        self, keys: QueueKeys, queue: str, entry_id: str, token: str, body: str, exc: Exception
+        self, keys: QueueKeys, queue: str, entry_id: str, token: str, malformed: Malformed
     ) -> None:
         """A stream entry that is not our envelope: never crash, keep it where it can be seen."""
         log.error(
-            "queue %r: stream entry %s is not a job envelope (%s); failing it", queue, entry_id, exc
+            "queue %r: stream entry %s is not a job (%s); it is moved to the failed list as it "
+            "was stored",
+            queue,
+            entry_id,
+            malformed.reason,
         )
-        job = QueuedJob(id=f"raw-{entry_id}", name=NOT_A_JOB, payload=body, queue=queue)
-        await self._store_failure(keys, job, entry_id, token, f"{exc}")
+        job = malformed.as_job(queue=queue, job_id=f"raw-{entry_id}")
+        await self._store_failure(keys, job, entry_id, token, malformed.error)
 
     # -- settling ------------------------------------------------------------------
 
@@ -461,10 +491,11 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
     async def _store_failure(
         self, keys: QueueKeys, job: QueuedJob, entry_id: str, token: str, error: str
     ) -> bool:
+        # ASCII escapes throughout: whatever text the job or the error holds, the
+        # record can be written (a lone surrogate in UTF-8 cannot).
         record = json.dumps(
             {"job": job.to_dict(), "error": error, "failed_at": format_time(utcnow())},
             separators=(",", ":"),
-            ensure_ascii=False,
         )
         async with translated("record a failed job"):
             await (await self._ready()).sadd(self.keys.failed_queues, job.queue)

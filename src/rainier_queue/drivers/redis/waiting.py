@@ -156,6 +156,10 @@ class RedisWaits(Queue):
 
         async def _reservations(
             self, queue: str, keys: QueueKeys, rows: Any, args: list[Any], now: datetime
+        ) -> tuple[list[Reservation], int]: ...
+
+        async def _top_up(
+            self, queue: str, limit: int, out: list[Reservation], malformed: int
         ) -> list[Reservation]: ...
 
     @property
@@ -187,13 +191,14 @@ class RedisWaits(Queue):
         except Abandoned as gone:
             if isinstance(gone.reply, list):
                 now = utcnow()
-                taken = await self._reservations(queue, keys, gone.reply, args, now)
+                taken, _ = await self._reservations(queue, keys, gone.reply, args, now)
                 await self.hand_back_unstarted(taken)
             raise asyncio.CancelledError from None
         if isinstance(rows, Exception):  # the script was not loaded (a restarted Redis?)
             return await self._reserve_handing_back(queue, limit)
         now = utcnow() - timedelta(seconds=in_transit)
-        return await self._reservations(queue, keys, rows, args, now)
+        out, malformed = await self._reservations(queue, keys, rows, args, now)
+        return await self._top_up(queue, limit, out, malformed)
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
