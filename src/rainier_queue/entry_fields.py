@@ -32,8 +32,8 @@ MAX_ENTRY_BYTES = 64 * 1024 * 1024
 MAX_COUNT = 2**31 - 1
 """Largest `attempts` / `max_attempts` a job may carry (the SQL column is a 32-bit integer)."""
 
-_EARLIEST_MICROS = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
-_LATEST_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
+EARLIEST_MICROS = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+LATEST_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 # -- text and JSON -------------------------------------------------------------------
@@ -120,7 +120,7 @@ def parse_json(value: object, field: str) -> object:
     text = as_text(value, field)
     check_depth(text, field)
     try:
-        data = _STRICT_JSON.decode(text)
+        data = STRICT_JSON.decode(text)
     except RecursionError:  # pragma: no cover - check_depth stops this first
         raise MalformedEntry(field, f"is nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
@@ -139,7 +139,7 @@ def _no_constants(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
 
-_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants)
+STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants)
 """JSON as RFC 8259 has it: `NaN` and `Infinity` (which Python would read) are refused,
 as dispatch refuses to write them."""
 
@@ -191,7 +191,7 @@ def micros_field(value: object, field: str) -> datetime:
         raise MalformedEntry(
             field, f"must be microseconds since 1970 as a whole number, not {_kind(value)}"
         )
-    if not _EARLIEST_MICROS <= value <= _LATEST_MICROS:
+    if not EARLIEST_MICROS <= value <= LATEST_MICROS:
         raise MalformedEntry(field, f"is {value} microseconds, outside the years 1 to 9999")
     return from_micros(value)
 
