@@ -180,7 +180,7 @@ async def test_the_lock_store_takes_the_same_tls_settings(
 
 
 def test_a_query_error_that_reads_like_a_certificate_failure_is_not_one() -> None:
-    from rainier_queue.drivers.database._mysql import ServerAddress, translate
+    from rainier_queue.drivers.database.mysql.connection import ServerAddress, translate
 
     address, _ = ServerAddress.from_url("mysql://root@db.example:3306/app", what="test")
 

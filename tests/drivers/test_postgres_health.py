@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from rainier_queue.drivers.database._postgres_health import ServerSettings, warnings_for
+from rainier_queue.drivers.database.postgres.health import ServerSettings, warnings_for
 
 JOBS = "app_jobs"
 

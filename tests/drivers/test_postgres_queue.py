@@ -21,9 +21,9 @@ from rainier_queue import Job, JobContext
 from rainier_queue.cache.postgres import PostgresCache
 from rainier_queue.cache.stores import open_cache
 from rainier_queue.drivers import open_queue
-from rainier_queue.drivers.database import _postgres_push as push_module
-from rainier_queue.drivers.database._postgres_push import COPY_FROM
 from rainier_queue.drivers.database.postgres import PostgresQueue
+from rainier_queue.drivers.database.postgres import push as push_module
+from rainier_queue.drivers.database.postgres.push import COPY_FROM
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import (
     BrokerRejected,

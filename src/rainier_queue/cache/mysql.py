@@ -30,7 +30,7 @@ from typing import Self
 
 from typing_extensions import override
 
-from ..drivers.database._mysql import (
+from ..drivers.database.mysql.connection import (
     NOW_US,
     TLS_OPTIONS,
     ClientTLS,

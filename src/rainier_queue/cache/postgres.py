@@ -28,7 +28,7 @@ import psycopg
 import psycopg.errors
 from typing_extensions import override
 
-from ..drivers.database._postgres import (
+from ..drivers.database.postgres.connection import (
     DEFAULT_POOL_TIMEOUT,
     NOW_US,
     Pool,

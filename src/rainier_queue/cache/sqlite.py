@@ -27,8 +27,8 @@ from typing import Self, TypeVar
 from typing_extensions import override
 
 from .._clock import to_micros, utcnow
-from ..drivers.database._sqlite import SQLiteThread, path_from_url, resolve_file
 from ..drivers.database.schema import check_prefix
+from ..drivers.database.sqlite.connection import SQLiteThread, path_from_url, resolve_file
 from ..durations import parse_duration
 from . import Cache, parse_counter
 

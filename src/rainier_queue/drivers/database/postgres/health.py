@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Self
 
-from .. import tls
+from ... import tls
 
 SETTINGS_SQL = (
     "SELECT current_setting('synchronous_commit'), current_setting('fsync'), "

@@ -36,12 +36,12 @@ from typing import Any
 
 import psycopg
 
-from ..._clock import to_micros, utcnow
-from ...envelope import QueuedJob, encode_headers, encode_payload
-from ._postgres import NOW_US, outcome_unknown
-from ._postgres_listen import PAYLOAD_LIMIT
-from .schema import Tables
-from .statements import ENVELOPE
+from ...._clock import to_micros, utcnow
+from ....envelope import QueuedJob, encode_headers, encode_payload
+from ..schema import Tables
+from ..statements import ENVELOPE
+from .connection import NOW_US, outcome_unknown
+from .listen import PAYLOAD_LIMIT
 
 log = logging.getLogger("rainier_queue.drivers.database.postgres")
 

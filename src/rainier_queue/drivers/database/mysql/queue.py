@@ -44,16 +44,20 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar
 
 from typing_extensions import override
 
-from ..._clock import from_micros
-from ...durations import parse_duration
-from ...envelope import QueuedJob
-from ...errors import BrokerUnavailable, ConfigurationError
-from ...flags import parse_flag
-from ...queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
-from ...stored import Malformed, read_columns
-from .._options import merge_options
-from . import DatabaseQueue, Quarantined, _lost
-from ._mysql import (
+from ...._clock import from_micros
+from ....durations import parse_duration
+from ....envelope import QueuedJob
+from ....errors import BrokerUnavailable, ConfigurationError
+from ....flags import parse_flag
+from ....queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
+from ....stored import Malformed, read_columns
+from ..._options import merge_options
+from .. import DatabaseQueue, Quarantined, _lost
+from ..dialect import Dialect, Work
+from ..dialect import Session as SessionProtocol
+from ..schema import DEFAULT_PREFIX, check_prefix
+from ..statements import ENVELOPE
+from .connection import (
     NOW_US,
     TLS_OPTIONS,
     ClientTLS,
@@ -63,14 +67,10 @@ from ._mysql import (
     int_option,
     wakeup_for,
 )
-from ._mysql_push import insert_jobs
-from .dialect import Dialect, Work
-from .dialect import Session as SessionProtocol
-from .schema import DEFAULT_PREFIX, check_prefix
-from .statements import ENVELOPE
+from .push import insert_jobs
 
 if TYPE_CHECKING:
-    from .. import DriverContext
+    from ... import DriverContext
 
 T = TypeVar("T")
 

@@ -22,9 +22,9 @@ from datetime import timedelta
 import psycopg
 from psycopg import sql
 
-from .. import tls
-from ._postgres import connect_kwargs, unverified
-from .schema import Tables
+from ... import tls
+from ..schema import Tables
+from .connection import connect_kwargs, unverified
 
 log = logging.getLogger("rainier_queue.drivers.database.postgres")
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from ..._clock import to_micros, utcnow
-from ...envelope import QueuedJob, encode_headers, encode_payload
-from ._mysql import NOW_US
-from .dialect import Session
-from .statements import ENVELOPE
+from ...._clock import to_micros, utcnow
+from ....envelope import QueuedJob, encode_headers, encode_payload
+from ..dialect import Session
+from ..statements import ENVELOPE
+from .connection import NOW_US
 
 STATEMENT_LIMIT = 4 * 1024 * 1024
 """Most bytes of SQL in one statement, below the server's `max_allowed_packet`:

@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from ....errors import BrokerRejected, BrokerUnavailable, ConfigurationError
 
 T = TypeVar("T")
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Self
 
-from ._postgres import NOW_US
-from .schema import Tables
-from .statements import ENVELOPE
+from ..schema import Tables
+from ..statements import ENVELOPE
+from .connection import NOW_US
 
 
 @dataclass(frozen=True, slots=True)

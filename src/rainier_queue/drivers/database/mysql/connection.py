@@ -45,18 +45,18 @@ import aiomysql  # type: ignore[import-untyped]
 import pymysql  # type: ignore[import-untyped]
 from pymysql.constants import CLIENT  # type: ignore[import-untyped]
 
-from ..._wakeup import Wakeup
-from ...errors import (
+from ...._wakeup import Wakeup
+from ....errors import (
     BrokerRejected,
     BrokerUnavailable,
     ConfigurationError,
     OutcomeUnknown,
     TLSVerificationError,
 )
-from ...flags import parse_flag
-from ...redact import redact_url
-from .. import tls
-from .dialect import Row
+from ....flags import parse_flag
+from ....redact import redact_url
+from ... import tls
+from ..dialect import Row
 
 T = TypeVar("T")
 

@@ -36,20 +36,20 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, cast
 
 from typing_extensions import override
 
-from ..._wakeup import Wakeup
-from ...durations import parse_duration
-from ...flags import parse_flag
-from ...queue import DEFAULT_LEASE, Capabilities
-from .._options import merge_options
-from . import DatabaseQueue
-from ._sqlite import SQLiteThread, path_from_url, resolve_file
-from .dialect import Dialect, Row, Work
-from .schema import DEFAULT_PREFIX, check_prefix
+from ...._wakeup import Wakeup
+from ....durations import parse_duration
+from ....flags import parse_flag
+from ....queue import DEFAULT_LEASE, Capabilities
+from ..._options import merge_options
+from .. import DatabaseQueue
+from ..dialect import Dialect, Row, Work
+from ..schema import DEFAULT_PREFIX, check_prefix
+from .connection import SQLiteThread, path_from_url, resolve_file
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .. import DriverContext
+    from ... import DriverContext
 
 T = TypeVar("T")
 

@@ -36,9 +36,9 @@ import psycopg.conninfo
 import psycopg.errors
 from psycopg_pool import AsyncConnectionPool
 
-from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, OutcomeUnknown
-from ...redact import redact_url
-from .. import tls
+from ....errors import BrokerRejected, BrokerUnavailable, ConfigurationError, OutcomeUnknown
+from ....redact import redact_url
+from ... import tls
 
 NOW_US = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
 """The server's clock in microseconds since the epoch, as an SQL expression.

@@ -46,18 +46,20 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 import psycopg
 from typing_extensions import override
 
-from ..._clock import from_micros
-from ...dispatch import DispatchOptions, build_envelope
-from ...durations import parse_duration
-from ...envelope import QueuedJob
-from ...errors import BrokerUnavailable, ConfigurationError
-from ...flags import parse_flag
-from ...job import Job
-from ...queue import DEFAULT_LEASE, Capabilities, Reservation
-from ...stored import Malformed, read_columns
-from .._options import merge_options
-from . import MAX_CLAIM_PASSES, DatabaseQueue, Quarantined, _lost
-from ._postgres import (
+from ...._clock import from_micros
+from ....dispatch import DispatchOptions, build_envelope
+from ....durations import parse_duration
+from ....envelope import QueuedJob
+from ....errors import BrokerUnavailable, ConfigurationError
+from ....flags import parse_flag
+from ....job import Job
+from ....queue import DEFAULT_LEASE, Capabilities, Reservation
+from ....stored import Malformed, read_columns
+from ..._options import merge_options
+from .. import MAX_CLAIM_PASSES, DatabaseQueue, Quarantined, _lost
+from ..dialect import Dialect, Row, Session, Work
+from ..schema import DEFAULT_PREFIX, Tables
+from .connection import (
     DEFAULT_POOL_TIMEOUT,
     NOW_US,
     ROLLBACK_RETRIES,
@@ -69,9 +71,9 @@ from ._postgres import (
     translated,
     unverified,
 )
-from ._postgres_health import SETTINGS_SQL, ServerSettings, warnings_for
-from ._postgres_listen import Listener, channel_for, notify_payload
-from ._postgres_push import (
+from .health import SETTINGS_SQL, ServerSettings, warnings_for
+from .listen import Listener, channel_for, notify_payload
+from .push import (
     COPY_FROM,
     PushStatements,
     copy_in,
@@ -79,12 +81,10 @@ from ._postgres_push import (
     copy_jobs,
     insert_jobs,
 )
-from ._postgres_sql import PgStatements
-from .dialect import Dialect, Row, Session, Work
-from .schema import DEFAULT_PREFIX, Tables
+from .statements import PgStatements
 
 if TYPE_CHECKING:
-    from .. import DriverContext
+    from ... import DriverContext
 
 T = TypeVar("T")
 
