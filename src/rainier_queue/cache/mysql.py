@@ -32,15 +32,13 @@ from typing_extensions import override
 
 from ..drivers.database.mysql.connection import (
     NOW_US,
-    TLS_OPTIONS,
     ClientTLS,
     MySQLPool,
     ServerAddress,
     Session,
-    int_option,
 )
+from ..drivers.database.mysql.settings import MySQLSettings
 from ..drivers.database.schema import check_prefix
-from ..durations import parse_duration
 from . import Cache
 
 _SWEEP_EVERY = 1000
@@ -49,8 +47,6 @@ _SWEEP_EVERY = 1000
 _LIVE = f"(expires_at IS NULL OR expires_at > {NOW_US})"
 _EXPIRES = f"{NOW_US} + %s"
 """The expiry for a TTL in microseconds; NULL (never) when the TTL is NULL."""
-
-OPTIONS = frozenset({"prefix", "pool_min", "pool_max", "connect_timeout", *TLS_OPTIONS})
 
 
 class MySQLCache(Cache):
@@ -63,24 +59,14 @@ class MySQLCache(Cache):
         """`mysql://user:password@host:3306/database`, with optional `?prefix=...`,
         `pool_min`, `pool_max`, `connect_timeout` and the TLS options (`ssl`,
         `ssl_ca`, `ssl_cert`, `ssl_key`, `insecure_skip_verify`) in the query."""
-        address, query = ServerAddress.from_url(url, what="the mysql cache")
-        unknown = sorted(set(query) - OPTIONS)
-        if unknown:
-            raise ValueError(
-                f"the mysql cache takes {', '.join(sorted(OPTIONS))}, not {', '.join(unknown)}"
-            )
-        timeout = query.get("connect_timeout")
+        settings, _ = MySQLSettings.read(url, who="the mysql cache")
         return cls(
-            address.url,
-            prefix=query.get("prefix", "rainier_"),
-            pool_min=int_option(query.get("pool_min", 1), setting="pool_min"),
-            pool_max=int_option(query.get("pool_max", 10), setting="pool_max"),
-            connect_timeout=(
-                timedelta(seconds=10)
-                if timeout is None
-                else parse_duration(timeout, setting="connect_timeout")
-            ),
-            tls=ClientTLS.from_options(query, where=address.describe()),
+            settings.url,
+            prefix=settings.prefix,
+            pool_min=settings.pool_min,
+            pool_max=settings.pool_max,
+            connect_timeout=settings.connect_timeout,
+            tls=settings.tls,
         )
 
     def __init__(

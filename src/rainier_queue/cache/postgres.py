@@ -36,25 +36,13 @@ from ..drivers.database.postgres.connection import (
     describe_dsn,
     split_url,
 )
+from ..drivers.database.postgres.settings import PostgresSettings
 from ..drivers.database.schema import Tables
-from ..durations import parse_duration
-from ..flags import parse_flag
 from . import Cache
 
 _SWEEP_EVERY = 1000
 """Writes between sweeps of expired rows, so keys nobody reads again do not pile up."""
 
-_OPTIONS = frozenset(
-    {
-        "prefix",
-        "schema",
-        "pool_min",
-        "pool_max",
-        "pool_timeout",
-        "prepared_statements",
-        "insecure_skip_verify",
-    }
-)
 
 _NOT_A_NUMBER = (
     psycopg.errors.InvalidTextRepresentation,
@@ -74,23 +62,17 @@ class PostgresCache(Cache):
         """`postgresql://user@host/db`, with optional `prefix`, `schema`, `pool_min`,
         `pool_max`, `pool_timeout` and `prepared_statements` in the query (the rest
         goes to libpq)."""
-        dsn, query = split_url(url, _OPTIONS)
-        timeout = query.get("pool_timeout")
+        settings, _ = PostgresSettings.read(url, who="the postgres cache")
+        pool = settings.pool
         return cls(
-            dsn,
-            prefix=query.get("prefix", "rainier_"),
-            schema=query.get("schema") or None,
-            pool_min=int(query.get("pool_min", 1)),
-            pool_max=int(query.get("pool_max", 10)),
-            pool_timeout=(
-                parse_duration(timeout, setting="pool_timeout") if timeout else DEFAULT_POOL_TIMEOUT
-            ),
-            prepared_statements=parse_flag(
-                query.get("prepared_statements", True), setting="prepared_statements"
-            ),
-            insecure_skip_verify=parse_flag(
-                query.get("insecure_skip_verify", False), setting="insecure_skip_verify"
-            ),
+            settings.dsn,
+            prefix=settings.prefix,
+            schema=settings.schema,
+            pool_min=pool.min_size,
+            pool_max=pool.max_size,
+            pool_timeout=pool.timeout,
+            prepared_statements=pool.prepared_statements,
+            insecure_skip_verify=settings.insecure_skip_verify,
         )
 
     def __init__(

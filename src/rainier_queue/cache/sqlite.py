@@ -28,8 +28,8 @@ from typing_extensions import override
 
 from .._clock import to_micros, utcnow
 from ..drivers.database.schema import check_prefix
-from ..drivers.database.sqlite.connection import SQLiteThread, path_from_url, resolve_file
-from ..durations import parse_duration
+from ..drivers.database.sqlite.connection import SQLiteThread, resolve_file
+from ..drivers.database.sqlite.settings import SQLiteSettings
 from . import Cache, parse_counter
 
 T = TypeVar("T")
@@ -47,18 +47,8 @@ class SQLiteCache(Cache):
     def from_url(cls, url: str) -> Self:
         """`sqlite:///relative.db` or `sqlite:////absolute.db`, with optional
         `?prefix=...&busy_timeout=...` in the query."""
-        path, query = path_from_url(url, what="the sqlite cache")
-        unknown = sorted(set(query) - {"prefix", "busy_timeout"})
-        if unknown:
-            raise ValueError(
-                f"the sqlite cache takes `prefix` and `busy_timeout`, not {', '.join(unknown)}"
-            )
-        busy = query.get("busy_timeout")
-        return cls(
-            path,
-            prefix=query.get("prefix", "rainier_"),
-            busy_timeout=parse_duration(busy, setting="busy_timeout") if busy else None,
-        )
+        settings, _ = SQLiteSettings.read(url, who="the sqlite cache")
+        return cls(settings.path, prefix=settings.prefix, busy_timeout=settings.busy_timeout)
 
     def __init__(
         self,

@@ -21,7 +21,19 @@ The semantics are `MemoryQueue`'s, in SQL:
 - `renew` moves the lease's end (upstream could not).
 
 The SQL lives in `statements` and `schema`; what differs between databases
-lives in a `Dialect` (`sqlite`; `postgres` and `mysql` plug in the same way).
+lives in a `Dialect`, and each database has a folder of its own
+(`sqlite/`, `postgres/`, `mysql/`) with a public `connection` module and a
+`settings` object that its cache and lock store share.
+
+SQLite and MySQL run on this seam as it is (MySQL replaces only the claim
+and the batched acknowledgement). PostgreSQL keeps the seam's schema,
+migrations, failed store, counting and its handling of rows that are not
+jobs, but overrides the hot path — push, reserve, acknowledge, release,
+renew, fail and the idle wait — because there each is one statement (a CTE
+that claims and returns, a DELETE ... RETURNING, COPY for bulk pushes,
+LISTEN/NOTIFY for wake-ups), where the seam's units of work take a round
+trip per statement inside an explicit transaction. The seam's versions are
+the portable ones; a new SQL database starts from them.
 """
 
 from __future__ import annotations

@@ -51,7 +51,6 @@ from ....errors import BrokerUnavailable, ConfigurationError
 from ....flags import parse_flag
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
 from ....stored import Malformed, read_columns
-from ..._options import merge_options
 from .. import DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Work
 from ..dialect import Session as SessionProtocol
@@ -59,23 +58,22 @@ from ..schema import DEFAULT_PREFIX, check_prefix
 from ..statements import ENVELOPE
 from .connection import (
     NOW_US,
-    TLS_OPTIONS,
     ClientTLS,
     MySQLPool,
     ServerAddress,
     Session,
-    int_option,
     wakeup_for,
 )
 from .push import insert_jobs
+from .settings import DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_MAX, MySQLSettings
 
 if TYPE_CHECKING:
     from ... import DriverContext
 
 T = TypeVar("T")
 
-DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
-DEFAULT_POOL_MAX = 10
+QUEUE_OPTIONS = frozenset({"lease", "migrate"})
+"""The options the queue takes beyond its server's (`MySQLSettings.OPTIONS`)."""
 
 _MIGRATION_LOCK_WAIT = 60
 """Seconds a migration waits for another process's migration to finish."""
@@ -149,9 +147,7 @@ class MySQLQueue(DatabaseQueue):
         due_on_server_clock=True,
     )
 
-    OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        {"lease", "prefix", "migrate", "pool_min", "pool_max", "connect_timeout", *TLS_OPTIONS}
-    )
+    OPTIONS: ClassVar[frozenset[str]] = MySQLSettings.OPTIONS | QUEUE_OPTIONS
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
@@ -159,23 +155,19 @@ class MySQLQueue(DatabaseQueue):
         URL's query or in `options` (which win): `lease`, `prefix`, `migrate`,
         `pool_min`, `pool_max`, `connect_timeout`, and TLS: `ssl`, `ssl_ca`,
         `ssl_cert`, `ssl_key`, `insecure_skip_verify`."""
-        address, query = ServerAddress.from_url(url, what="the mysql driver")
-        merged = merge_options(query, options, cls.OPTIONS, "the `mysql` driver")
-        lease = merged.get("lease")
-        timeout = merged.get("connect_timeout")
+        settings, own = MySQLSettings.read(
+            url, options, who="the `mysql` driver", extra=QUEUE_OPTIONS
+        )
+        lease = own.get("lease")
         return cls(
-            url.split("?", 1)[0],
+            settings.url,
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
-            prefix=merged.get("prefix", DEFAULT_PREFIX),
-            migrate=parse_flag(merged.get("migrate", True), setting="migrate"),
-            pool_min=int_option(merged.get("pool_min", 1), setting="pool_min"),
-            pool_max=int_option(merged.get("pool_max", DEFAULT_POOL_MAX), setting="pool_max"),
-            connect_timeout=(
-                DEFAULT_CONNECT_TIMEOUT
-                if timeout is None
-                else parse_duration(timeout, setting="connect_timeout")
-            ),
-            tls=ClientTLS.from_options(merged, where=address.describe()),
+            prefix=settings.prefix,
+            migrate=parse_flag(own.get("migrate", True), setting="migrate"),
+            pool_min=settings.pool_min,
+            pool_max=settings.pool_max,
+            connect_timeout=settings.connect_timeout,
+            tls=settings.tls,
         )
 
     def __init__(

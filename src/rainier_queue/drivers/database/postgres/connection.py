@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import os
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,7 +38,13 @@ import psycopg.conninfo
 import psycopg.errors
 from psycopg_pool import AsyncConnectionPool
 
-from ....errors import BrokerRejected, BrokerUnavailable, ConfigurationError, OutcomeUnknown
+from ....errors import (
+    BrokerRejected,
+    BrokerUnavailable,
+    ConfigurationError,
+    OutcomeUnknown,
+    UnknownOption,
+)
 from ....redact import redact_url
 from ... import tls
 
@@ -90,6 +98,10 @@ def split_url(
     try:
         psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.Error as exc:
+        # A near miss of one of ours (`prefx`) is a typo of ours, not a libpq option.
+        named = re.search(r'invalid URI query parameter: "([^"]+)"', str(exc))
+        if named and difflib.get_close_matches(named.group(1), sorted(ours), n=1):
+            raise UnknownOption("a PostgreSQL URL (nor libpq)", named.group(1), ours) from None
         raise ConfigurationError(
             f"libpq cannot use the URL {redact_url(url)}: {str(exc).strip()} "
             f"(this library's own options are: {', '.join(sorted(ours))})"

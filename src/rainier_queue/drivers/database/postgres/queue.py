@@ -50,12 +50,11 @@ from ...._clock import from_micros
 from ....dispatch import DispatchOptions, build_envelope
 from ....durations import parse_duration
 from ....envelope import QueuedJob
-from ....errors import BrokerUnavailable, ConfigurationError
+from ....errors import BrokerUnavailable
 from ....flags import parse_flag
 from ....job import Job
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation
 from ....stored import Malformed, read_columns
-from ..._options import merge_options
 from .. import MAX_CLAIM_PASSES, DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Row, Session, Work
 from ..schema import DEFAULT_PREFIX, Tables
@@ -81,6 +80,7 @@ from .push import (
     copy_jobs,
     insert_jobs,
 )
+from .settings import PostgresSettings
 from .statements import PgStatements
 
 if TYPE_CHECKING:
@@ -247,6 +247,10 @@ class PostgresDialect(Dialect):
 # -- the queue -------------------------------------------------------------------
 
 
+QUEUE_OPTIONS = frozenset({"lease", "migrate"})
+"""The options the queue takes beyond its connection's (`PostgresSettings.OPTIONS`)."""
+
+
 class PostgresQueue(DatabaseQueue):
     """The database queue on PostgreSQL. See the module docs for what it costs."""
 
@@ -258,47 +262,28 @@ class PostgresQueue(DatabaseQueue):
         due_on_server_clock=True,
     )
 
-    OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        {
-            "lease",
-            "prefix",
-            "schema",
-            "migrate",
-            "pool_min",
-            "pool_max",
-            "pool_timeout",
-            "prepared_statements",
-            "insecure_skip_verify",
-        }
-    )
+    OPTIONS: ClassVar[frozenset[str]] = PostgresSettings.OPTIONS | QUEUE_OPTIONS
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`postgresql://user@host:5432/db`, with this driver's options in the URL's query
         or in `options` (which win); libpq's own query options pass through to it."""
-        dsn, query = split_url(url, cls.OPTIONS)
-        merged = merge_options(query, options, cls.OPTIONS, "the `postgres` driver")
-        lease = merged.get("lease")
-        timeout = merged.get("pool_timeout")
+        settings, own = PostgresSettings.read(
+            url, options, who="the `postgres` driver", extra=QUEUE_OPTIONS
+        )
+        lease = own.get("lease")
+        pool = settings.pool
         return cls(
-            dsn,
+            settings.dsn,
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
-            prefix=merged.get("prefix", DEFAULT_PREFIX),
-            schema=merged.get("schema") or None,
-            migrate=parse_flag(merged.get("migrate", True), setting="migrate"),
-            pool_min=_count(merged.get("pool_min", 1), setting="pool_min"),
-            pool_max=_count(merged.get("pool_max", 10), setting="pool_max"),
-            pool_timeout=(
-                DEFAULT_POOL_TIMEOUT
-                if timeout is None
-                else parse_duration(timeout, setting="pool_timeout")
-            ),
-            prepared_statements=parse_flag(
-                merged.get("prepared_statements", True), setting="prepared_statements"
-            ),
-            insecure_skip_verify=parse_flag(
-                merged.get("insecure_skip_verify", False), setting="insecure_skip_verify"
-            ),
+            prefix=settings.prefix,
+            schema=settings.schema,
+            migrate=parse_flag(own.get("migrate", True), setting="migrate"),
+            pool_min=pool.min_size,
+            pool_max=pool.max_size,
+            pool_timeout=pool.timeout,
+            prepared_statements=pool.prepared_statements,
+            insecure_skip_verify=settings.insecure_skip_verify,
         )
 
     def __init__(
@@ -584,15 +569,6 @@ def _envelope(job: QueuedJob | Job) -> QueuedJob:
     cache, outside the transaction); dispatch unique jobs through the manager.
     """
     return job if isinstance(job, QueuedJob) else build_envelope(job, DispatchOptions())
-
-
-def _count(value: object, *, setting: str) -> int:
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        return int(str(value))
-    except ValueError:
-        raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
 
 
 __all__ = ["PostgresDialect", "PostgresQueue", "channel_for"]

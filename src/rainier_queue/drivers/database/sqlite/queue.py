@@ -40,11 +40,11 @@ from ...._wakeup import Wakeup
 from ....durations import parse_duration
 from ....flags import parse_flag
 from ....queue import DEFAULT_LEASE, Capabilities
-from ..._options import merge_options
 from .. import DatabaseQueue
 from ..dialect import Dialect, Row, Work
 from ..schema import DEFAULT_PREFIX, check_prefix
-from .connection import SQLiteThread, path_from_url, resolve_file
+from .connection import SQLiteThread, resolve_file
+from .settings import SQLiteSettings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from ... import DriverContext
 
 T = TypeVar("T")
+
+QUEUE_OPTIONS = frozenset({"lease", "migrate"})
+"""The options the queue takes beyond its file's (`SQLiteSettings.OPTIONS`)."""
 
 DEFAULT_BUSY_TIMEOUT = timedelta(seconds=5)
 """How long a transaction waits for another process's write lock.
@@ -180,26 +183,22 @@ class SQLiteQueue(DatabaseQueue):
         transactional_enqueue=False,
     )
 
-    OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease", "prefix", "busy_timeout", "migrate"})
+    OPTIONS: ClassVar[frozenset[str]] = SQLiteSettings.OPTIONS | QUEUE_OPTIONS
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`sqlite:///relative.db` or `sqlite:////absolute/path.db`, options in the URL's
         query or in `options` (which win): `lease`, `prefix`, `busy_timeout`, `migrate`."""
-        path, query = path_from_url(url, what="the sqlite driver")
-        merged = merge_options(query, options, cls.OPTIONS, "the `sqlite` driver")
-        lease = merged.get("lease")
-        busy = merged.get("busy_timeout")
+        settings, own = SQLiteSettings.read(
+            url, options, who="the `sqlite` driver", extra=QUEUE_OPTIONS
+        )
+        lease = own.get("lease")
         return cls(
-            path,
+            settings.path,
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
-            prefix=merged.get("prefix", DEFAULT_PREFIX),
-            busy_timeout=(
-                DEFAULT_BUSY_TIMEOUT
-                if busy is None
-                else parse_duration(busy, setting="busy_timeout")
-            ),
-            migrate=parse_flag(merged.get("migrate", True), setting="migrate"),
+            prefix=settings.prefix,
+            busy_timeout=settings.busy_timeout or DEFAULT_BUSY_TIMEOUT,
+            migrate=parse_flag(own.get("migrate", True), setting="migrate"),
         )
 
     def __init__(
