@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: MIT
+"""Records this library did not write, and failed jobs too big for the failed topic.
+
+A topic may be shared with producers in other languages, older or newer
+releases, or a person with a console producer. Whatever they write, the
+reading side is total: a record becomes a job, or it goes to the failed
+topic with an error naming what was wrong, and the partition moves on. A
+record is never passed without something a user can list, and `failed_jobs`
+reads the failed topics back, records that are not jobs included.
+
+A failed job the failed topic refuses (a job just under the size limit, with
+a long error on top) is kept without its payload, pointing at the original.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import uuid
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from rainier_queue.drivers.kafka import KafkaQueue
+from rainier_queue.envelope import QueuedJob
+from rainier_queue.stored import NOT_A_JOB
+
+from ..kafka_broker import KafkaBroker
+from .conftest import Opener, a_job, records_of
+
+NOW = "2026-01-01T00:00:00.000000Z"
+
+
+def envelope(**changes: Any) -> dict[str, Any]:
+    """A job in the documented JSON form, written by hand as another program would."""
+    data: dict[str, Any] = {
+        "v": 1,
+        "id": f"hand-{uuid.uuid4().hex}",
+        "name": "note",
+        "payload": {"text": "hello"},
+        "queue": "foreign",
+        "attempts": 0,
+        "max_attempts": 3,
+        "available_at": NOW,
+        "created_at": NOW,
+        "headers": {},
+    }
+    data.update(changes)
+    return data
+
+
+def text(data: object) -> bytes:
+    return json.dumps(data).encode()
+
+
+DEEP = "[" * 10_000 + "]" * 10_000
+
+MALFORMED: dict[str, tuple[bytes | None, str]] = {
+    "not-utf8": (b"\xff\xfe{\x00garbage", "not valid UTF-8"),
+    "not-json": (b"{this is not json", "not JSON"),
+    "array": (b"[1, 2, 3]", "must be a JSON object"),
+    "deep": (text(envelope())[:-1] + b',"payload":' + DEEP.encode() + b"}", "nested more than"),
+    "attempts": (text(envelope()).replace(b'"attempts": 0', b'"attempts": 1e999'), "`attempts`"),
+    "created": (text(envelope(created_at="yesterday")), "`created_at`"),
+    "version": (text(envelope(v=99)), "newer rainier-queue"),
+    "surrogate": (text(envelope()).replace(b'"hello"', b'"a\\ud800b"'), "lone surrogate"),
+    "no-value": (None, "no value"),
+}
+"""Per record key: the value a foreign producer wrote, and what the error must say."""
+
+
+async def produce_foreign(tansu: KafkaBroker, topic: str, records: list[tuple[bytes, Any]]) -> None:
+    """Produce (key, value) records as a plain producer would, one request each (Tansu offsets)."""
+    producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, max_request_size=4_000_000)
+    await producer.start()
+    try:
+        for key, value in records:
+            await producer.send_and_wait(topic, value, key=key, headers=[("source", b"elsewhere")])
+    finally:
+        await producer.stop()
+
+
+async def drain(queue: KafkaQueue, name: str) -> list[str]:
+    """Reserve and acknowledge until nothing is handed out; the ids handed out, in order."""
+    ran: list[str] = []
+    while got := await queue.reserve(name, limit=4):
+        for reservation in got:
+            ran.append(reservation.job.id)
+            await queue.acknowledge(reservation)
+    return ran
+
+
+async def test_every_foreign_record_becomes_a_job_or_a_listed_failure_naming_what_was_wrong(
+    tansu: KafkaBroker, topics: Any, open_kafka: Opener, prefix: str
+) -> None:
+    await topics("foreign", partitions=2)
+    good = [envelope() for _ in range(6)]
+    records: list[tuple[bytes, Any]] = []
+    for at, (key, (value, _)) in enumerate(MALFORMED.items()):
+        records.append((good[at % len(good)]["id"].encode(), text(good[at % len(good)])))
+        records.append((key.encode(), value))
+    records = list(dict.fromkeys(records))  # each good job once
+    await produce_foreign(tansu, prefix + "foreign", records)
+    queue = open_kafka()
+
+    ran = await drain(queue, "foreign")
+
+    assert sorted(ran) == sorted(job["id"] for job in good), "every good job ran exactly once"
+    assert await queue.size("foreign") == 0, "nothing is left waiting"
+    failed = await queue.failed_jobs(queue="foreign", limit=100)
+    by_key = {f.job.payload["key"]: f for f in failed}
+    assert sorted(by_key) == sorted(MALFORMED)
+    for key, (value, says) in MALFORMED.items():
+        entry = by_key[key]
+        assert entry.job.name == NOT_A_JOB
+        assert entry.job.queue == "foreign"
+        assert says in entry.error, (key, entry.error)
+        assert entry.job.payload["headers"] == [["source", "elsewhere"]]
+        assert entry.job.payload["position"].startswith(prefix + "foreign:")
+        if value is not None and key != "not-utf8":
+            assert entry.job.payload["raw"] == value.decode(), "the record is kept as it was"
+    assert by_key["not-utf8"].job.payload["raw"] == {"base64": "//57AGdhcmJhZ2U="}
+    assert by_key["no-value"].job.payload["raw"] is None
+
+
+async def test_the_listing_of_every_queue_reads_each_failed_topic_under_the_prefix(
+    topics: Any, open_kafka: Opener
+) -> None:
+    await topics("a.b", "other")
+    queue = open_kafka()
+    for name in ("a.b", "other", "default"):
+        await queue.push(a_job(name))
+        [got] = await queue.reserve(name)
+        await queue.fail(got, f"failed on {name}")
+
+    everything = await queue.failed_jobs()
+
+    assert sorted(f.job.queue for f in everything) == ["a.b", "default", "other"]
+    assert [f.error for f in await queue.failed_jobs(queue="a.b")] == ["failed on a.b"]
+
+
+async def test_a_record_on_a_failed_topic_that_is_not_a_job_is_still_listed(
+    tansu: KafkaBroker, topics: Any, open_kafka: Opener, prefix: str
+) -> None:
+    await produce_foreign(
+        tansu,
+        prefix + "default.failed",
+        [(b"k1", b"\xff not a job"), (b"k2", None), (b"k3", b'{"v": 99}')],
+    )
+    queue = open_kafka()
+
+    listed = await queue.failed_jobs(queue="default")
+
+    assert len(listed) == 3
+    assert {f.job.name for f in listed} == {NOT_A_JOB}
+    errors = " | ".join(f.error for f in listed)
+    assert "not valid UTF-8" in errors
+    assert "no value" in errors
+    assert "newer rainier-queue" in errors
+
+
+async def test_a_failed_job_too_large_for_the_failed_topic_is_kept_without_its_payload(
+    tansu: KafkaBroker,
+    topics: Any,
+    open_kafka: Opener,
+    prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Just under the producer's 1 MiB request limit on its own topic; the error
+    # text on top of it makes the failed record too large to produce.
+    queue = open_kafka()
+    big = a_job().with_changes(payload={"blob": "x" * 1_000_000})
+    await queue.push(big)
+    await queue.push(a_job())
+    [got] = await queue.reserve("default")
+
+    with caplog.at_level(logging.ERROR, "rainier_queue.kafka"):
+        await queue.fail(got, "it broke: " + "e" * 100_000)
+
+    [record] = await records_of(tansu, prefix + "default.failed")
+    kept = QueuedJob.from_json(record.value)
+    headers = dict(record.headers)
+    assert (kept.id, kept.name, kept.payload) == (big.id, big.name, None)
+    assert headers["failed-from"] == str(got.handle).encode()
+    error = headers["error"].decode()
+    assert error.startswith("it broke: eee")
+    assert "payload was left out" in error
+    assert str(got.handle) in error, "it points at the original record, which the log keeps"
+    assert "refused" in caplog.text
+    [listed] = await queue.failed_jobs()
+    assert listed.job.id == big.id
+    assert "payload was left out" in listed.error
+    [following] = await queue.reserve("default")
+    assert following.job.id != big.id, "the partition moved on, once something was recorded"
+
+
+async def test_a_failed_job_whose_payload_holds_a_lone_surrogate_is_still_recorded(
+    tansu: KafkaBroker, topics: Any, open_kafka: Opener, prefix: str
+) -> None:
+    queue = open_kafka()
+    await queue.push(a_job())
+    [got] = await queue.reserve("default")
+    # Only a path that skipped the read checks could hand out such a job; the writer copes.
+    odd = dataclasses.replace(got, job=got.job.with_changes(payload={"text": "a\ud800b"}))
+
+    await queue.fail(odd, "failed on a\udcffb")
+
+    [record] = await records_of(tansu, prefix + "default.failed")
+    assert b"\\ud800" in record.value
+    assert dict(record.headers)["error"] == b"failed on a\\udcffb"
+    [listed] = await queue.failed_jobs()
+    assert listed.job.name == NOT_A_JOB, "listed as it is: a record that is not text"
+    assert "lone surrogate" in listed.error
+    assert await queue.size("default") == 0
