@@ -15,71 +15,18 @@ a long error on top) is kept without its payload, pointing at the original.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import uuid
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from rainier_queue.drivers.kafka import KafkaQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.stored import NOT_A_JOB
 
 from ..kafka_broker import KafkaBroker
+from ..kafka_foreign import MALFORMED, envelope, produce_foreign, text
 from .conftest import Opener, a_job, records_of
-
-NOW = "2026-01-01T00:00:00.000000Z"
-
-
-def envelope(**changes: Any) -> dict[str, Any]:
-    """A job in the documented JSON form, written by hand as another program would."""
-    data: dict[str, Any] = {
-        "v": 1,
-        "id": f"hand-{uuid.uuid4().hex}",
-        "name": "note",
-        "payload": {"text": "hello"},
-        "queue": "foreign",
-        "attempts": 0,
-        "max_attempts": 3,
-        "available_at": NOW,
-        "created_at": NOW,
-        "headers": {},
-    }
-    data.update(changes)
-    return data
-
-
-def text(data: object) -> bytes:
-    return json.dumps(data).encode()
-
-
-DEEP = "[" * 10_000 + "]" * 10_000
-
-MALFORMED: dict[str, tuple[bytes | None, str]] = {
-    "not-utf8": (b"\xff\xfe{\x00garbage", "not valid UTF-8"),
-    "not-json": (b"{this is not json", "not JSON"),
-    "array": (b"[1, 2, 3]", "must be a JSON object"),
-    "deep": (text(envelope())[:-1] + b',"payload":' + DEEP.encode() + b"}", "nested more than"),
-    "attempts": (text(envelope()).replace(b'"attempts": 0', b'"attempts": 1e999'), "`attempts`"),
-    "created": (text(envelope(created_at="yesterday")), "`created_at`"),
-    "version": (text(envelope(v=99)), "newer rainier-queue"),
-    "surrogate": (text(envelope()).replace(b'"hello"', b'"a\\ud800b"'), "lone surrogate"),
-    "no-value": (None, "no value"),
-}
-"""Per record key: the value a foreign producer wrote, and what the error must say."""
-
-
-async def produce_foreign(tansu: KafkaBroker, topic: str, records: list[tuple[bytes, Any]]) -> None:
-    """Produce (key, value) records as a plain producer would, one request each (Tansu offsets)."""
-    producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, max_request_size=4_000_000)
-    await producer.start()
-    try:
-        for key, value in records:
-            await producer.send_and_wait(topic, value, key=key, headers=[("source", b"elsewhere")])
-    finally:
-        await producer.stop()
 
 
 async def drain(queue: KafkaQueue, name: str) -> list[str]:
