@@ -154,8 +154,8 @@ class KafkaQueue(Queue):
     async def push_raw(self, queue: str, body: str) -> None:
         """Produce `body` as it is, for a consumer that is not this library.
 
-        This library's own workers skip such a record with an error log (the
-        log keeps it for whoever it was meant for).
+        This library's own workers record such a record on the failed topic
+        as not a job (the log keeps it for whoever it was meant for too).
         """
         topic = self.topic_for(queue)
         await self._partitions_of(topic, queue)
