@@ -26,15 +26,16 @@ every `retry`. The queue says so (`UnsupportedOperation`) instead.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from ...envelope import parse_time
-from ...errors import MalformedEntry
 from ...queue import FailedJob
 from ...stored import Malformed, read_envelope
 from .client import KafkaClients, translated
@@ -61,7 +62,13 @@ def failed_job_of(record: ConsumerRecord[bytes, bytes], queue: str) -> FailedJob
         read = why_not_a_job(record, read)
         position = KafkaPosition(record.topic, record.partition, record.offset)
         job = read.as_job(queue=queue, job_id=f"kafka:{position}")
-        error = read.error + (f" (the record's own error header: {recorded})" if recorded else "")
+        error = (
+            f"not a job: {read.reason}. This record on the failed topic, at {position}, was "
+            "written by something other than this version of rainier-queue; its value is shown "
+            "as it was (payload `raw`)"
+        )
+        if recorded:
+            error += f". Its own `error` header says: {recorded}"
         return FailedJob(job=job, error=error, failed_at=failed_at)
     error = recorded if recorded is not None else "(the record carries no `error` header)"
     return FailedJob(job=read, error=error, failed_at=failed_at)
@@ -71,7 +78,7 @@ def _failed_at(header: str | None, timestamp: int | None) -> datetime:
     if header is not None:
         try:
             return parse_time(header)
-        except MalformedEntry:
+        except Exception:  # a header anything may have written: fall back to the timestamp
             pass
     if timestamp is not None and timestamp >= 0:
         try:
@@ -109,24 +116,30 @@ class FailedTopics:
         if not tps or limit < 1:
             return []
         kept: list[tuple[float, int, int, int, FailedJob]] = []
-        for count, record in enumerate(await self._read(tps)):
-            failed = failed_job_of(record, wanted[record.topic])
-            item = (failed.failed_at.timestamp(), record.offset, record.partition, count, failed)
-            if len(kept) < limit:
-                heapq.heappush(kept, item)
-            else:
-                heapq.heappushpop(kept, item)
+        count = itertools.count()
+        async with contextlib.aclosing(self._read(tps)) as fetched:
+            async for batch in fetched:
+                for record in batch:
+                    failed = failed_job_of(record, wanted[record.topic])
+                    stamp = failed.failed_at.timestamp()
+                    item = (stamp, record.offset, record.partition, next(count), failed)
+                    if len(kept) < limit:
+                        heapq.heappush(kept, item)
+                    else:
+                        heapq.heappushpop(kept, item)
         return [item[-1] for item in sorted(kept, reverse=True)]
 
-    async def _read(self, tps: list[TopicPartition]) -> Iterable[ConsumerRecord[bytes, bytes]]:
-        """Every record of `tps`, from the earliest retained to the end offset read first."""
+    async def _read(
+        self, tps: list[TopicPartition]
+    ) -> AsyncGenerator[list[ConsumerRecord[bytes, bytes]], None]:
+        """The records of `tps` as they are fetched, from the earliest retained to the end offset
+        read first (records produced meanwhile may come too)."""
         consumer = AIOKafkaConsumer(
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             **self._settings.client_arguments(),
         )
-        records: list[ConsumerRecord[bytes, bytes]] = []
         async with translated("read the failed topics"):
             await consumer.start()
             try:
@@ -141,7 +154,7 @@ class FailedTopics:
                     batches = await consumer.getmany(*left, timeout_ms=POLL_MS)
                     empty = 0 if any(batches.values()) else empty + 1
                     for batch in batches.values():
-                        records += batch
+                        yield batch
                     for tp in list(left):
                         if await consumer.position(tp) >= ends[tp]:
                             left.discard(tp)
@@ -153,7 +166,6 @@ class FailedTopics:
                     )
             finally:
                 await consumer.stop()
-        return records
 
 
 __all__ = ["FailedTopics", "failed_job_of"]

@@ -62,6 +62,16 @@ def not_a_job(record: ConsumerRecord[bytes, bytes], malformed: Malformed, queue:
     return job.with_changes(payload=payload)
 
 
+def not_a_job_error(malformed: Malformed, origin: KafkaPosition) -> str:
+    """The error a record that is not a job is failed with: what was wrong, and where it is."""
+    return (
+        f"not a job: {malformed.reason}. The record at {origin} was written by something other "
+        "than this version of rainier-queue; its value is kept here as it was (payload `raw`), "
+        "and the log keeps the original until the topic's retention removes it. Fix what wrote "
+        "it, then produce a corrected job"
+    )
+
+
 def why_not_a_job(record: ConsumerRecord[bytes, bytes], malformed: Malformed) -> Malformed:
     """A record without a value is a tombstone; say so rather than "`the entry` must be text"."""
     if record.value is not None:
@@ -164,7 +174,8 @@ class FailedRecords:
             record.topic,
             malformed.reason,
         )
-        await self.record(not_a_job(record, malformed, queue), malformed.error, origin)
+        job = not_a_job(record, malformed, queue)
+        await self.record(job, not_a_job_error(malformed, origin), origin)
 
 
 def header_text(headers: Mapping[str, bytes], name: str) -> str | None:
@@ -173,4 +184,11 @@ def header_text(headers: Mapping[str, bytes], name: str) -> str | None:
     return None if value is None else value.decode("utf-8", "replace")
 
 
-__all__ = ["FailedRecords", "cut", "header_text", "not_a_job", "why_not_a_job"]
+__all__ = [
+    "FailedRecords",
+    "cut",
+    "header_text",
+    "not_a_job",
+    "not_a_job_error",
+    "why_not_a_job",
+]
