@@ -5,8 +5,9 @@ A topic may be shared with producers in other languages, older or newer
 releases, or a person with a console producer. Whatever they write, the
 reading side is total: a record becomes a job, or it goes to the failed
 topic with an error naming what was wrong, and the partition moves on. A
-record is never passed without something a user can list, and `failed_jobs`
-reads the failed topics back, records that are not jobs included.
+record is never passed without something a user can list (while that
+cannot be written, the cursor stays), and `failed_jobs` reads the failed
+topics back, records that are not jobs included.
 
 A failed job the failed topic refuses (a job just under the size limit, with
 a long error on top) is kept without its payload, pointing at the original.
@@ -21,7 +22,9 @@ from typing import Any
 import pytest
 
 from rainier_queue.drivers.kafka import KafkaQueue
+from rainier_queue.drivers.kafka.client import KafkaClients
 from rainier_queue.envelope import QueuedJob
+from rainier_queue.errors import BrokerUnavailable
 from rainier_queue.stored import NOT_A_JOB
 
 from ..kafka_broker import KafkaBroker
@@ -161,3 +164,34 @@ async def test_a_failed_job_whose_payload_holds_a_lone_surrogate_is_still_record
     assert listed.job.name == NOT_A_JOB, "listed as it is: a record that is not text"
     assert "lone surrogate" in listed.error
     assert await queue.size("default") == 0
+
+
+async def test_a_record_that_is_not_a_job_stays_at_the_cursor_while_its_failure_cannot_be_written(
+    tansu: KafkaBroker,
+    topics: Any,
+    open_kafka: Opener,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    queue = open_kafka()
+    await queue.push_raw("default", "{not a job")
+    job = a_job()
+    await queue.push(job)
+    produce = KafkaClients.produce
+
+    async def failed_topic_down(self: KafkaClients, topic: str, *args: Any) -> None:
+        if topic.endswith(".failed"):
+            raise BrokerUnavailable("the failed topic's leader is away (injected)")
+        await produce(self, topic, *args)
+
+    monkeypatch.setattr(KafkaClients, "produce", failed_topic_down)
+    with pytest.raises(BrokerUnavailable):
+        await queue.reserve("default")
+    assert await queue.size("default") == 2, "the cursor did not move past it"
+
+    monkeypatch.setattr(KafkaClients, "produce", produce)
+    [got] = await queue.reserve("default")
+
+    assert got.job.id == job.id
+    [record] = await records_of(tansu, prefix + "default.failed")
+    assert QueuedJob.from_json(record.value).payload["raw"] == "{not a job"
