@@ -70,6 +70,9 @@ class Capabilities:
     """A reservation whose lease lapsed is handed out again to the next reserve."""
     failed_store: bool = True
     """Failed jobs are kept and can be listed, retried and forgotten (`FailedJobStore`)."""
+    failed_listing: bool = True
+    """Failed jobs can be listed (`FailedJobListing`). Every failed store can; so can a
+    driver that keeps failed jobs where they cannot be changed (Kafka's failed topics)."""
     raw_push: bool = False
     """`push_raw` stores a bare body for a consumer that is not this library."""
     transactional_enqueue: bool = False
@@ -360,12 +363,17 @@ class Queue(abc.ABC):
 
 
 @runtime_checkable
-class FailedJobStore(Protocol):
-    """Listing, retrying and forgetting failed jobs. Drivers with a failed store have it."""
+class FailedJobListing(Protocol):
+    """Listing failed jobs, entries that were not jobs included. Every failed store has it."""
 
     async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
         """Failed jobs, newest first."""
         ...
+
+
+@runtime_checkable
+class FailedJobStore(FailedJobListing, Protocol):
+    """Listing, retrying and forgetting failed jobs. Drivers with a failed store have it."""
 
     async def retry_failed(self, job_id: str) -> bool:
         """Put a failed job back on its queue with its full attempts; False if no such job.
@@ -444,6 +452,7 @@ __all__ = [
     "HealthNotes",
     "Capabilities",
     "FailedJob",
+    "FailedJobListing",
     "FailedJobStore",
     "Migratable",
     "Queue",

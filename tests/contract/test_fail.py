@@ -1,11 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""The failed store: a failed job is kept, listed, retried with full attempts, forgotten."""
+"""The failed store: a failed job is kept, listed, retried with full attempts, forgotten.
+
+A driver may keep failed jobs where they can be listed but not changed (Kafka's
+failed topics): it declares `failed_listing` without `failed_store`, and is held
+to the listing half here.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from rainier_queue.queue import FailedJobStore, Queue
+from rainier_queue.queue import FailedJobListing, FailedJobStore, Queue
 
 from .jobs import a_job, reserve_one
 
@@ -16,6 +21,33 @@ def failed_store(queue: Queue) -> FailedJobStore:
         pytest.skip(f"{queue.name} declares no failed store")
     assert isinstance(queue, FailedJobStore), f"{queue.name} declares a failed store it lacks"
     return queue
+
+
+async def test_failed_jobs_are_listed_exactly_where_the_driver_says_so(queue: Queue) -> None:
+    declared = queue.capabilities
+    if declared.failed_store:
+        assert declared.failed_listing, f"{queue.name} has a failed store it says it cannot list"
+    if not declared.failed_listing:
+        assert not isinstance(queue, FailedJobListing), f"{queue.name} hides a failed listing"
+        pytest.skip(f"{queue.name} declares no failed listing")
+    assert isinstance(queue, FailedJobListing), f"{queue.name} declares a listing it lacks"
+    for name in ("a", "b", "a"):
+        await queue.push(a_job(queue=name, payload={"on": name}))
+        await queue.fail(await reserve_one(queue, name), f"failed on {name}")
+
+    on_a = await queue.failed_jobs(queue="a")
+    everything = await queue.failed_jobs()
+
+    assert [(f.job.queue, f.job.payload, f.error) for f in on_a] == [
+        ("a", {"on": "a"}, "failed on a"),
+        ("a", {"on": "a"}, "failed on a"),
+    ]
+    assert sorted(f.job.queue for f in everything) == ["a", "a", "b"]
+    assert [f.failed_at for f in everything] == sorted(
+        (f.failed_at for f in everything), reverse=True
+    ), "newest first"
+    assert len(await queue.failed_jobs(limit=1)) == 1
+    assert await queue.failed_jobs(queue="nothing-here") == []
 
 
 async def test_a_failed_job_leaves_the_queue_and_is_kept_with_its_error(queue: Queue) -> None:

@@ -5,8 +5,9 @@ A record is keyed by the job's unique key, else its id, and its headers name
 the job and its attempts; a pushed job is counted in the lag and comes back
 as attempt one, its position in the reservation and not in the payload. The
 queue never creates a topic, so a missing one is an error that says to create
-it. A record that is not a job is skipped with an error; a failed job is
-produced to `{topic}.failed` with why, and a missing failed topic is logged.
+it. A record that is not a job is produced to `{topic}.failed` with an error
+and passed; a failed job is produced there with why, and a missing failed
+topic is logged.
 None of them may wedge the partition, because on a log every record behind a
 stuck one waits with it.
 """
@@ -112,8 +113,12 @@ async def test_a_record_is_keyed_by_its_unique_key_else_its_id_and_headed_with_i
     assert headers["attempts"] == str(plain.attempts).encode()
 
 
-async def test_a_record_that_is_not_a_job_is_skipped_with_an_error(
-    tansu: KafkaBroker, topics: Any, open_kafka: Opener, caplog: pytest.LogCaptureFixture
+async def test_a_record_that_is_not_a_job_is_recorded_as_failed_and_passed_with_an_error(
+    tansu: KafkaBroker,
+    topics: Any,
+    open_kafka: Opener,
+    prefix: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     queue = open_kafka()
     await queue.push_raw("default", "{not json")
@@ -128,6 +133,9 @@ async def test_a_record_that_is_not_a_job_is_skipped_with_an_error(
     assert caplog.text.count("is not a job") == 2
     await queue.acknowledge(got)
     assert await queue.size("default") == 0
+    failed = await records_of(tansu, prefix + "default.failed")
+    raws = [QueuedJob.from_json(r.value).payload["raw"] for r in failed]
+    assert raws == ["{not json", '{"an": "event"}']
 
 
 async def test_a_missing_topic_is_an_error_that_says_to_create_it_and_creates_nothing(

@@ -23,6 +23,7 @@ from rainier_queue.drivers.kafka.names import (
     cursor_key,
     failed_topic_name,
     lease_name,
+    queue_of_failed_topic,
     topic_name,
 )
 from rainier_queue.errors import ConfigurationError, UnknownOption
@@ -78,6 +79,18 @@ def test_a_queue_name_kafka_cannot_spell_is_escaped_and_never_meets_another() ->
     )
     with pytest.raises(ConfigurationError, match="too long"):
         topic_name("", "x" * 245)
+
+
+def test_a_failed_topic_is_read_back_as_its_queue_and_no_other_topic_is() -> None:
+    names = ["a.b", "a_b", "a b", "émails ✉", "a.failed", "a", "x" * 150]
+
+    assert [queue_of_failed_topic("jobs.", failed_topic_name("jobs.", n)) for n in names] == names
+    assert queue_of_failed_topic("jobs.", "jobs.a") is None, "a queue's own topic"
+    assert queue_of_failed_topic("jobs.", "other.a.failed") is None, "another prefix"
+    assert queue_of_failed_topic("jobs.", "jobs..61.failed") is None, "never written so"
+    assert queue_of_failed_topic("jobs.", "jobs.a.failed.failed") is None
+    assert queue_of_failed_topic("jobs.", "jobs..failed") is None, "no queue name at all"
+    assert queue_of_failed_topic("jobs.", "jobs..ff.failed") is None, "not UTF-8"
 
 
 def test_cursor_lease_and_attempt_keys_name_the_group_topic_and_partition() -> None:

@@ -17,7 +17,7 @@ from ..envelope import format_time
 from ..queue import FailedJob
 from .loading import Loaded
 from .output import echo, first_line, note, stdout_console, table
-from .runtime import State, failed_store, run_command, warn_if_private
+from .runtime import State, failed_listing, run_command, warn_if_private
 
 
 @click.command()
@@ -66,7 +66,7 @@ def failed(state: State, queue: str | None, limit: int, as_json: bool) -> None:
 
     async def body(loaded: Loaded) -> int:
         target = loaded.queue(state.settings.connection)
-        store = failed_store(target)
+        store = failed_listing(target)
         warn_if_private(target)
         jobs = await store.failed_jobs(queue=queue, limit=limit)
         if as_json:

@@ -27,7 +27,7 @@ from ..errors import (
     QueueError,
     UnsupportedOperation,
 )
-from ..queue import FailedJobStore, Queue
+from ..queue import FailedJobListing, FailedJobStore, Queue
 from .event_loop import loop_factory
 from .exit_codes import ExitCode
 from .loading import Loaded, open_application
@@ -102,14 +102,27 @@ class Group(click.Group):
             raise click.exceptions.Exit(ExitCode.INTERRUPTED) from None
 
 
-def failed_store(queue: Queue) -> FailedJobStore:
-    """The queue's failed store, or a clear refusal for a driver without one."""
-    if not queue.capabilities.failed_store or not isinstance(queue, FailedJobStore):
+def failed_listing(queue: Queue) -> FailedJobListing:
+    """What lists the queue's failed jobs, or a clear refusal for a driver that keeps none."""
+    if not queue.capabilities.failed_listing or not isinstance(queue, FailedJobListing):
         raise Problem(
             f"the {queue.describe()} connection keeps no failed jobs, so there is nothing to "
             "list, retry or forget"
         )
     return queue
+
+
+def failed_store(queue: Queue) -> FailedJobStore:
+    """The queue's failed store, or a clear refusal for a driver without one."""
+    if queue.capabilities.failed_store and isinstance(queue, FailedJobStore):
+        return queue
+    failed_listing(queue)  # keeps none at all: says so
+    raise UnsupportedOperation(
+        f"the {queue.describe()} connection lists its failed jobs (`failed`) but cannot retry, "
+        "forget or flush them: it keeps them where they cannot be changed (see the "
+        f"{queue.name} driver's documentation). To run one again, dispatch it anew with the "
+        "payload `failed --json` shows"
+    )
 
 
 def warn_if_private(queue: Queue) -> None:
@@ -128,6 +141,7 @@ __all__ = [
     "Group",
     "State",
     "exit_code_for",
+    "failed_listing",
     "failed_store",
     "message_for",
     "run_command",

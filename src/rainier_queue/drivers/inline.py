@@ -43,6 +43,7 @@ class InlineQueue(Queue):
         renews_leases=False,
         reclaims_lapsed_leases=False,
         failed_store=False,
+        failed_listing=False,
     )
     OPTIONS: ClassVar[frozenset[str]] = frozenset()
 

@@ -34,8 +34,9 @@ be built out of that, and the costs do not go away:
   cursors, delivery counts and the roll of each topic's workers, named by
   the `locks` option. One that other
   processes cannot see is refused: every worker would own every partition.
-- **No failed-job store.** Failed jobs are records on `{topic}.failed` for
-  whatever reads that topic; they cannot be listed, retried or forgotten here.
+- **Failed jobs can be listed, not retried or forgotten.** They are records
+  on `{topic}.failed`; `failed_jobs` reads them back (failed_topics.py), but
+  a log cannot take a record back, so there is no retry, forget or flush.
   If that topic does not exist, the failure is logged and the partition
   moves on, never stalls.
 - **Topics are never created by the queue.** The partition count is a
@@ -85,7 +86,10 @@ rebalance state machine is worse than none.
   that took the partition: it gets `LeaseLost`.
 - A job handed back unrun by a stopping worker stays where it is (the cursor
   never moved) without its delivery counted, and keeps its place in order.
-- A record that is not a job is skipped with an error log.
+- A record that is not a job is produced to the failed topic, as it was,
+  with an error naming what was wrong, before the cursor passes it; a
+  failed job the failed topic refuses (too large) is kept without its
+  payload, pointing at the original (failing.py).
 - The reservation carries the record's position; the job's payload is never
   touched.
 - A stopping worker calls `on_worker_stop`, which gives back its leases and

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -72,15 +73,36 @@ def record_key(job: QueuedJob) -> bytes:
     The key picks the partition, so jobs that share a unique key share a
     partition and run in the order they were pushed.
     """
-    return (job.unique_key or job.id).encode()
+    return (job.unique_key or job.id).encode("utf-8", "backslashreplace")
 
 
 def record_headers(
     job: QueuedJob, extra: Mapping[str, str] | None = None
 ) -> list[tuple[str, bytes]]:
-    """Headers a person reading the topic with Kafka's own tools can make sense of."""
+    """Headers a person reading the topic with Kafka's own tools can make sense of.
+
+    An error text may quote anything a handler saw, lone surrogates included;
+    those are written as `\\udxxx` escapes rather than failing the record.
+    """
     headers = {"job": job.name, "attempts": str(job.attempts), **(extra or {})}
-    return [(name, value.encode()) for name, value in headers.items()]
+    return [(name, value.encode("utf-8", "backslashreplace")) for name, value in headers.items()]
+
+
+def record_value(job: QueuedJob) -> bytes:
+    """The job's JSON form as UTF-8, whatever its payload holds.
+
+    A payload with a lone surrogate (it came in through a path that did not
+    check it) cannot be UTF-8 as it is; it is written with every non-ASCII
+    character as a JSON escape instead, which is still the same JSON. A
+    reader of this library refuses that record as not a job (a surrogate is
+    not text) and records it as failed, which is better than a job whose
+    failure can never be written and which comes back after every lease.
+    """
+    text = job.to_json()
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(job.to_dict(), separators=(",", ":")).encode()
 
 
 class KafkaClients:
@@ -180,7 +202,7 @@ class KafkaClients:
         async with translated(f"produce to topic {topic!r}"):
             sent: asyncio.Future[Any] = await producer.send(
                 topic,
-                job.to_json().encode(),
+                record_value(job),
                 key=record_key(job),
                 headers=record_headers(job, extra),
             )
@@ -206,4 +228,4 @@ class KafkaClients:
                 await producer.stop()
 
 
-__all__ = ["KafkaClients", "record_headers", "record_key", "translated"]
+__all__ = ["KafkaClients", "record_headers", "record_key", "record_value", "translated"]

@@ -51,6 +51,34 @@ def encode_queue(queue: str) -> str:
     return "".join(out)
 
 
+def decode_queue(encoded: str) -> str | None:
+    """The queue name an encoded one stands for, or None if `encode_queue` never writes it."""
+    data = bytearray()
+    at = 0
+    while at < len(encoded):
+        char = encoded[at]
+        if char == "." and re.fullmatch(r"[0-9a-f]{2}", encoded[at + 1 : at + 3]):
+            data.append(int(encoded[at + 1 : at + 3], 16))
+            at += 3
+        elif char.isascii() and ord(char) in _PLAIN:
+            data.append(ord(char))
+            at += 1
+        else:
+            return None
+    try:
+        queue = bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return queue if queue and encode_queue(queue) == encoded else None
+
+
+def queue_of_failed_topic(prefix: str, topic: str) -> str | None:
+    """The queue whose failed topic `topic` is (under `prefix`), or None if it is no such topic."""
+    if not topic.startswith(prefix) or not topic.endswith(FAILED_SUFFIX):
+        return None
+    return decode_queue(topic[len(prefix) : -len(FAILED_SUFFIX)])
+
+
 def topic_name(prefix: str, queue: str) -> str:
     """The topic a queue's jobs are records on: the prefix, then the encoded queue name."""
     topic = prefix + encode_queue(queue)
@@ -123,10 +151,12 @@ __all__ = [
     "attempts_key",
     "check_prefix",
     "cursor_key",
+    "decode_queue",
     "encode_queue",
     "failed_topic_name",
     "lease_name",
     "member_name",
+    "queue_of_failed_topic",
     "topic_name",
     "wanting_key",
 ]

@@ -15,11 +15,13 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...cache import LockManager
 from ...cache.stores import open_cache
-from ...envelope import QueuedJob, format_time
+from ...envelope import QueuedJob
 from ...errors import BrokerRejected, ConfigurationError, LeaseLost
-from ...queue import Capabilities, Queue, Reservation
+from ...queue import Capabilities, FailedJob, Queue, Reservation
 from .client import KafkaClients, translated
 from .config import OPTIONS, KafkaSettings, read_settings
+from .failed_topics import FailedTopics
+from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, failed_topic_name, topic_name
 from .partitions import Delivery, Partitions, PartitionState
@@ -55,6 +57,7 @@ class KafkaQueue(Queue):
         reserved_job_steps_aside=False,
         fifo_within_queue=False,
         failed_store=False,
+        failed_listing=True,
         raw_push=True,
     )
 
@@ -83,7 +86,9 @@ class KafkaQueue(Queue):
             recheck=settings.max_wait,
         )
         self._membership = Membership(locks, group=settings.group, lease=settings.lease)
-        self._reserver = Reserver(self._partitions, self._membership, settings)
+        self._failures = FailedRecords(self._clients)
+        self._failed_topics = FailedTopics(self._clients, settings)
+        self._reserver = Reserver(self._partitions, self._membership, settings, self._failures)
 
     @property
     @override
@@ -149,8 +154,8 @@ class KafkaQueue(Queue):
     async def push_raw(self, queue: str, body: str) -> None:
         """Produce `body` as it is, for a consumer that is not this library.
 
-        This library's own workers skip such a record with an error log (the
-        log keeps it for whoever it was meant for).
+        This library's own workers record such a record on the failed topic
+        as not a job (the log keeps it for whoever it was meant for too).
         """
         topic = self.topic_for(queue)
         await self._partitions_of(topic, queue)
@@ -262,29 +267,26 @@ class KafkaQueue(Queue):
 
     @override
     async def fail(self, reservation: Reservation, error: str) -> None:
+        """Record the job on its failed topic (whole, or what the topic takes), then move on.
+
+        An outage while recording raises, and the cursor stays where it was.
+        """
         state, delivery, position = self._current(reservation)
-        job = reservation.job
-        failed = self.failed_topic_for(job.queue)
-        if await self._clients.partitions(failed) is None:
-            log.error(
-                "job `%s` %s failed (%s), and the topic %r that keeps failed jobs does not "
-                "exist, so it is recorded only here; create the topic to keep them",
-                job.name,
-                job.id,
-                error,
-                failed,
-            )
-        else:
-            headers = {
-                "error": error,
-                "failed-at": format_time(utcnow()),
-                "failed-from": str(position),
-            }
-            try:
-                await self._clients.produce(failed, job, headers)
-            except BrokerRejected as exc:
-                log.error("could not record failed job %s on %r: %s", job.id, failed, exc)
-        await self._advance(state, delivery, job.id)
+        await self._failures.record(reservation.job, error, position)
+        await self._advance(state, delivery, reservation.job.id)
+
+    # -- the failed topics (FailedJobListing) -------------------------------------------
+
+    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
+        """The newest failed records of `queue`'s failed topic, or of every queue's, newest first.
+
+        Every queue's means every topic named as a failed topic under this
+        connection's prefix (failed_topics.py). Records that are not jobs
+        are listed too, as `rainier-queue:not-a-job` entries with the raw value.
+        Read-only: a record cannot be taken out of a log, so there is no
+        retrying or forgetting here (see the driver's documentation).
+        """
+        return await self._failed_topics.newest(queue, limit)
 
     # -- size and clear ------------------------------------------------------------
 

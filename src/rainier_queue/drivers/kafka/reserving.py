@@ -34,13 +34,11 @@ import logging
 import random
 import time
 
-from aiokafka import ConsumerRecord
-
 from ..._clock import utcnow
-from ...envelope import QueuedJob
-from ...errors import PayloadError
 from ...queue import Reservation, new_token
+from ...stored import Malformed, read_envelope
 from .config import KafkaSettings
+from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, attempt_number
 from .partitions import Delivery, Partitions, PartitionState
@@ -56,9 +54,14 @@ class Reserver:
     """The reserve side of one `KafkaQueue`."""
 
     def __init__(
-        self, partitions: Partitions, membership: Membership, settings: KafkaSettings
+        self,
+        partitions: Partitions,
+        membership: Membership,
+        settings: KafkaSettings,
+        failures: FailedRecords,
     ) -> None:
         self._partitions = partitions
+        self._failures = failures
         self._membership = membership
         self.settings = settings
         self.lock = asyncio.Lock()
@@ -234,17 +237,11 @@ class Reserver:
                 if not await self._partitions.commit(state, expected, record.offset):
                     return None
                 expected = record.offset
-            try:
-                job = _job_of(record)
-            except PayloadError as exc:
-                log.error(
-                    "skipping the record at offset %d of partition %d of topic %r: it is not a "
-                    "job (%s); the log keeps it for whoever it was meant for",
-                    record.offset,
-                    state.tp.partition,
-                    state.tp.topic,
-                    exc,
-                )
+            job = read_envelope(record.value)
+            if isinstance(job, Malformed):
+                # Recorded on the failed topic before the cursor passes it; an outage
+                # raises here and leaves the record at the head, to be handled again.
+                await self._failures.record_not_a_job(record, job, queue)
                 state.buffer.popleft()
                 if not await self._partitions.commit(state, expected, record.offset + 1):
                     return None
@@ -272,12 +269,6 @@ class Reserver:
                 handle=KafkaPosition(state.tp.topic, state.tp.partition, record.offset),
             )
         return None
-
-
-def _job_of(record: ConsumerRecord[bytes, bytes]) -> QueuedJob:
-    if record.value is None:
-        raise PayloadError("the record has no value")
-    return QueuedJob.from_json(record.value)
 
 
 __all__ = ["CONTENDED_PATIENCE", "Reserver"]
