@@ -58,8 +58,13 @@ def raw_value(value: object) -> object:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        # Surrogates stand for bytes that were not UTF-8 (`surrogateescape`); give those back.
-        data = text.encode("utf-8", "surrogateescape")
+        # Surrogates from `surrogateescape` stand for bytes that were not UTF-8: give
+        # those back. Any other lone surrogate (a JSON `\ud800` escape) is kept as
+        # the bytes Python would write for it, so the record still says what it held.
+        try:
+            data = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            data = text.encode("utf-8", "surrogatepass")
         return {"base64": base64.b64encode(data).decode("ascii")}
     return text
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rainier_queue.drivers import open_queue
-from rainier_queue.entry_fields import parse_json
+from rainier_queue.entry_fields import parse_json, raw_value
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import MalformedEntry
 from rainier_queue.queue import Queue
@@ -200,3 +200,9 @@ def test_fuzzed_stream_entries_in_redis_never_stop_a_worker(
         asyncio.run(delete_keys(f"{prefix}*", REDIS_URL))
     assert all(count == 1 for count in ran.values()), "no job runs twice"
     assert sum(ran.values()) + failed + waiting == len(bodies), "every entry ran, failed or waits"
+
+
+@pure
+@given(st.text() | st.binary() | st.sampled_from(["\ud800", "a\udfffb", "\udc80"]))
+def test_any_text_or_bytes_become_raw_data_that_prints(value: str | bytes) -> None:
+    _printable(raw_value(value))

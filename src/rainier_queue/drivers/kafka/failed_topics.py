@@ -57,7 +57,7 @@ def failed_job_of(record: ConsumerRecord[bytes, bytes], queue: str) -> FailedJob
     headers = {name: value for name, value in record.headers or ()}
     failed_at = _failed_at(header_text(headers, "failed-at"), record.timestamp)
     recorded = header_text(headers, "error")
-    read = read_envelope(record.value)
+    read = read_envelope(record.value, field="value")
     if isinstance(read, Malformed):
         read = why_not_a_job(record, read)
         position = KafkaPosition(record.topic, record.partition, record.offset)

@@ -237,7 +237,7 @@ class Reserver:
                 if not await self._partitions.commit(state, expected, record.offset):
                     return None
                 expected = record.offset
-            job = read_envelope(record.value)
+            job = read_envelope(record.value, field="value")
             if isinstance(job, Malformed):
                 # Recorded on the failed topic before the cursor passes it; an outage
                 # raises here and leaves the record at the head, to be handled again.
