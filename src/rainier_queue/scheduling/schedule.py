@@ -54,6 +54,21 @@ _DAYS = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6}
 
 T = TypeVar("T", bound="type[Job] | JobFunction[...]")
 
+_OPTION_METHODS = {
+    "name": "named",
+    "description": "describe",
+    "catch_up": "catch_up",
+    "overlap": "overlap",
+    "grace": "grace",
+    "when": "when",
+    "skip": "skip",
+    "queue": "on_queue",
+    "connection": "on_connection",
+    "delay": "delay",
+    "unique": "unique",
+}
+"""The keyword options of the `Schedule.cron` / `Schedule.every` decorators."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScheduledJob:
@@ -391,11 +406,12 @@ class Schedule:
         def decorate(target: T) -> T:
             entry = timing(self.job(target))
             for key, value in options.items():
-                method = getattr(entry, key, None)
-                if key.startswith("_") or not callable(method) or key in ("build", "name"):
-                    entry.errors.append(f"unknown schedule option `{key}`")
+                method = _OPTION_METHODS.get(key)
+                if method is None:
+                    known = ", ".join(sorted(_OPTION_METHODS))
+                    entry.errors.append(f"unknown schedule option `{key}` (options: {known})")
                     continue
-                method(value)
+                getattr(entry, method)(value)
             return target
 
         return decorate
@@ -421,8 +437,9 @@ class Schedule:
                 built.append(scheduled)
         built.extend(self._built)
         seen: dict[str, int] = {}
+        for name in [entry.name for entry in self._entries] + [b.name for b in self._built]:
+            seen[name] = seen.get(name, 0) + 1
         for scheduled in built:
-            seen[scheduled.name] = seen.get(scheduled.name, 0) + 1
             if registry is not None and not registry.knows(scheduled.job_name):
                 problems.append(
                     f"schedule `{scheduled.name}`: job `{scheduled.job_name}` is not registered, "
