@@ -73,6 +73,9 @@ class Loaded:
     schedules: Mapping[str, Any] = field(default_factory=dict)
     """The config file's `[schedules]` tables, unchecked (see `cli.schedule`)."""
     schedules_source: str = "config"
+    urls: Mapping[str, str] = field(default_factory=dict)
+    """Each configured connection's URL, where the connections came from a config or --url
+    (the scheduler opens its claim store on it when no `locks` store is configured)."""
 
     def queue(self, connection: str | None) -> Queue:
         """The queue of connection `connection` (the default one when None)."""
@@ -124,6 +127,7 @@ async def open_application(settings: Settings) -> Loaded:
         source=source,
         schedules=config.schedules,
         schedules_source=config.source,
+        urls={name: conn.url for name, conn in config.connections.items()},
     )
 
 

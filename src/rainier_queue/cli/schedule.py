@@ -24,12 +24,16 @@ import signal
 from collections.abc import Callable
 from datetime import datetime
 from typing import cast
+from urllib.parse import parse_qsl, urlencode
 from zoneinfo import ZoneInfo
 
 import click
 
+from ..cache import Cache, LockManager
 from ..cache.memory import MemoryCache
+from ..cache.stores import open_cache
 from ..envelope import format_time
+from ..errors import ConfigurationError
 from ..scheduling import Outcome, Overview, Schedule, Scheduler, schedule_from_config
 from .exit_codes import ExitCode
 from .loading import Loaded, _put_cwd_on_path
@@ -63,15 +67,37 @@ async def build_scheduler(loaded: Loaded, spec: str | None, connection: str | No
     manager = loaded.manager
     store = None
     if manager.locks is None:
-        queue = loaded.queue(connection)
-        if queue.capabilities.shared_between_processes:
-            raise Problem(
-                "the scheduler keeps its per-tick claims in the connection's shared store, and "
-                f"none is configured for {queue.describe()}: set `locks` in the config to the "
-                'same database or Redis (for example locks = "sqlite:///jobs.db")'
-            )
-        store = MemoryCache()  # one process owns the queue, so it owns the claims too
+        store = _connection_store(loaded, connection)
+        # A worker in this process (`work --with-scheduler`) then gives back overlap locks.
+        manager.locks = LockManager(store)
     return Scheduler(manager, schedule, store=store)
+
+
+def _connection_store(loaded: Loaded, connection: str | None) -> Cache:
+    """The claim store in the connection's own database or Redis, when no `locks` is set."""
+    queue = loaded.queue(connection)
+    if not queue.capabilities.shared_between_processes:
+        return MemoryCache()  # one process owns the queue, so it owns the claims too
+    url = loaded.urls.get(loaded.connection_name(connection))
+    if url is None:
+        raise Problem(
+            "the scheduler keeps its per-tick claims in a shared store, and none is configured "
+            f"for {queue.describe()}: give the QueueManager `locks` (or set `locks` in the "
+            "config) on the same database or Redis"
+        )
+    base, _, query = url.partition("?")
+    kept = urlencode([(k, v) for k, v in parse_qsl(query) if k in _STORE_OPTIONS])
+    try:
+        return open_cache(f"{base}?{kept}" if kept else base)
+    except ConfigurationError as exc:
+        raise Problem(
+            f"the scheduler cannot keep its claims beside {queue.describe()} ({exc}); set "
+            "`locks` in the config to a database or Redis URL"
+        ) from exc
+
+
+_STORE_OPTIONS = frozenset({"prefix", "schema"})
+"""Query options a queue URL and its cache store share; the rest are the queue's own."""
 
 
 async def _load_schedule(spec: str) -> Schedule:
