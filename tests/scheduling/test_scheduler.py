@@ -313,3 +313,78 @@ def test_the_scheduler_refuses_a_manager_without_a_shared_store() -> None:
 
     with pytest.raises(ConfigurationError, match="shared store for its claims"):
         Scheduler(QueueManager(MemoryQueue(), registry=registry()), Schedule())
+
+
+class OneQueueRefusing(MemoryQueue):
+    async def push(self, job):  # type: ignore[no-untyped-def]
+        if job.queue == "reports":
+            raise BrokerUnavailable("the reports broker is down")
+        return await super().push(job)
+
+
+async def test_a_failing_schedule_does_not_stop_the_others() -> None:
+    queue = OneQueueRefusing()
+    manager = QueueManager(queue, registry=registry(), locks=LockManager(MemoryCache()))
+    schedule = Schedule()
+    schedule.job(Report()).hourly()
+    schedule.job(Purge()).hourly()
+    clock = SteppedClock(at("2026-05-17 10:00:01"))
+    outcomes = await scheduler(manager, schedule, clock).run_pending()
+    assert [(o.schedule, o.status) for o in outcomes] == [
+        ("report", "failed"),
+        ("purge", "enqueued"),
+    ]
+
+
+async def test_a_false_condition_skips_before_any_lock_is_looked_at(
+    manager: QueueManager,
+) -> None:
+    schedule = Schedule()
+    schedule.job(Report()).every_minute().overlap("skip").when(lambda: False)
+    assert manager.locks is not None
+    held = await manager.locks.acquire("schedule:report:running", timedelta(hours=1))
+    assert held is not None
+    clock = SteppedClock(at("2026-05-17 10:00:01"))
+    outcomes = await scheduler(manager, schedule, clock).run_pending()
+    assert [o.reason for o in outcomes] == ["a when/skip condition said no"]
+
+
+async def test_the_same_tick_looked_at_twice_runs_once(manager: QueueManager) -> None:
+    schedule = Schedule()
+    schedule.job(Report()).every_minute()
+    clock = SteppedClock(at("2026-05-17 10:00:01"))
+    each = scheduler(manager, schedule, clock)
+    assert len(await each.run_pending()) == 1
+    clock.advance(timedelta(seconds=30))
+    assert await each.run_pending() == []
+    assert await scheduler(manager, schedule, clock).run_pending() == []
+    assert len(await waiting(manager)) == 1
+
+
+def test_the_loop_wakes_at_the_next_tick_and_at_least_once_a_minute(
+    manager: QueueManager,
+) -> None:
+    schedule = Schedule()
+    schedule.job(Report()).daily()
+    schedule.job(Purge()).every(seconds=20)
+    clock = SteppedClock(at("2026-05-17 10:00:05"))
+    each = scheduler(manager, schedule, clock)
+    assert each.next_wake(clock.now) == at("2026-05-17 10:00:20")
+    yearly = Schedule()
+    yearly.job(Report()).yearly()
+    assert scheduler(manager, yearly, clock).next_wake(clock.now) == at("2026-05-17 10:01:05")
+
+
+async def test_the_loop_stops_between_passes_when_told(manager: QueueManager) -> None:
+    schedule = Schedule()
+    schedule.job(Report()).every(timedelta(milliseconds=20))
+    each = Scheduler(manager, schedule)  # the real clock: it must really loop
+    stop = asyncio.Event()
+    running = asyncio.create_task(each.run(stop))
+    for _ in range(1000):
+        if await manager.queue.size("reports") >= 2:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await running
+    assert await manager.queue.size("reports") >= 2

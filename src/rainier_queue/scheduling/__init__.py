@@ -9,7 +9,9 @@ every scheduler process is equal and each tick is claimed in the
 connection's own shared store, so one or many may run:
 
 - `timing`: when ticks fall (cron in an IANA zone via cronsim, intervals);
-- `schedule`: the `Schedule` builder and its checked `ScheduledJob` entries;
+- `entries`: `ScheduledJob`, one checked entry, and its policies;
+- `builder`: `Entry`, an entry being written (the upstream's builders);
+- `schedule`: `Schedule`, the entries checked together at start-up;
 - `config`: entries from `[tool.rainier-queue.schedules]`;
 - `claims`: the per-tick claims, cursor and outcomes in the shared store;
 - `scheduler`: the passes and the loop that turn due ticks into jobs.
@@ -19,9 +21,11 @@ See docs/scheduling.md for the guarantees.
 
 from __future__ import annotations
 
+from .builder import Entry
 from .claims import Outcome
 from .config import schedule_from_config
-from .schedule import Entry, Schedule, ScheduledJob, ScheduleProblems
+from .entries import ScheduledJob
+from .schedule import Schedule, ScheduleProblems
 from .scheduler import SCHEDULE_HEADER, TICK_HEADER, Overview, Scheduler
 from .timing import Cron, Every, ScheduleError, Timing
 

@@ -31,7 +31,9 @@ from typing import Any
 from ..durations import parse_duration
 from ..errors import QueueError
 from ..registry import JobRegistry
-from .schedule import CATCH_UP_CHOICES, OVERLAP_CHOICES, Entry, Schedule
+from .builder import Entry
+from .entries import CATCH_UP_CHOICES, OVERLAP_CHOICES
+from .schedule import Schedule
 
 KEYS = frozenset(
     {

@@ -46,7 +46,8 @@ from ..envelope import format_time
 from ..errors import ConfigurationError, OutcomeUnknown
 from ..manager import QueueManager
 from .claims import DEFAULT_CLAIM_LEASE, Claim, Claims, Outcome, keep_outcome_for, outcome
-from .schedule import Schedule, ScheduledJob
+from .entries import ScheduledJob
+from .schedule import Schedule
 
 log = logging.getLogger("rainier_queue.scheduler")
 
