@@ -20,6 +20,10 @@ lease = "90s"
 
 [tool.rainier-queue.connections]
 bulk = "memory://"                  # a bare URL is fine too
+
+[tool.rainier-queue.schedules.nightly]   # periodic jobs: see docs/scheduling.md
+job = "send-report"
+cron = "30 7 * * *"
 ```
 
 Mistakes are refused when the file is read, before anything connects: an

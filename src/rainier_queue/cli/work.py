@@ -154,8 +154,11 @@ def work(ctx: click.Context, /, **params: Any) -> None:
     given = {name: value for name, value in params.items() if value is not None}
     if "timeout" in given and given["timeout"] == timedelta(0):
         given["timeout"] = None
+    if schedule_spec is not None and not with_scheduler:
+        raise Problem("--schedule is for --with-scheduler; add it, or leave --schedule out")
     if processes > 1:
-        raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given))
+        scheduling = (schedule_spec,) if with_scheduler else None
+        raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given, scheduling))
 
     async def body(loaded: Loaded) -> int:
         queue, options = _prepare(loaded, state, queues, given)
@@ -163,8 +166,6 @@ def work(ctx: click.Context, /, **params: Any) -> None:
         scheduler = None
         if with_scheduler:
             scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
-        elif schedule_spec is not None:
-            raise Problem("--schedule is for --with-scheduler; add it, or leave --schedule out")
         return await _run_worker(loaded, queue, options, show_bar, scheduler)
 
     run_command(state, body)
@@ -282,11 +283,18 @@ def _supervise(
     processes: int,
     queues: tuple[str, ...] | None,
     given: dict[str, Any],
+    scheduling: tuple[str | None] | None,
 ) -> int:
-    """Check once, then run `processes` copies of this command under a Supervisor."""
+    """Check once, then run `processes` copies of this command under a Supervisor.
+
+    `scheduling` holds the `--schedule` spec when each copy also runs the
+    schedules, so a broken schedule stops the start-up here, once.
+    """
 
     async def check(loaded: Loaded) -> int:
         _prepare(loaded, state, queues, given)
+        if scheduling is not None:
+            await build_scheduler(loaded, scheduling[0], state.settings.connection)
         return ExitCode.OK
 
     run_on_application(state, check)
