@@ -132,3 +132,21 @@ def test_a_worker_with_the_scheduler_runs_what_it_schedules(tmp_path: Path) -> N
     assert process.returncode == 0, stderr
     listed = run("--config", str(config), "schedule", "list", "--json", env=clean_env())
     assert json.loads(listed.stdout)[0]["last"]["status"] == "enqueued"
+
+
+def test_schedule_run_exits_1_when_an_enqueue_fails_and_says_it_will_try_again(
+    tmp_path: Path,
+) -> None:
+    # Claims in a SQLite file that works; the queue on a Redis port where nothing listens.
+    config = tmp_path / "rainier-queue.toml"
+    config.write_text(
+        'app = "tests.cli.sample_jobs:registry"\n'
+        f'locks = "sqlite:///{tmp_path / "claims.db"}"\n'
+        '[connections]\nmain = "redis://127.0.0.1:1/0"\n'
+        '[schedules.often]\njob = "note"\npayload = { text = "x" }\nevery = "1s"\n',
+        encoding="utf-8",
+    )
+    result = run("--config", str(config), "schedule", "run", env=clean_env())
+    assert result.code == 1, result.output
+    assert "`often`" in result.stderr
+    assert "tried again next pass" in result.stderr
