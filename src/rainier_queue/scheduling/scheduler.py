@@ -58,6 +58,7 @@ LONGEST_SLEEP = timedelta(seconds=60)
 (a suspended VM, an NTP step) is noticed within a minute."""
 
 _Fired = Literal["done", "taken", "held", "retry"]
+_LEVELS = {"enqueued": logging.INFO, "skipped": logging.DEBUG, "failed": logging.ERROR}
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +219,9 @@ class Scheduler:
                 format_time(claim.tick),
                 self.claims.lease,
             )
-        level = logging.INFO if status == "enqueued" else logging.WARNING
-        if status == "skipped":
-            level = logging.DEBUG
-        log.log(level, "schedule `%s` tick %s: %s", entry.name, claim.tick, result.describe())
+        log.log(
+            _LEVELS[status], "schedule `%s` tick %s: %s", entry.name, claim.tick, result.describe()
+        )
         done.append(result)
         return "done"
 
