@@ -388,3 +388,20 @@ async def test_the_loop_stops_between_passes_when_told(manager: QueueManager) ->
     stop.set()
     await running
     assert await manager.queue.size("reports") >= 2
+
+
+async def test_a_worker_that_finishes_the_run_lets_the_next_tick_through(
+    manager: QueueManager,
+) -> None:
+    from rainier_queue import Worker, WorkerOptions
+
+    schedule = Schedule()
+    schedule.job(Report()).every_minute().overlap("skip")
+    clock = SteppedClock(at("2026-05-17 10:00:01"))
+    each = scheduler(manager, schedule, clock)
+    await each.run_pending()
+    options = WorkerOptions(queues=("reports",), stop_when_empty=True)
+    stats = await Worker(manager.queue, manager.registry, options, locks=manager.locks).run()
+    assert stats.processed == 1
+    clock.advance(timedelta(minutes=1))
+    assert [o.status for o in await each.run_pending()] == ["enqueued"]
