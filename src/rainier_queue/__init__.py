@@ -43,6 +43,7 @@ from .job import Job, JobFunction, job
 from .manager import QueueManager
 from .queue import Capabilities, FailedJob, FailedJobStore, Queue, Reservation
 from .registry import JobRegistry
+from .scheduling import Schedule, Scheduler
 from .worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
 
 __all__ = [
@@ -83,6 +84,8 @@ __all__ = [
     "QueuedJob",
     "Reservation",
     "Retry",
+    "Schedule",
+    "Scheduler",
     "Supervisor",
     "TLSVerificationError",
     "UnknownConnection",

@@ -20,6 +20,10 @@ lease = "90s"
 
 [tool.rainier-queue.connections]
 bulk = "memory://"                  # a bare URL is fine too
+
+[tool.rainier-queue.schedules.nightly]   # periodic jobs: see docs/scheduling.md
+job = "send-report"
+cron = "30 7 * * *"
 ```
 
 Mistakes are refused when the file is read, before anything connects: an
@@ -47,7 +51,7 @@ from .queue import Queue
 from .redact import redact_url
 from .registry import JobRegistry
 
-TOP_LEVEL_KEYS = frozenset({"default", "connections", "locks", "queues", "app"})
+TOP_LEVEL_KEYS = frozenset({"default", "connections", "locks", "queues", "app", "schedules"})
 CONFIG_FILE = "rainier-queue.toml"
 
 
@@ -78,6 +82,9 @@ class QueueConfig:
     """`module:attribute` naming the registry or manager, for the CLI."""
     source: str = "code"
     """Where this came from, for error messages."""
+    schedules: Mapping[str, Any] = field(default_factory=dict)
+    """The `[schedules]` tables, as read; checked against the registry by
+    `rainier_queue.scheduling.schedule_from_config` when a scheduler starts."""
 
     def __post_init__(self) -> None:
         if self.default not in self.connections:
@@ -122,6 +129,7 @@ class QueueConfig:
             queues=tuple(q for q in queues if q),
             app=_optional_str(data, "app", source),
             source=source,
+            schedules=_schedules(data, source),
         )
 
     @classmethod
@@ -216,6 +224,15 @@ def _connection(name: str, value: Any, source: str) -> ConnectionConfig:
         )
     options = {k: v for k, v in value.items() if k != "url"}
     return ConnectionConfig(name=name, url=value["url"], options=options)
+
+
+def _schedules(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    value = data.get("schedules", {})
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"`schedules` ({source}) must be a table of schedules, one [schedules.NAME] each"
+        )
+    return dict(value)
 
 
 def _optional_str(data: Mapping[str, Any], key: str, source: str) -> str | None:

@@ -22,6 +22,7 @@ CORE = [
     "backoff.py",
     "context.py",
     "worker",
+    "scheduling",
 ]
 FORBIDDEN = (
     "rainier_queue.drivers",

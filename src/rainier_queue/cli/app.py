@@ -17,7 +17,7 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
-from . import admin, dispatch, doctor, inspection, work
+from . import admin, dispatch, doctor, inspection, schedule, work
 from .event_loop import CHOICES as LOOPS
 from .output import QUIET_KEY, setup_logging
 from .runtime import VERBOSE_KEY, Group, State
@@ -102,6 +102,7 @@ for command in (
     admin.flush,
     admin.migrate,
     doctor.doctor,
+    schedule.schedule,
 ):
     main.add_command(command)
 

@@ -31,10 +31,10 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from ..connections import QueueConfig
 from ..manager import QueueManager
@@ -70,6 +70,12 @@ class Loaded:
     app: App | None
     source: str
     """Where the connections came from, credential-free: `--url sqlite:///jobs.db`, ..."""
+    schedules: Mapping[str, Any] = field(default_factory=dict)
+    """The config file's `[schedules]` tables, unchecked (see `cli.schedule`)."""
+    schedules_source: str = "config"
+    urls: Mapping[str, str] = field(default_factory=dict)
+    """Each configured connection's URL, where the connections came from a config or --url
+    (the scheduler opens its claim store on it when no `locks` store is configured)."""
 
     def queue(self, connection: str | None) -> Queue:
         """The queue of connection `connection` (the default one when None)."""
@@ -94,7 +100,14 @@ async def open_application(settings: Settings) -> Loaded:
     app = await load_app(spec, origin=origin) if spec is not None else None
     if app is not None and app.manager is not None and explicit is None:
         source = f"the QueueManager {app.spec} (from {origin})"
-        return Loaded(manager=app.manager, registry=app.registry, app=app, source=source)
+        return Loaded(
+            manager=app.manager,
+            registry=app.registry,
+            app=app,
+            source=source,
+            schedules=config.schedules if config is not None else {},
+            schedules_source=config.source if config is not None else "config",
+        )
     if config is None:
         raise Problem(NO_QUEUES)
     if app is not None and app.manager is not None:
@@ -107,7 +120,15 @@ async def open_application(settings: Settings) -> Loaded:
         source = f"the config {config.source}"
     else:
         source = f"{settings.source_from} {config.source}"
-    return Loaded(manager=manager, registry=registry, app=app, source=source)
+    return Loaded(
+        manager=manager,
+        registry=registry,
+        app=app,
+        source=source,
+        schedules=config.schedules,
+        schedules_source=config.source,
+        urls={name: conn.url for name, conn in config.connections.items()},
+    )
 
 
 def _explicit_config(settings: Settings) -> QueueConfig | None:

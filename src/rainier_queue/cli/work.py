@@ -28,6 +28,7 @@ from ..durations import format_duration, parse_duration
 from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
 from ..queue import Queue
+from ..scheduling import Scheduler
 from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
 from .event_loop import loop_name
 from .exit_codes import ExitCode
@@ -35,6 +36,7 @@ from .loading import Loaded
 from .output import Problem, echo, error_console, note, warn
 from .progress import Clock, Tally, summary
 from .runtime import State, message_for, run_command, run_on_application, warn_if_private
+from .schedule import SCHEDULE_OPTION, build_scheduler
 
 DEFAULTS = WorkerOptions()
 
@@ -128,6 +130,14 @@ def _shown(value: timedelta | None) -> str:
     help="Worker processes; more than 1 runs them under a supervisor.",
 )
 @click.option(
+    "--with-scheduler",
+    is_flag=True,
+    default=False,
+    help="Also run the schedules in this process (see `schedule work`); "
+    "safe on every worker: each tick is claimed once.",
+)
+@SCHEDULE_OPTION
+@click.option(
     "--progress/--no-progress",
     default=None,
     help="Progress bar with --stop-when-empty [on when stderr is a terminal].",
@@ -138,17 +148,25 @@ def work(ctx: click.Context, /, **params: Any) -> None:
     state: State = ctx.obj
     processes: int = params.pop("processes")
     progress: bool | None = params.pop("progress")
+    with_scheduler: bool = params.pop("with_scheduler")
+    schedule_spec: str | None = params.pop("schedule_spec")
     queues = _parse_queues(params.pop("queues"))
     given = {name: value for name, value in params.items() if value is not None}
     if "timeout" in given and given["timeout"] == timedelta(0):
         given["timeout"] = None
+    if schedule_spec is not None and not with_scheduler:
+        raise Problem("--schedule is for --with-scheduler; add it, or leave --schedule out")
     if processes > 1:
-        raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given))
+        scheduling = (schedule_spec,) if with_scheduler else None
+        raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given, scheduling))
 
     async def body(loaded: Loaded) -> int:
         queue, options = _prepare(loaded, state, queues, given)
         show_bar = progress if progress is not None else sys.stderr.isatty()
-        return await _run_worker(loaded, queue, options, show_bar)
+        scheduler = None
+        if with_scheduler:
+            scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
+        return await _run_worker(loaded, queue, options, show_bar, scheduler)
 
     run_command(state, body)
 
@@ -197,7 +215,13 @@ def _warn_unserved(loaded: Loaded, options: WorkerOptions, *, explicit: bool) ->
             )
 
 
-async def _run_worker(loaded: Loaded, queue: Queue, options: WorkerOptions, show_bar: bool) -> int:
+async def _run_worker(
+    loaded: Loaded,
+    queue: Queue,
+    options: WorkerOptions,
+    show_bar: bool,
+    scheduler: Scheduler | None = None,
+) -> int:
     total = 0
     if options.stop_when_empty:
         total = sum([await queue.size(name) for name in options.queues])
@@ -220,11 +244,20 @@ async def _run_worker(loaded: Loaded, queue: Queue, options: WorkerOptions, show
     )
     clock = Clock()
     gave_up: BrokerError | None = None
+    stop_scheduling = asyncio.Event()
+    scheduling = None
+    if scheduler is not None:
+        note(f"scheduling {len(scheduler.entries)} schedule(s) in this worker")
+        scheduling = asyncio.create_task(scheduler.run(stop_scheduling))
     with tally:
         try:
             stats = await worker.run()
         except BrokerError as exc:
             gave_up, stats = exc, worker.stats
+        finally:
+            stop_scheduling.set()
+            if scheduling is not None:
+                await scheduling
     echo(summary(stats, clock.elapsed))
     if gave_up is not None:
         click.echo(
@@ -250,11 +283,18 @@ def _supervise(
     processes: int,
     queues: tuple[str, ...] | None,
     given: dict[str, Any],
+    scheduling: tuple[str | None] | None,
 ) -> int:
-    """Check once, then run `processes` copies of this command under a Supervisor."""
+    """Check once, then run `processes` copies of this command under a Supervisor.
+
+    `scheduling` holds the `--schedule` spec when each copy also runs the
+    schedules, so a broken schedule stops the start-up here, once.
+    """
 
     async def check(loaded: Loaded) -> int:
         _prepare(loaded, state, queues, given)
+        if scheduling is not None:
+            await build_scheduler(loaded, scheduling[0], state.settings.connection)
         return ExitCode.OK
 
     run_on_application(state, check)
