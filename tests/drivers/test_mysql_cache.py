@@ -52,5 +52,5 @@ async def test_a_key_too_long_for_its_column_is_refused_not_cut_short(cache: Cac
 
 
 def test_an_unknown_option_in_the_url_is_refused() -> None:
-    with pytest.raises(ConfigurationError, match="not prefx"):
+    with pytest.raises(ConfigurationError, match="does not take `prefx`. Did you mean `prefix`"):
         open_cache(f"{SERVER}?prefx=a_")
