@@ -23,6 +23,10 @@ deliberate:
 this one path (`_send_all`); they differ only in how many jobs it carries
 and whether the push is one job or a bulk push.
 
+Given observers (`instrument.py`), the manager pushes through an
+`InstrumentedQueue` around each connection, so instruments see every
+dispatch; without them it pushes to the driver itself and pays nothing.
+
 `QueueManager.fake()` is this same manager over a `RecordingQueue`, a
 driver that keeps what is pushed instead of sending it; the assertions that
 read the record live in `testing.py`, not here.
@@ -40,6 +44,7 @@ from .dispatch import PendingDispatch
 from .drivers.recording import RecordingQueue
 from .envelope import QueuedJob
 from .errors import OutcomeUnknown, UnknownConnection
+from .instrument import QueueObserver, instrumented
 from .job import Job
 from .packing import DEFAULTS, DispatchOptions, build_envelope, unique_lock_name
 from .queue import Queue
@@ -63,6 +68,7 @@ class QueueManager:
         default_connection: str | None = None,
         locks: LockManager | None = None,
         default_queues: Sequence[str] | None = None,
+        observers: Sequence[QueueObserver] = (),
     ) -> None:
         self.registry = registry if registry is not None else JobRegistry()
         self.locks = locks
@@ -79,6 +85,9 @@ class QueueManager:
         else:
             raise ValueError("QueueManager needs a default queue or a default_connection name")
         self._default_queues = tuple(q for q in (default_queues or ()) if q.strip())
+        self._ports = _instrumented_all(self._connections, observers)
+        """What dispatch pushes through: the connections themselves, or, with
+        observers, each behind an `InstrumentedQueue` that tells them."""
         self._warned_no_locks = False
 
     # -- construction ----------------------------------------------------------
@@ -122,6 +131,14 @@ class QueueManager:
         key = self._default_name if name is None else name
         try:
             return self._connections[key]
+        except KeyError:
+            raise UnknownConnection(key, self._connections) from None
+
+    def _port(self, name: str | None) -> Queue:
+        """`connection(name)` as dispatch pushes through it (instrumented, with observers)."""
+        key = self._default_name if name is None else name
+        try:
+            return self._ports[key]
         except KeyError:
             raise UnknownConnection(key, self._connections) from None
 
@@ -170,7 +187,7 @@ class QueueManager:
         one the driver answers.
         """
         envelopes = [build_envelope(job, options) for job, options in items]
-        queues = [self.connection(options.connection) for _, options in items]
+        queues = [self._port(options.connection) for _, options in items]
         taken: list[tuple[Lock, Queue]] = []
         results: list[str | None] = []
         batches: dict[int, tuple[Queue, list[QueuedJob]]] = {}
@@ -309,6 +326,19 @@ def _require_job(job: object) -> Job:
             f"not {type(job).__name__}"
         )
     return job
+
+
+def _instrumented_all(
+    connections: Mapping[str, Queue], observers: Sequence[QueueObserver]
+) -> Mapping[str, Queue]:
+    """Each connection behind one wrapper (one per queue, even under two names); as is if none."""
+    if not observers:
+        return connections
+    wrapped: dict[int, Queue] = {}
+    return {
+        name: wrapped.setdefault(id(queue), instrumented(queue, observers))
+        for name, queue in connections.items()
+    }
 
 
 def _lock_name(manager: QueueManager, lock: Lock) -> str:

@@ -40,12 +40,14 @@ import contextlib
 import logging
 import signal
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 
 from ..cache import LockManager
 from ..context import Dependencies
 from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
+from ..instrument import QueueObserver, instrumented
 from ..queue import Queue
 from ..registry import JobRegistry
 from . import signals
@@ -79,8 +81,12 @@ class Worker:
         events: EventDispatcher | None = None,
         locks: LockManager | None = None,
         dependencies: Dependencies | None = None,
+        observers: Sequence[QueueObserver] = (),
     ) -> None:
         self.queue = queue
+        self._port = instrumented(queue, observers)
+        """What the worker reserves and settles through: `queue` itself, or, with
+        observers, `queue` behind an `InstrumentedQueue` that tells them."""
         self.registry = registry
         self.options = options
         self._events = events
@@ -209,15 +215,15 @@ class Worker:
         """
         self._outage = Outage(self.options, self._stats)
         self._runner = Runner(self.registry, self.options, self._dependencies)
-        self._keeper = LeaseKeeper(self.queue, self._stats)
+        self._keeper = LeaseKeeper(self._port, self._stats)
         # The loop's next reserve carries the acknowledgements when it can;
         # they go on their own only if it has not come by then.
         acks = AckBatcher(
-            self.queue,
+            self._port,
             delay=2 * self.options.batch_wait.total_seconds() if self._acks_ride_along else 0,
         )
         self._settler = Settler(
-            self.queue,
+            self._port,
             self._runner,
             self._stats,
             self._outage,
@@ -228,7 +234,7 @@ class Worker:
             acks=acks,
         )
         self._reserver = Reserver(
-            self.queue,
+            self._port,
             self.options,
             self._slots,
             self._keeper,
@@ -370,7 +376,7 @@ class Worker:
     async def _idle(self, deadline: float | None) -> None:
         """Wait for work, a job finishing, or a stop, whichever comes first."""
         timeout = self._idle_timeout(deadline)
-        waiting = asyncio.create_task(self.queue.wait_for_work(self.options.queues, timeout))
+        waiting = asyncio.create_task(self._port.wait_for_work(self.options.queues, timeout))
         changed = asyncio.create_task(self._changed.wait())
         try:
             await asyncio.wait({waiting, changed}, return_when=asyncio.FIRST_COMPLETED)
@@ -477,7 +483,7 @@ class Worker:
     async def _tell_queue_we_stopped(self) -> None:
         """Let the driver give back what it held for this worker (Kafka partition leases)."""
         try:
-            await self.queue.on_worker_stop()
+            await self._port.on_worker_stop()
         except Exception as exc:
             log.warning("the queue's stop hook failed (%s); its leases lapse on their own", exc)
 
