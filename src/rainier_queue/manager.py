@@ -159,7 +159,7 @@ class QueueManager:
 
     async def dispatch(self, job: Job) -> str | None:
         """Dispatch `job` with its own options; its id, or None for a dropped duplicate."""
-        return await self.pending(job).send()
+        return await self._send(_require_job(job), DEFAULTS)
 
     async def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]:
         """Dispatch several jobs with one bulk push per connection, in order.
@@ -186,13 +186,15 @@ class QueueManager:
         `push_many`; without, the one job goes by `push` and its id is the
         one the driver answers.
         """
-        envelopes = [build_envelope(job, options) for job, options in items]
-        queues = [self._port(options.connection) for _, options in items]
+        packed = [
+            (job, build_envelope(job, options), self._port(options.connection))
+            for job, options in items
+        ]
         taken: list[tuple[Lock, Queue]] = []
         results: list[str | None] = []
         batches: dict[int, tuple[Queue, list[QueuedJob]]] = {}
         try:
-            for (job, _), envelope, queue in zip(items, envelopes, queues, strict=True):
+            for job, envelope, queue in packed:
                 unique_id = job.unique_id()
                 if unique_id is not None:  # most jobs take no lock, and so no await either
                     locked = await self._take_unique(unique_id, job, envelope)
@@ -216,9 +218,10 @@ class QueueManager:
             raise
         # A backend that ran the job inside `push` (inline) is done with it: nobody
         # else will give its lock back.
-        ran = [lock for lock, queue in taken if not queue.capabilities.deferred]
-        if ran:
-            await self._give_back(ran)
+        if taken:
+            ran = [lock for lock, queue in taken if not queue.capabilities.deferred]
+            if ran:
+                await self._give_back(ran)
         return results
 
     async def _take_unique(
