@@ -18,9 +18,10 @@ install: $(BIN)/python  ## create .venv and install the package with its test an
 demo: install  ## run the quickstart: a burst of jobs through a worker on SQLite, no server needed
 	$(BIN)/python examples/quickstart/run.py
 
-lint:  ## ruff: formatting and lint
+lint:  ## ruff (formatting and lint) and lint-imports (the layers in pyproject.toml)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 typecheck:  ## mypy --strict over the package and the tests
 	$(BIN)/mypy

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from rainier_queue import QueuedJob, Worker, WorkerOptions
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 
 from .noop_jobs import registry
 

@@ -41,7 +41,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from rainier_queue import QueuedJob, Worker, WorkerOptions
-from rainier_queue.drivers import open_queue, scheme_of
+from rainier_queue.connections import open_queue
+from rainier_queue.drivers import scheme_of
 from rainier_queue.queue import Queue
 from rainier_queue.redact import redact_url
 

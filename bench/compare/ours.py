@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from rainier_queue import QueuedJob
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 
 from ..latency import cleanup
 from .ours_jobs import Incr

@@ -6,6 +6,10 @@ method, one private event loop runs on a daemon thread and each blocking
 call submits its coroutine there and waits for the answer. The connections
 a manager opens belong to that loop, so a manager is used either from async
 code or through this facade, not both.
+
+The facade knows the manager only by the few methods it calls
+(`Dispatcher`), so the manager can build one without the two modules
+importing each other.
 """
 
 from __future__ import annotations
@@ -13,14 +17,25 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from .dispatch import PendingDispatch
-    from .job import Job
-    from .manager import QueueManager
+from .dispatch import PendingDispatch
+from .job import Job
+from .queue import Queue
 
 T = TypeVar("T")
+
+
+class Dispatcher(Protocol):
+    """What the facade calls on a `QueueManager`."""
+
+    async def dispatch(self, job: Job) -> str | None: ...
+
+    async def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]: ...
+
+    def connection(self, name: str | None = None) -> Queue: ...
+
+    async def aclose(self) -> None: ...
 
 
 class LoopThread:
@@ -51,7 +66,7 @@ class LoopThread:
 class BlockingManager:
     """The dispatch half of a `QueueManager`, callable without `await`."""
 
-    def __init__(self, manager: QueueManager) -> None:
+    def __init__(self, manager: Dispatcher) -> None:
         self.manager = manager
         self._runner = LoopThread()
 

@@ -31,20 +31,25 @@ unknown key gets a "did you mean", a default that names no declared
 connection is an error (never a silent fallback), and every message and
 repr has its credentials redacted. This module never reads the
 environment; only the CLI does.
+
+It is also where a driver gets what it needs from above the drivers: the
+opener of lock stores, which the Kafka driver keeps its leases in, is
+handed over here (`open_queue`) rather than imported by the driver.
 """
 
 from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import drivers
 from .cache import LockManager
 from .cache.stores import open_cache
 from .context import Dependencies
-from .drivers import DriverContext, open_queue
+from .drivers import DriverContext
 from .errors import ConfigurationError, UnknownConnection, UnknownOption
 from .manager import QueueManager
 from .queue import Queue
@@ -188,7 +193,9 @@ class QueueConfig:
     ) -> QueueManager:
         """Open every connection and return a manager over them."""
         registry = registry if registry is not None else JobRegistry()
-        context = DriverContext(registry=registry, dependencies=dependencies or Dependencies())
+        context = DriverContext(
+            registry=registry, dependencies=dependencies or Dependencies(), open_cache=open_cache
+        )
         queues = {name: self.open(name, context) for name in sorted(self.connections)}
         locks = LockManager(open_cache(self.locks)) if self.locks else None
         return QueueManager(
@@ -204,6 +211,21 @@ class QueueConfig:
         locks = redact_url(self.locks) if self.locks else None
         conns = list(self.connections.values())
         return f"QueueConfig(default={self.default!r}, connections={conns}, locks={locks!r})"
+
+
+def open_queue(
+    url: str, options: Mapping[str, Any] | None = None, context: DriverContext | None = None
+) -> Queue:
+    """`drivers.open_queue`, with what the connection layer hands every driver.
+
+    That is the opener of lock stores (`cache.stores.open_cache`), unless the
+    context brings its own. Prefer this to `drivers.open_queue` in
+    application code: it opens a Kafka queue too.
+    """
+    context = context or DriverContext()
+    if context.open_cache is None:
+        context = replace(context, open_cache=open_cache)
+    return drivers.open_queue(url, options, context)
 
 
 def _connection(name: str, value: Any, source: str) -> ConnectionConfig:

@@ -19,34 +19,44 @@ deliberate:
 5. on a backend that ran the job inside `push` (inline), give the lock back
    too: nobody else will.
 
-`QueueManager.fake()` records instead of pushing, for tests of application
-code; its assertions live in `testing.py`'s `FakeAssertions`.
+`dispatch`, a configured `pending(job).send()` and `dispatch_many` all take
+this one path (`_send_all`); they differ only in how many jobs it carries
+and whether the push is one job or a bulk push.
+
+Given observers (`instrument.py`), the manager pushes through an
+`InstrumentedQueue` around each connection, so instruments see every
+dispatch; without them it pushes to the driver itself and pays nothing.
+
+`QueueManager.fake()` is this same manager over a `RecordingQueue`, a
+driver that keeps what is pushed instead of sending it; the assertions that
+read the record live in `testing.py`, not here.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
+from .blocking import BlockingManager
 from .cache import Lock, LockManager
-from .dispatch import DispatchOptions, PendingDispatch, build_envelope, unique_lock_name
+from .dispatch import PendingDispatch
+from .drivers.recording import RecordingQueue
 from .envelope import QueuedJob
 from .errors import OutcomeUnknown, UnknownConnection
+from .instrument import QueueObserver, instrumented
 from .job import Job
+from .packing import DEFAULTS, DispatchOptions, build_envelope, unique_lock_name
 from .queue import Queue
 from .registry import JobRegistry
-from .testing import FakeAssertions
-
-if TYPE_CHECKING:
-    from .blocking import BlockingManager
+from .testing import ASSERTIONS, FakeAssertions, not_faking
 
 log = logging.getLogger("rainier_queue.dispatch")
 
 DEFAULT_CONNECTION = "default"
 
 
-class QueueManager(FakeAssertions):
+class QueueManager:
     """Named connections, the registry and the lock manager, behind `dispatch`."""
 
     def __init__(
@@ -58,6 +68,7 @@ class QueueManager(FakeAssertions):
         default_connection: str | None = None,
         locks: LockManager | None = None,
         default_queues: Sequence[str] | None = None,
+        observers: Sequence[QueueObserver] = (),
     ) -> None:
         self.registry = registry if registry is not None else JobRegistry()
         self.locks = locks
@@ -74,7 +85,9 @@ class QueueManager(FakeAssertions):
         else:
             raise ValueError("QueueManager needs a default queue or a default_connection name")
         self._default_queues = tuple(q for q in (default_queues or ()) if q.strip())
-        self._recorded: list[QueuedJob] | None = None
+        self._ports = _instrumented_all(self._connections, observers)
+        """What dispatch pushes through: the connections themselves, or, with
+        observers, each behind an `InstrumentedQueue` that tells them."""
         self._warned_no_locks = False
 
     # -- construction ----------------------------------------------------------
@@ -86,26 +99,24 @@ class QueueManager(FakeAssertions):
         registry: JobRegistry | None = None,
         connections: Iterable[str] = (),
         locks: LockManager | None = None,
-    ) -> QueueManager:
+    ) -> FakeQueueManager:
         """A manager that records dispatches instead of pushing them.
 
         Connection names are checked as on a real manager, so declare the
         ones the code under test uses: `QueueManager.fake(connections=["bulk"])`.
+        Every connection records into one `RecordingQueue`, so the record
+        keeps the order of dispatch across connections.
         """
-        from .drivers.memory import MemoryQueue
-
-        placeholder = MemoryQueue()
-        named: dict[str, Queue] = {name: placeholder for name in connections}
-        manager = cls(placeholder, registry=registry, connections=named, locks=locks)
-        manager._recorded = []
-        return manager
+        return FakeQueueManager(
+            RecordingQueue(), registry=registry, connections=connections, locks=locks
+        )
 
     # -- accessors -------------------------------------------------------------
 
     @property
     def is_faking(self) -> bool:
-        """Whether dispatches are recorded instead of pushed."""
-        return self._recorded is not None
+        """Whether dispatches are recorded instead of pushed (`QueueManager.fake()`)."""
+        return False
 
     @property
     def default_connection(self) -> str:
@@ -123,6 +134,14 @@ class QueueManager(FakeAssertions):
         except KeyError:
             raise UnknownConnection(key, self._connections) from None
 
+    def _port(self, name: str | None) -> Queue:
+        """`connection(name)` as dispatch pushes through it (instrumented, with observers)."""
+        key = self._default_name if name is None else name
+        try:
+            return self._ports[key]
+        except KeyError:
+            raise UnknownConnection(key, self._connections) from None
+
     @property
     def queue(self) -> Queue:
         """The default connection's queue."""
@@ -136,11 +155,11 @@ class QueueManager(FakeAssertions):
 
     def pending(self, job: Job) -> PendingDispatch:
         """A builder for one dispatch: `.delay()`, `.on_queue()`, `.on_connection()`, `.tries()`."""
-        return PendingDispatch(self, _require_job(job))
+        return PendingDispatch(self._send, _require_job(job))
 
     async def dispatch(self, job: Job) -> str | None:
         """Dispatch `job` with its own options; its id, or None for a dropped duplicate."""
-        return await self.pending(job).send()
+        return await self._send(_require_job(job), DEFAULTS)
 
     async def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]:
         """Dispatch several jobs with one bulk push per connection, in order.
@@ -149,63 +168,61 @@ class QueueManager(FakeAssertions):
         fails, every lock this call took is given back before the error
         propagates, unless it is `OutcomeUnknown` (the jobs may be queued).
         """
-        defaults = DispatchOptions()  # read, never changed, by build_envelope
-        built = [(build_envelope(_require_job(j), defaults), j) for j in jobs]
-        queue = self.queue
-        taken: list[Lock] = []
+        return await self._send_all([(_require_job(job), DEFAULTS) for job in jobs], bulk=True)
+
+    async def _send(self, job: Job, options: DispatchOptions) -> str | None:
+        """One job, pushed on its own (what `PendingDispatch.send` calls)."""
+        [job_id] = await self._send_all([(job, options)], bulk=False)
+        return job_id
+
+    async def _send_all(
+        self, items: Sequence[tuple[Job, DispatchOptions]], *, bulk: bool
+    ) -> list[str | None]:
+        """Pack, resolve, lock and push `items`; an id per item, None for a dropped duplicate.
+
+        Every job is packed and every connection resolved before the first
+        lock is taken, so a bad job or an undeclared connection leaves
+        nothing half-done. With `bulk`, each connection gets one
+        `push_many`; without, the one job goes by `push` and its id is the
+        one the driver answers.
+        """
+        packed = [
+            (job, build_envelope(job, options), self._port(options.connection))
+            for job, options in items
+        ]
+        taken: list[tuple[Lock, Queue]] = []
         results: list[str | None] = []
-        to_push: list[QueuedJob] = []
+        batches: dict[int, tuple[Queue, list[QueuedJob]]] = {}
         try:
-            for envelope, job in built:
+            for job, envelope, queue in packed:
                 unique_id = job.unique_id()
-                if unique_id is None:  # no lock to take (most jobs): no await either
-                    to_push.append(envelope)
-                    results.append(envelope.id)
-                    continue
-                locked = await self._take_unique(unique_id, job, envelope)
-                if locked is False:
-                    results.append(None)
-                    continue
-                if isinstance(locked, Lock):
-                    taken.append(locked)
-                    envelope = envelope.with_changes(unique_key=_lock_name(self, locked))
-                to_push.append(envelope)
+                if unique_id is not None:  # most jobs take no lock, and so no await either
+                    locked = await self._take_unique(unique_id, job, envelope)
+                    if locked is False:
+                        results.append(None)
+                        continue
+                    if isinstance(locked, Lock):
+                        taken.append((locked, queue))
+                        envelope = envelope.with_changes(unique_key=_lock_name(self, locked))
+                batches.setdefault(id(queue), (queue, []))[1].append(envelope)
                 results.append(envelope.id)
-            if self._recorded is not None:
-                self._recorded.extend(to_push)
-            elif to_push:
-                await queue.push_many(to_push)
+            for queue, batch in batches.values():
+                if bulk:
+                    await queue.push_many(batch)
+                else:
+                    results = [await queue.push(batch[0])]
         except OutcomeUnknown:
             raise  # the jobs may be queued: their locks stay
         except BaseException:
-            await self._give_back(taken)
+            await self._give_back([lock for lock, _ in taken])
             raise
-        if not queue.capabilities.deferred and self._recorded is None:
-            await self._give_back(taken)
+        # A backend that ran the job inside `push` (inline) is done with it: nobody
+        # else will give its lock back.
+        if taken:
+            ran = [lock for lock, queue in taken if not queue.capabilities.deferred]
+            if ran:
+                await self._give_back(ran)
         return results
-
-    async def _send(self, job: Job, options: DispatchOptions) -> str | None:
-        envelope = build_envelope(job, options)
-        queue = self.connection(options.connection)
-        locked = await self._take_unique(job.unique_id(), job, envelope)
-        if locked is False:
-            return None
-        lock = locked if isinstance(locked, Lock) else None
-        if lock is not None:
-            envelope = envelope.with_changes(unique_key=_lock_name(self, lock))
-        try:
-            if self._recorded is not None:
-                self._recorded.append(envelope)
-                return envelope.id
-            job_id = await queue.push(envelope)
-        except OutcomeUnknown:
-            raise  # the job may be queued: its lock stays
-        except BaseException:
-            await self._give_back([lock] if lock else [])
-            raise
-        if lock is not None and not queue.capabilities.deferred:
-            await self._give_back([lock])
-        return job_id
 
     async def _take_unique(
         self, unique_id: str | None, job: Job, envelope: QueuedJob
@@ -241,15 +258,10 @@ class QueueManager(FakeAssertions):
                     "could not give back uniqueness lock %s; it lapses on its own", lock.key
                 )
 
-    # -- fakes, facades, lifecycle ---------------------------------------------
-
-    def _recorded_jobs(self) -> list[QueuedJob] | None:
-        return self._recorded
+    # -- facades, lifecycle -------------------------------------------------------
 
     def blocking(self) -> BlockingManager:
         """A facade for code without an event loop (Django or Flask views)."""
-        from .blocking import BlockingManager
-
         return BlockingManager(self)
 
     async def aclose(self) -> None:
@@ -274,6 +286,41 @@ class QueueManager(FakeAssertions):
             f"jobs={self.registry.names()}, faking={self.is_faking})"
         )
 
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> NoReturn:
+            # A test that asserts on a real manager, which pushed and recorded
+            # nothing, must fail for that reason and say so, not with a bare
+            # AttributeError. Only for names nothing else answered, so it costs
+            # nothing on any other path.
+            if name in ASSERTIONS:
+                raise not_faking()
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+class FakeQueueManager(FakeAssertions, QueueManager):
+    """A `QueueManager` over one `RecordingQueue`, with the assertions of `testing.py`."""
+
+    def __init__(
+        self,
+        recording: RecordingQueue,
+        *,
+        registry: JobRegistry | None = None,
+        connections: Iterable[str] = (),
+        locks: LockManager | None = None,
+    ) -> None:
+        named: dict[str, Queue] = dict.fromkeys(connections, recording)
+        super().__init__(recording, registry=registry, connections=named, locks=locks)
+        self.recording = recording
+        """The queue every connection of this manager records into."""
+
+    @property
+    def is_faking(self) -> bool:
+        return True
+
+    def _recorded_jobs(self) -> list[QueuedJob]:
+        return self.recording.pushed
+
 
 def _require_job(job: object) -> Job:
     if not isinstance(job, Job):
@@ -282,6 +329,19 @@ def _require_job(job: object) -> Job:
             f"not {type(job).__name__}"
         )
     return job
+
+
+def _instrumented_all(
+    connections: Mapping[str, Queue], observers: Sequence[QueueObserver]
+) -> Mapping[str, Queue]:
+    """Each connection behind one wrapper (one per queue, even under two names); as is if none."""
+    if not observers:
+        return connections
+    wrapped: dict[int, Queue] = {}
+    return {
+        name: wrapped.setdefault(id(queue), instrumented(queue, observers))
+        for name, queue in connections.items()
+    }
 
 
 def _lock_name(manager: QueueManager, lock: Lock) -> str:

@@ -1,16 +1,21 @@
 # SPDX-License-Identifier: MIT
 """Test helpers for applications that dispatch jobs.
 
-`QueueManager.fake()` records every dispatch instead of pushing it; the
-assertions below read that record. Each one fails loudly when called on a
-real manager, because a test that asserts against a manager that really
-pushed would pass or fail for the wrong reasons.
+`QueueManager.fake()` is a manager over a `RecordingQueue`, a driver that
+keeps every pushed envelope instead of sending it; the assertions below
+read that record. They live here, in the one module an application's tests
+import, and nowhere in the production manager. Each one fails loudly when
+called on a real manager, because a test that asserts against a manager
+that really pushed would pass or fail for the wrong reasons.
 
 ```python
 manager = QueueManager.fake()
 await signup(manager, email="a@b.c")
 manager.assert_pushed(SendWelcome, times=1, where=lambda job: job.email == "a@b.c")
 ```
+
+With pytest, the `fake_queue_manager` fixture (this package's pytest
+plugin, `rainier_queue.pytest_plugin`) hands each test a fresh one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .drivers.recording import RecordingQueue
 from .envelope import QueuedJob
 from .job import Job, JobFunction
 
@@ -30,19 +36,25 @@ def _class_of(job_type: JobType) -> type[Job]:
     return job_type.job_class if isinstance(job_type, JobFunction) else job_type
 
 
+def not_faking() -> AssertionError:
+    """The error for an assertion made on a manager that pushes rather than records."""
+    return AssertionError(
+        "this assertion needs a faking manager: build it with QueueManager.fake(); "
+        "a real manager pushes jobs and records nothing"
+    )
+
+
 class FakeAssertions:
-    """The assertion half of a faking `QueueManager`."""
+    """The assertion half of a faking `QueueManager`: questions about what was recorded."""
 
     def _recorded_jobs(self) -> list[QueuedJob] | None:
+        """The record to read; None when there is none (the error says why)."""
         raise NotImplementedError
 
     def _record(self) -> list[QueuedJob]:
         recorded = self._recorded_jobs()
         if recorded is None:
-            raise AssertionError(
-                "this assertion needs a faking manager: build it with QueueManager.fake(); "
-                "a real manager pushes jobs and records nothing"
-            )
+            raise not_faking()
         return recorded
 
     def all_pushed(self) -> list[QueuedJob]:
@@ -113,3 +125,11 @@ class FakeAssertions:
         if not record:
             return "nothing"
         return ", ".join(f"`{e.name}` on `{e.queue}`" for e in record)
+
+
+ASSERTIONS = frozenset(
+    name for name in vars(FakeAssertions) if name.startswith(("assert_", "pushed", "all_pushed"))
+)
+"""The public names of `FakeAssertions`: on a real manager each raises `not_faking()`."""
+
+__all__ = ["ASSERTIONS", "FakeAssertions", "JobType", "RecordingQueue", "not_faking"]

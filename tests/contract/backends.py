@@ -19,7 +19,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from rainier_queue.drivers import DriverContext, open_queue
+from rainier_queue.connections import open_queue
+from rainier_queue.drivers import DriverContext
 from rainier_queue.queue import Queue
 
 

@@ -21,7 +21,7 @@ from .jobs import a_job
 
 PUSH_FROM_ANOTHER_PROCESS = """
 import asyncio, sys
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 from rainier_queue.envelope import QueuedJob
 
 async def main():

@@ -25,7 +25,7 @@ import pytest
 
 from rainier_queue.cache import Lock, LockManager
 from rainier_queue.cache.memory import MemoryCache
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 from rainier_queue.drivers.kafka import KafkaPosition, KafkaQueue
 from rainier_queue.drivers.kafka.names import lease_name
 from rainier_queue.envelope import QueuedJob

@@ -13,10 +13,13 @@ do, and that a queue name Kafka cannot spell is escaped.
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from rainier_queue.drivers import open_queue
+from rainier_queue import connections
+from rainier_queue.drivers import DriverContext, open_queue
+from rainier_queue.drivers.kafka import KafkaQueue
 from rainier_queue.drivers.kafka.config import read_settings
 from rainier_queue.drivers.kafka.names import (
     attempts_key,
@@ -99,3 +102,20 @@ def test_cursor_lease_and_attempt_keys_name_the_group_topic_and_partition() -> N
     assert attempts_key("g", "jobs", 0, 10) == "kafka-attempts:g:jobs:0:10"
     assert attempts_key("g", "jobs", 0, 10) != attempts_key("g", "jobs", 0, 11)
     assert cursor_key("checkout", "t", 3) != cursor_key("analytics", "t", 3)
+
+
+async def test_the_connection_layer_hands_the_driver_its_lock_store(tmp_path: Path) -> None:
+    url = f"kafka://127.0.0.1:9092/?locks=sqlite:///{tmp_path / 'locks.db'}"
+
+    queue = connections.open_queue(url)  # builds the queue and its lock store; connects to nothing
+
+    try:
+        assert isinstance(queue, KafkaQueue)
+        assert queue.locks.cache.name == "sqlite"
+    finally:
+        await queue.aclose()
+
+
+def test_a_driver_context_without_a_lock_store_opener_is_refused_with_the_way_out() -> None:
+    with pytest.raises(ConfigurationError, match=r"connections\.open_queue"):
+        open_queue("kafka://127.0.0.1:9092/?locks=redis://x", {}, DriverContext())

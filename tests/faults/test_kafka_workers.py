@@ -34,7 +34,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from redis.asyncio import Redis
 
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
 from rainier_queue.envelope import QueuedJob
 

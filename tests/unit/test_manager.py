@@ -211,9 +211,9 @@ def test_fake_assertions_fail_loudly_on_a_real_manager() -> None:
     manager, _ = a_manager()
 
     with pytest.raises(AssertionError, match="needs a faking manager"):
-        manager.assert_nothing_pushed()
+        manager.assert_nothing_pushed()  # type: ignore[attr-defined]
     with pytest.raises(AssertionError, match="needs a faking manager"):
-        manager.assert_pushed(Welcome)
+        manager.assert_pushed(Welcome)  # type: ignore[attr-defined]
 
 
 def test_the_blocking_facade_dispatches_from_code_without_a_loop() -> None:

@@ -7,8 +7,8 @@ import importlib
 import importlib.util
 from typing import cast
 
-from ..drivers import scheme_of
 from ..errors import ConfigurationError, MissingDependency, UnknownOption
+from ..schemes import scheme_of
 from . import Cache
 
 _STORES: dict[str, tuple[str, str]] = {

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
-from urllib.parse import urlsplit
 
+from ..cache import Cache
 from ..context import Dependencies
 from ..errors import ConfigurationError, MissingDependency, UnknownOption
 from ..queue import Queue
 from ..registry import JobRegistry
+from ..schemes import scheme_of
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +41,13 @@ class DriverContext:
     registry: JobRegistry = field(default_factory=JobRegistry)
     """For `InlineQueue`, which runs jobs itself."""
     dependencies: Dependencies = field(default_factory=Dependencies)
+    open_cache: Callable[[str], Cache] | None = None
+    """Opens a lock store from its URL, for a driver that keeps leases in one (Kafka).
+
+    The connection layer (`rainier_queue.connections.open_queue`) hands it
+    in, so a driver depends on the `Cache` port and never on the registry of
+    stores above it, some of which reuse a database driver's code.
+    """
 
 
 class QueueFactory(Protocol):
@@ -90,19 +98,6 @@ COMMON_OPTIONS = frozenset({"url", "driver"})
 """Keys every connection declaration may carry besides its driver's own."""
 
 
-def scheme_of(url: str) -> str:
-    """The URL's scheme (`memory`, `sqlite`, ...), or a clear error for a URL without one."""
-    if url in ("memory", "sync", "inline"):
-        return url
-    scheme = urlsplit(url).scheme.lower()
-    if not scheme:
-        raise ConfigurationError(
-            "a queue URL needs a scheme such as `sqlite:///jobs.db` or `memory://`; "
-            f"got {_safe(url)!r}"
-        )
-    return scheme
-
-
 def known_schemes() -> list[str]:
     """Every URL scheme a driver answers to."""
     return sorted(_SCHEMES)
@@ -137,12 +132,6 @@ def open_queue(
         if key not in cls.OPTIONS:
             raise UnknownOption(f"the `{scheme}` driver", key, cls.OPTIONS)
     return cls.from_config(url, opts, context or DriverContext())
-
-
-def _safe(url: str) -> str:
-    from ..redact import redact_url
-
-    return redact_url(url)
 
 
 __all__ = [

@@ -23,6 +23,12 @@ Stopping: `stop()` ends reserving at once, lets running jobs finish within
 attempt refunded, so the next worker starts it straight away instead of
 waiting for a lease to lapse. `stop(now=True)` skips the grace period.
 
+This module is the worker's life cycle: start, the loop that decides when
+to reserve, running each job in its slot, and stopping. How a reserve is
+made (queues in order, acknowledgements riding along, the idle wait that
+carries a reserve, reserves on their way) is `reserving.py`'s; batching the
+acknowledgements is `acks.py`'s; settling a finished job is `settle.py`'s.
+
 The worker imports no driver: everything it knows about the backend comes
 through the `Queue` port and the error tree.
 """
@@ -30,25 +36,27 @@ through the `Queue` port and the error tree.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import functools
 import logging
 import signal
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 
 from ..cache import LockManager
 from ..context import Dependencies
 from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
-from ..queue import Queue, Reservation
+from ..instrument import QueueObserver, instrumented
+from ..queue import Queue
 from ..registry import JobRegistry
 from . import signals
+from .acks import AckBatcher
 from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
 from .pace import Pace
+from .reserving import Reserver
 from .runner import Runner, Verdict
 from .settle import Settler
 from .slots import Slot, Slots
@@ -73,8 +81,12 @@ class Worker:
         events: EventDispatcher | None = None,
         locks: LockManager | None = None,
         dependencies: Dependencies | None = None,
+        observers: Sequence[QueueObserver] = (),
     ) -> None:
         self.queue = queue
+        self._port = instrumented(queue, observers)
+        """What the worker reserves and settles through: `queue` itself, or, with
+        observers, `queue` behind an `InstrumentedQueue` that tells them."""
         self.registry = registry
         self.options = options
         self._events = events
@@ -95,15 +107,10 @@ class Worker:
         """Whether the last reserve came back full: more work is waiting."""
         self._acks_ride_along = queue.combines_acknowledge_and_reserve
         """Whether the driver sends acknowledgements and a reserve in one round trip."""
-        self._fills: set[asyncio.Task[None]] = set()
-        self._waiting_fill: asyncio.Task[None] | None = None
-        """The fill that waits for work before it reserves, while one does."""
+        self._reserver: Reserver | None = None
+        """The reserving half, built for each run."""
         self._waits_with_reserve = queue.reserves_behind_wait and len(options.queues) == 1
         """Whether an idle wait carries the reserve (`Queue.wait_and_reserve`)."""
-        self._filled: collections.deque[tuple[int, bool, BaseException | None]] = (
-            collections.deque()
-        )
-        """What each finished background reserve found: (taken, ran short, its error)."""
         self._batch_goal = 0
         """Free slots worth a reserve while jobs run and work waits (see `_gather_slots`)."""
         if options.batch_wait > timedelta(0):
@@ -164,22 +171,7 @@ class Worker:
             asyncio.Event(),
             asyncio.Event(),
         )
-        self._outage = Outage(self.options, self._stats)
-        self._runner = Runner(self.registry, self.options, self._dependencies)
-        self._keeper = LeaseKeeper(self.queue, self._stats)
-        self._settler = Settler(
-            self.queue,
-            self._runner,
-            self._stats,
-            self._outage,
-            events=self._events,
-            locks=self._locks,
-            hard_stop=self._hard_event,
-            give_up=self._give_up,
-            # The loop's next reserve carries the acknowledgements when it can;
-            # they go on their own only if it has not come by then.
-            ack_delay=2 * self.options.batch_wait.total_seconds() if self._acks_ride_along else 0,
-        )
+        self._assemble()
         keeper = asyncio.create_task(self._keeper.run(), name="rainier-queue lease keeper")
         log.info(
             "worker started on %s, queues %s, concurrency %d",
@@ -215,10 +207,49 @@ class Worker:
         )
         return self._stats
 
+    def _assemble(self) -> None:
+        """Build this run's parts: the runner, the lease keeper, the settler and the reserver.
+
+        The acknowledgement batcher is shared: the settler puts acknowledgements
+        in, and the reserver takes them out to send with its next reserve.
+        """
+        self._outage = Outage(self.options, self._stats)
+        self._runner = Runner(self.registry, self.options, self._dependencies)
+        self._keeper = LeaseKeeper(self._port, self._stats)
+        # The loop's next reserve carries the acknowledgements when it can;
+        # they go on their own only if it has not come by then.
+        acks = AckBatcher(
+            self._port,
+            delay=2 * self.options.batch_wait.total_seconds() if self._acks_ride_along else 0,
+        )
+        self._settler = Settler(
+            self._port,
+            self._runner,
+            self._stats,
+            self._outage,
+            events=self._events,
+            locks=self._locks,
+            hard_stop=self._hard_event,
+            give_up=self._give_up,
+            acks=acks,
+        )
+        self._reserver = Reserver(
+            self._port,
+            self.options,
+            self._slots,
+            self._keeper,
+            acks=acks if self._acks_ride_along else None,
+            pace=self._pace if self._ahead else None,
+            wake=self._changed.set,
+            is_stopping=lambda: self._stopping,
+        )
+
     # -- the loop --------------------------------------------------------------------
 
     async def _serve(self) -> None:
         options = self.options
+        reserver = self._reserver
+        assert reserver is not None, "built by run()"
         deadline = (
             None
             if options.max_time is None
@@ -233,8 +264,8 @@ class Worker:
                 log.info("reached max_time; stopping")
                 break
             self._changed.clear()
-            while self._filled:
-                taken, ran_short, error = self._filled.popleft()
+            while (filled := reserver.next_finished()) is not None:
+                taken, ran_short, error = filled
                 if error is not None:
                     backlog = short = self._backlog = False
                     await self._broker_failed(error)
@@ -248,7 +279,7 @@ class Worker:
                     self._stats.idles += 1
             if self.is_stopping:
                 break
-            in_flight = len(self._fills)
+            in_flight = reserver.in_flight
             if short and not in_flight:
                 # The queues ran dry: wait for work (or a job ending) before asking again.
                 short = False
@@ -294,75 +325,14 @@ class Worker:
             await asyncio.wait_for(self._stop_event.wait(), delay.total_seconds())
 
     def _launch_fill(self, free: int, *, wait: timedelta | None = None) -> None:
-        """Reserve into `free` slots in the background; the loop hears of it through `_filled`.
-
-        With work waiting, a second reserve may start while the first is on
-        its way, so a broker that takes a while to answer (a database that
-        flushes to disk before it commits) is not a pause for every batch.
-        With `wait`, the reserve waits up to that long for work first
-        (`Queue.wait_and_reserve`); a stop, or a job that went back to the
-        queue, cancels it (`_cut_wait_short`).
-        """
-        self._slots.requested += free
-        task = asyncio.create_task(self._fill_in_background(free, wait))
-        self._fills.add(task)
-        task.add_done_callback(functools.partial(self._fill_never_ran, free))
-        if wait is not None:
-            self._waiting_fill = task
-
-    def _fill_never_ran(self, free: int, task: asyncio.Task[None]) -> None:
-        """Undo `_launch_fill` for a fill cancelled before its first step.
-
-        A job that fails in the same loop turn as an idle wait is launched
-        cuts the wait short (`_cut_wait_short`) before its task has run at
-        all. Cancelled before it starts, a coroutine never enters its own
-        `try`, so none of the fill's bookkeeping runs: without this, its slots
-        stayed set aside and the loop counted it as in flight for ever, and a
-        `--stop-when-empty` worker never stopped. A fill that did start has
-        done all of this itself and is gone from `_fills`.
-        """
-        if task not in self._fills:
-            return
-        self._fills.discard(task)
-        self._slots.requested -= free
-        if task is self._waiting_fill:
-            self._waiting_fill = None
-        self._changed.set()
-
-    async def _fill_in_background(self, free: int, wait: timedelta | None) -> None:
-        try:
-            if wait is None:
-                taken, short = await self._fill(free)
-            else:
-                taken, short = await self._fill_after_wait(free, wait)
-        except Exception as exc:
-            self._filled.append((0, True, exc))
-        else:
-            self._filled.append((taken, short, None))
-        finally:
-            # Gone from the set before the loop hears of it, so it counts right.
-            task = asyncio.current_task()
-            if task is not None:
-                self._fills.discard(task)
-                if task is self._waiting_fill:
-                    self._waiting_fill = None
-            self._changed.set()
-
-    async def _fill_after_wait(self, free: int, wait: timedelta) -> tuple[int, bool]:
-        """`_fill` for an idle worker on one queue: the reserve rides behind the wait."""
-        limit = min(self.options.prefetch or free, free)
-        try:
-            batch = await self.queue.wait_and_reserve(self.options.queues[0], wait, limit=limit)
-            free -= len(batch)
-            self._take_all(batch)
-            return len(batch), len(batch) < limit
-        finally:
-            self._slots.requested -= free
+        """Reserve into `free` slots in the background (`Reserver.launch`)."""
+        assert self._reserver is not None, "built by run()"
+        self._reserver.launch(free, wait=wait)
 
     def _cut_wait_short(self) -> None:
-        """End an idle wait now; the driver hands back whatever its reserve took."""
-        if self._waiting_fill is not None:
-            self._waiting_fill.cancel()
+        """End an idle wait that carries a reserve, if one is on its way."""
+        if self._reserver is not None:
+            self._reserver.cut_wait_short()
 
     async def _gather_slots(self) -> None:
         """Wait, `batch_wait` at most, for half the slots to free, then let the loop reserve.
@@ -395,48 +365,6 @@ class Worker:
         limit = None if max_jobs is None else max_jobs - self._stats.total
         return self._slots.free(ahead=ahead, limit=limit)
 
-    async def _fill(self, free: int) -> tuple[int, bool]:
-        """Reserve into `free` slots, queues in priority order; (jobs taken, queues ran short).
-
-        The caller set the `free` slots aside in `Slots.requested`; they are given
-        back as jobs start in them, and the rest when this returns.
-        """
-        taken = 0
-        try:
-            for name in self.options.queues:
-                while free > 0 and not self._stopping:
-                    limit = min(self.options.prefetch or free, free)
-                    batch = await self._reserve(name, limit)
-                    free -= len(batch)
-                    self._take_all(batch)
-                    taken += len(batch)
-                    if len(batch) < limit:
-                        break
-                if free <= 0 or self._stopping:
-                    return taken, False
-            return taken, True
-        finally:
-            self._slots.requested -= free
-
-    async def _reserve(self, name: str, limit: int) -> list[Reservation]:
-        """Reserve from `name`, carrying the acknowledgements that are waiting to be sent."""
-        waiting = self._settler.acks.take() if self._acks_ride_along else None
-        began = time.monotonic()
-        if not waiting:
-            batch = await self.queue.reserve(name, limit=limit)
-        else:
-            try:
-                outcomes, batch = await self.queue.acknowledge_and_reserve(
-                    waiting.reservations, name, limit=limit
-                )
-            except BaseException as exc:
-                waiting.settle(exc)
-                raise
-            waiting.settle(outcomes)
-        if batch and self._ahead:
-            self._pace.reserve_took(time.monotonic() - began)
-        return batch
-
     def _idle_timeout(self, deadline: float | None) -> timedelta:
         """How long an idle wait may last: `sleep`, or less before `max_time` runs out."""
         timeout = self.options.sleep
@@ -448,7 +376,7 @@ class Worker:
     async def _idle(self, deadline: float | None) -> None:
         """Wait for work, a job finishing, or a stop, whichever comes first."""
         timeout = self._idle_timeout(deadline)
-        waiting = asyncio.create_task(self.queue.wait_for_work(self.options.queues, timeout))
+        waiting = asyncio.create_task(self._port.wait_for_work(self.options.queues, timeout))
         changed = asyncio.create_task(self._changed.wait())
         try:
             await asyncio.wait({waiting, changed}, return_when=asyncio.FIRST_COMPLETED)
@@ -458,13 +386,6 @@ class Worker:
             await asyncio.gather(waiting, changed, return_exceptions=True)
         if not waiting.cancelled() and (error := waiting.exception()) is not None:
             raise error
-
-    def _take_all(self, batch: list[Reservation]) -> None:
-        """Jobs a reserve brought, into the slots set aside for them: each lease is kept from
-        now on, and each job runs as soon as a slot frees."""
-        self._slots.requested -= len(batch)
-        for reservation in batch:
-            self._slots.take(Slot(reservation=reservation, lease=self._keeper.track(reservation)))
 
     def _launch(self, slot: Slot) -> None:
         """Run a job's handler in a task of its own (`Slots` decides when)."""
@@ -529,10 +450,9 @@ class Worker:
 
     async def _drain(self) -> None:
         """Let running jobs finish within the grace period; interrupt and hand back the rest."""
-        if self._fills:
+        if self._reserver is not None:
             # Jobs a reserve on its way brings back are started, then handled like the rest.
-            await asyncio.gather(*self._fills, return_exceptions=True)
-        self._filled.clear()
+            await self._reserver.settle_down()
         if not self._slots:
             return
         if not self._hard:
@@ -563,7 +483,7 @@ class Worker:
     async def _tell_queue_we_stopped(self) -> None:
         """Let the driver give back what it held for this worker (Kafka partition leases)."""
         try:
-            await self.queue.on_worker_stop()
+            await self._port.on_worker_stop()
         except Exception as exc:
             log.warning("the queue's stop hook failed (%s); its leases lapse on their own", exc)
 

@@ -82,7 +82,7 @@ class Settler:
         locks: LockManager | None,
         hard_stop: asyncio.Event,
         give_up: Callable[[BrokerError], None],
-        ack_delay: float = 0.0,
+        acks: AckBatcher,
     ) -> None:
         self._queue = queue
         self._runner = runner
@@ -93,12 +93,9 @@ class Settler:
         self._hard_stop = hard_stop
         self._give_up = give_up
         self._warned_no_locks = False
-        self._acks = AckBatcher(queue, delay=ack_delay)
-
-    @property
-    def acks(self) -> AckBatcher:
-        """The acknowledgements waiting to be sent (the loop sends them with its next reserve)."""
-        return self._acks
+        self._acks = acks
+        """Where successes are acknowledged: the worker's batcher, which its reserves also
+        take from, so acknowledgements can ride along with the next reserve."""
 
     async def settle(self, attempt: Attempt, lease: Lease) -> None:
         """Record what became of `attempt` wherever it has to be recorded."""

@@ -14,7 +14,6 @@ from typing_extensions import override
 
 from ..._clock import utcnow
 from ...cache import LockManager
-from ...cache.stores import open_cache
 from ...envelope import QueuedJob
 from ...errors import BrokerRejected, ConfigurationError, LeaseLost
 from ...queue import Capabilities, FailedJob, Queue, Reservation
@@ -67,7 +66,13 @@ class KafkaQueue(Queue):
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`kafka://host:9092,host:9092/?locks=<lock store URL>&group=...&topic_prefix=...`."""
         settings, locks_url = read_settings(url, options)
-        cache = open_cache(locks_url)
+        if context.open_cache is None:
+            raise ConfigurationError(
+                "the kafka driver keeps its partition leases in a lock store, and this "
+                "context cannot open one: open the queue with "
+                "rainier_queue.connections.open_queue (or a QueueConfig), which can"
+            )
+        cache = context.open_cache(locks_url)
         return cls(settings, LockManager(cache), owns_cache=True)
 
     def __init__(

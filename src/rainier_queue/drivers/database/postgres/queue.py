@@ -47,12 +47,12 @@ import psycopg
 from typing_extensions import override
 
 from ...._clock import from_micros
-from ....dispatch import DispatchOptions, build_envelope
 from ....durations import parse_duration
 from ....envelope import QueuedJob
 from ....errors import BrokerUnavailable
 from ....flags import parse_flag
 from ....job import Job
+from ....packing import envelope_of
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation
 from ....stored import Malformed, read_columns
 from .. import MAX_CLAIM_PASSES, DatabaseQueue, Quarantined, _lost
@@ -361,7 +361,10 @@ class PostgresQueue(DatabaseQueue):
         The job exists exactly when that transaction commits; a rollback
         takes it back with everything else. Workers hear of it at commit
         (`NOTIFY` is transactional too). `job` is an envelope or a `Job`
-        (whose payload is checked now); returns the job's id.
+        (packed now, with its own options, by `packing.envelope_of`, so a bad
+        payload fails here); returns the job's id. A `Job` pushed this way
+        takes no uniqueness lock: that lives in the lock store, outside the
+        transaction, so dispatch unique jobs through the manager.
         """
         return (await self.push_many_in(connection, [job]))[0]
 
@@ -372,7 +375,7 @@ class PostgresQueue(DatabaseQueue):
         if not jobs:
             return []
         await self._ensure_schema()  # on the queue's own pool, outside the caller's transaction
-        envelopes = [_envelope(job) for job in jobs]
+        envelopes = [envelope_of(job) for job in jobs]
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.AsyncConnection):
                 async with connection.cursor() as cur:
@@ -401,7 +404,7 @@ class PostgresQueue(DatabaseQueue):
         """`push_in_sync` for several jobs: one statement, or a `COPY` for a big batch."""
         if not jobs:
             return []
-        envelopes = [_envelope(job) for job in jobs]
+        envelopes = [envelope_of(job) for job in jobs]
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.Connection):
                 with connection.cursor() as cur:
@@ -560,15 +563,6 @@ def _acknowledged(
     """Each reservation's outcome, given the (id, token) rows the DELETE returned."""
     done = {(str(job_id), str(token)) for job_id, token in rows}
     return [None if (r.job.id, r.token) in done else _lost(r) for r in reservations]
-
-
-def _envelope(job: QueuedJob | Job) -> QueuedJob:
-    """The envelope to push: as given, or built from a `Job` with its own options.
-
-    A `Job` pushed this way takes no uniqueness lock (that lives in the
-    cache, outside the transaction); dispatch unique jobs through the manager.
-    """
-    return job if isinstance(job, QueuedJob) else build_envelope(job, DispatchOptions())
 
 
 __all__ = ["PostgresDialect", "PostgresQueue", "channel_for"]
