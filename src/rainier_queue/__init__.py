@@ -12,7 +12,6 @@ The public surface is what this module exports.
 from __future__ import annotations
 
 from ._version import __version__
-from .cache import Cache, Lock, LockManager
 from .connections import ConnectionConfig, QueueConfig
 from .context import Dependencies, JobContext
 from .dispatch import PendingDispatch
@@ -40,6 +39,7 @@ from .errors import (
 )
 from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
 from .job import Job, JobFunction, job
+from .locks import Cache, Lock, LockManager
 from .manager import QueueManager
 from .queue import Capabilities, FailedJob, FailedJobStore, Queue, Reservation
 from .registry import JobRegistry

@@ -46,11 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from . import drivers
-from .cache import LockManager
 from .cache.stores import open_cache
 from .context import Dependencies
 from .drivers import DriverContext
 from .errors import ConfigurationError, UnknownConnection, UnknownOption
+from .locks import LockManager
 from .manager import QueueManager
 from .queue import Queue
 from .redact import redact_url

@@ -39,13 +39,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from .blocking import BlockingManager
-from .cache import Lock, LockManager
 from .dispatch import PendingDispatch
 from .drivers.recording import RecordingQueue
 from .envelope import QueuedJob
 from .errors import OutcomeUnknown, UnknownConnection
 from .instrument import QueueObserver, instrumented
 from .job import Job
+from .locks import Lock, LockManager
 from .packing import DEFAULTS, DispatchOptions, build_envelope, unique_lock_name
 from .queue import Queue
 from .registry import JobRegistry

@@ -16,7 +16,7 @@ from typing import Self
 
 from typing_extensions import override
 
-from . import Cache, parse_counter
+from ..locks import Cache, parse_counter
 
 
 class MemoryCache(Cache):

@@ -39,7 +39,7 @@ from ..drivers.database.mysql.connection import (
 )
 from ..drivers.database.mysql.settings import MySQLSettings
 from ..drivers.database.schema import check_prefix
-from . import Cache
+from ..locks import Cache
 
 _SWEEP_EVERY = 1000
 """Writes between sweeps of expired rows, so keys nobody reads again do not pile up."""

@@ -38,7 +38,7 @@ from ..drivers.database.postgres.connection import (
 )
 from ..drivers.database.postgres.settings import PostgresSettings
 from ..drivers.database.schema import Tables
-from . import Cache
+from ..locks import Cache
 
 _SWEEP_EVERY = 1000
 """Writes between sweeps of expired rows, so keys nobody reads again do not pile up."""

@@ -30,7 +30,7 @@ from typing_extensions import override
 
 from ..drivers.redis.connection import Client, Ready, connect, split_options, translated
 from ..flags import parse_flag
-from . import Cache
+from ..locks import Cache
 
 DEFAULT_PREFIX = "rq:cache:"
 

@@ -30,7 +30,7 @@ from .._clock import to_micros, utcnow
 from ..drivers.database.schema import check_prefix
 from ..drivers.database.sqlite.connection import SQLiteThread, resolve_file
 from ..drivers.database.sqlite.settings import SQLiteSettings
-from . import Cache, parse_counter
+from ..locks import Cache, parse_counter
 
 T = TypeVar("T")
 

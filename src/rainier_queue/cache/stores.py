@@ -8,8 +8,8 @@ import importlib.util
 from typing import cast
 
 from ..errors import ConfigurationError, MissingDependency, UnknownOption
+from ..locks import Cache
 from ..schemes import scheme_of
-from . import Cache
 
 _STORES: dict[str, tuple[str, str]] = {
     "memory": ("rainier_queue.cache.memory", "MemoryCache"),

@@ -29,11 +29,11 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from ..cache import Cache, LockManager
 from ..cache.memory import MemoryCache
 from ..cache.stores import open_cache
 from ..envelope import format_time
 from ..errors import ConfigurationError
+from ..locks import Cache, LockManager
 from ..scheduling import Outcome, Overview, Schedule, Scheduler, schedule_from_config
 from .exit_codes import ExitCode
 from .loading import Loaded, _put_cwd_on_path

@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
 
-from ..cache import Cache
 from ..context import Dependencies
 from ..errors import ConfigurationError, MissingDependency, UnknownOption
+from ..locks import Cache
 from ..queue import Queue
 from ..registry import JobRegistry
 from ..schemes import scheme_of

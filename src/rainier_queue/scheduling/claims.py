@@ -38,8 +38,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from .._clock import utcnow
-from ..cache import Cache
 from ..envelope import format_time, parse_time
+from ..locks import Cache
 
 Status = Literal["enqueued", "skipped", "failed"]
 

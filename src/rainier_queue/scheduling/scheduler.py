@@ -40,10 +40,10 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from .._clock import utcnow
-from ..cache import Cache, LockManager
 from ..dispatch import DispatchOptions, build_envelope, unique_lock_name
 from ..envelope import format_time
 from ..errors import ConfigurationError, OutcomeUnknown
+from ..locks import Cache, LockManager
 from ..manager import QueueManager
 from .claims import DEFAULT_CLAIM_LEASE, Claim, Claims, Outcome, keep_outcome_for, outcome
 from .entries import ScheduledJob

@@ -43,11 +43,11 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from ..cache import LockManager
 from ..context import Dependencies
 from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
 from ..instrument import QueueObserver, instrumented
+from ..locks import LockManager
 from ..queue import Queue
 from ..registry import JobRegistry
 from . import signals

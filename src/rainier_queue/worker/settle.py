@@ -32,11 +32,11 @@ import traceback
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from ..cache import LockManager
 from ..envelope import QueuedJob
 from ..errors import BrokerError, JobError, LeaseLost
 from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
 from ..job import Job
+from ..locks import LockManager
 from ..queue import Queue, Reservation
 from .acks import AckBatcher
 from .leases import Lease

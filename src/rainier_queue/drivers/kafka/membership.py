@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ...cache import Lock, LockManager
+from ...locks import Lock, LockManager
 from .names import member_name, wanting_key
 
 log = logging.getLogger("rainier_queue.kafka")

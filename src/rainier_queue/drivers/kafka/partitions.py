@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka import errors as kx
 
-from ...cache import Cache, Lock, LockManager
+from ...locks import Cache, Lock, LockManager
 from .client import KafkaClients, translated
 from .names import attempts_key, cursor_key, lease_name
 

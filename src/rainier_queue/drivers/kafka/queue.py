@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from typing_extensions import override
 
 from ..._clock import utcnow
-from ...cache import LockManager
 from ...envelope import QueuedJob
 from ...errors import BrokerRejected, ConfigurationError, LeaseLost
+from ...locks import LockManager
 from ...queue import Capabilities, FailedJob, Queue, Reservation
 from .client import KafkaClients, translated
 from .config import OPTIONS, KafkaSettings, read_settings
