@@ -58,7 +58,8 @@ async def test_workers_ride_out_a_killed_and_restarted_server_and_every_job_fini
                 await asyncio.sleep(0.05)
             server.kill()  # mid-run: claims, settles and polls all fail now
             await asyncio.sleep(3)
-            assert all(w.poll() is None for w in workers), "a worker gave up on the outage"
+            for w in workers:
+                assert w.poll() is None, "a worker gave up on the outage: " + output(w)
             server.start()
 
             deadline = time.monotonic() + 120
