@@ -17,6 +17,8 @@ restarts a child that crashes and passes signals on.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import sys
 from datetime import timedelta
 from typing import Any
@@ -34,7 +36,7 @@ from .exit_codes import ExitCode
 from .loading import Loaded
 from .output import Problem, echo, error_console, note, warn
 from .progress import Clock, Tally, summary
-from .runtime import State, message_for, run_command, run_on_application, warn_if_private
+from .runtime import State, message_for, run_on_application, warn_if_private
 
 DEFAULTS = WorkerOptions()
 
@@ -145,12 +147,31 @@ def work(ctx: click.Context, /, **params: Any) -> None:
     if processes > 1:
         raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given))
 
+    stranded: list[int] = []
+
     async def body(loaded: Loaded) -> int:
         queue, options = _prepare(loaded, state, queues, given)
         show_bar = progress if progress is not None else sys.stderr.isatty()
-        return await _run_worker(loaded, queue, options, show_bar)
+        return await _run_worker(loaded, queue, options, show_bar, stranded)
 
-    run_command(state, body)
+    code = run_on_application(state, body)
+    if stranded:
+        _exit_leaving_threads(code)
+    raise click.exceptions.Exit(code)
+
+
+def _exit_leaving_threads(code: int) -> None:
+    """End the process now, without waiting for handler threads Python cannot stop.
+
+    Their jobs were handed back (or settled as timed out) and their results
+    will not be recorded, so letting them run to their end would only do the
+    work a second time beside the next delivery. The connections are closed
+    by now; only the interpreter's wait for those threads is skipped.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _prepare(
@@ -197,7 +218,9 @@ def _warn_unserved(loaded: Loaded, options: WorkerOptions, *, explicit: bool) ->
             )
 
 
-async def _run_worker(loaded: Loaded, queue: Queue, options: WorkerOptions, show_bar: bool) -> int:
+async def _run_worker(
+    loaded: Loaded, queue: Queue, options: WorkerOptions, show_bar: bool, stranded: list[int]
+) -> int:
     total = 0
     if options.stop_when_empty:
         total = sum([await queue.size(name) for name in options.queues])
@@ -226,6 +249,14 @@ async def _run_worker(loaded: Loaded, queue: Queue, options: WorkerOptions, show
         except BrokerError as exc:
             gave_up, stats = exc, worker.stats
     echo(summary(stats, clock.elapsed))
+    if stats.threads_left_running:
+        stranded.append(stats.threads_left_running)
+        warn(
+            f"{stats.threads_left_running} plain `def` handler(s) still run in threads, which "
+            "Python cannot stop; their jobs were handed back or timed out and their results "
+            "will not be recorded, so this process exits now without waiting for them, "
+            "ending them where they stand"
+        )
     if gave_up is not None:
         click.echo(
             f"error: gave up after {options.max_consecutive_errors} broker errors in a row: "

@@ -199,6 +199,7 @@ class Worker:
             finally:
                 keeper.cancel()
                 await asyncio.gather(keeper, return_exceptions=True)
+                self._stats.threads_left_running = self._runner.threads_running
                 self._runner.close()
                 if self._signals:
                     signals.uninstall(self._signals)

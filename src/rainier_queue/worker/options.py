@@ -93,6 +93,9 @@ class WorkerStats:
     """Settles refused because another worker had taken the job (its lease lapsed)."""
     interrupted: int = 0
     """Jobs handed back unfinished at shutdown."""
+    threads_left_running: int = 0
+    """Plain `def` handlers (or hooks) whose threads still ran when the worker stopped:
+    interrupted or timed out, their results are not recorded, but Python cannot stop them."""
     by_name: dict[str, int] = field(default_factory=dict)
 
     @property
