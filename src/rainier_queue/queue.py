@@ -385,6 +385,36 @@ class FailedJobStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """What one queue holds, by state: the answer to "is anything left to do?"."""
+
+    waiting: int
+    """Due now and free to reserve."""
+    delayed: int
+    """Not due yet (a delayed dispatch or a retry's backoff)."""
+    reserved: int
+    """Held by a worker under a lease, running or not: a dead worker's jobs count here
+    until another worker reclaims them."""
+    next_due: datetime | None = None
+    """When the soonest delayed job falls due or held lease ends (None when there is
+    neither); in the past for a lease that lapsed and was not reclaimed yet."""
+
+    @property
+    def total(self) -> int:
+        """Every job still to be done on the queue."""
+        return self.waiting + self.delayed + self.reserved
+
+
+@runtime_checkable
+class Countable(Protocol):
+    """A backend that can count a queue's jobs by state (`rainier-queue size`, drains)."""
+
+    async def counts(self, queue: str) -> QueueCounts:
+        """`queue`'s jobs, waiting, delayed and reserved, and when the next one falls due."""
+        ...
+
+
 @runtime_checkable
 class Migratable(Protocol):
     """A backend with a schema to create or upgrade (`rainier-queue migrate`)."""
@@ -440,6 +470,7 @@ async def _settled(reserving: asyncio.Future[list[Reservation]]) -> list[Reserva
 
 __all__ = [
     "DEFAULT_LEASE",
+    "Countable",
     "Diagnosable",
     "HealthNotes",
     "Capabilities",
@@ -447,6 +478,7 @@ __all__ = [
     "FailedJobStore",
     "Migratable",
     "Queue",
+    "QueueCounts",
     "Reservation",
     "TransactionalEnqueue",
     "new_token",

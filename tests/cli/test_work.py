@@ -209,3 +209,38 @@ def test_an_unknown_event_loop_in_the_environment_is_a_usage_error_naming_the_ch
     assert "RAINIER_QUEUE_EVENT_LOOP" in refused.stderr
     assert "auto, asyncio, uvloop" in refused.stderr
     assert no_traceback(refused)
+
+
+def test_a_drain_waits_for_a_retry_that_falls_due_soon_and_finishes_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    out = tmp_path / "attempts.txt"
+    cli("dispatch", "fails-first", "--payload", json.dumps({"path": str(out), "retry_after": 1}))
+
+    worked = cli("work", "--stop-when-empty", "--sleep", "0.2s")
+
+    assert worked.code == 0, worked.output
+    assert "processed 1, retried 1, failed 0" in worked.stdout
+    assert out.read_text().splitlines() == ["attempt 1", "attempt 2"]
+    assert cli.sizes("default") == {"default": 0}
+
+
+def test_a_drain_that_leaves_a_retry_due_later_than_it_waits_exits_5_and_says_so(
+    cli: Cli, tmp_path: Path
+) -> None:
+    out = tmp_path / "attempts.txt"
+    payload = json.dumps({"path": str(out), "retry_after": 3600})
+    cli("dispatch", "fails-first", "--payload", payload)
+
+    worked = cli("work", "--stop-when-empty", "--sleep", "0.2s")
+
+    assert worked.code == 5, worked.output
+    assert "work is left on the queues" in worked.stderr
+    assert "1 delayed" in worked.stderr
+    assert no_traceback(worked)
+    shown = cli("size", "default")
+    assert shown.code == 0, shown.output
+    [row] = [line for line in shown.stdout.splitlines() if " default " in line]
+    assert row.replace("│", " ").split() == ["default", "0", "1", "0"], shown.stdout
+    states = cli("size", "--json", "--states", "default")
+    assert states.json() == {"default": {"waiting": 0, "delayed": 1, "reserved": 0}}

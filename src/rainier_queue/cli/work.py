@@ -27,6 +27,7 @@ import click
 from click.core import ParameterSource
 
 from ..durations import format_duration, parse_duration
+from ..envelope import format_time
 from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
 from ..queue import Queue
@@ -89,7 +90,14 @@ def _shown(value: timedelta | None) -> str:
     "stop_when_empty",
     is_flag=True,
     default=None,
-    help="Stop the first time every queue is empty (delayed jobs are not waited for).",
+    help="Stop once every queue is empty and nothing on it falls due within --drain-wait; "
+    "exit 5 if work due later was left.",
+)
+@click.option(
+    "--drain-wait",
+    **DURATION,
+    help="With --stop-when-empty, how far ahead a retry or a dead worker's job may fall "
+    "due and still be waited for [the connection's lease].",
 )
 @click.option(
     "--grace",
@@ -249,6 +257,14 @@ async def _run_worker(
         except BrokerError as exc:
             gave_up, stats = exc, worker.stats
     echo(summary(stats, clock.elapsed))
+    if stats.left is not None:
+        left = stats.left
+        due = "" if left.next_due is None else f", the next due at {format_time(left.next_due)}"
+        warn(
+            f"work is left on the queues, due later than this drain waits for: {left.delayed} "
+            f"delayed and {left.reserved} held by workers{due}; run the drain again then, or "
+            "give --drain-wait a longer time"
+        )
     if stats.threads_left_running:
         stranded.append(stats.threads_left_running)
         warn(
@@ -270,6 +286,8 @@ async def _run_worker(
 def _code(stats: WorkerStats) -> int:
     if stats.interrupted:
         return ExitCode.INTERRUPTED
+    if stats.left is not None:
+        return ExitCode.WORK_LEFT
     if stats.failed:
         return ExitCode.JOB_FAILED
     return ExitCode.OK
@@ -298,7 +316,7 @@ def _supervise(
     try:
         # A child that ran to its end (even with failed jobs) or refused its
         # configuration stays down; one that crashed or lost its broker is restarted.
-        finished = (ExitCode.OK, ExitCode.JOB_FAILED, ExitCode.USAGE)
+        finished = (ExitCode.OK, ExitCode.JOB_FAILED, ExitCode.USAGE, ExitCode.WORK_LEFT)
         return Supervisor(command, processes, finished_codes=finished).run()
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED

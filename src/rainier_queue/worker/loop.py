@@ -44,7 +44,7 @@ from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
 from ..queue import Queue, Reservation
 from ..registry import JobRegistry
-from . import signals
+from . import drain, signals
 from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
@@ -254,8 +254,12 @@ class Worker:
                 # The queues ran dry: wait for work (or a job ending) before asking again.
                 short = False
                 if empty and options.stop_when_empty and not self._slots:
-                    log.info("every queue is empty; stopping")
-                    break
+                    try:
+                        if await drain.finished(self.queue, options, self._stats):
+                            break
+                    except BrokerError as exc:
+                        await self._broker_failed(exc)
+                        continue
                 if self._waits_with_reserve and (free := self._free_slots()) > 0:
                     # The reserve goes with the wait: nothing ends it but work or its time.
                     self._launch_fill(free, wait=self._idle_timeout(deadline))

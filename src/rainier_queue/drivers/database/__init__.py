@@ -38,7 +38,15 @@ from ..._clock import from_micros, to_micros
 from ...durations import format_duration
 from ...envelope import QueuedJob, decode_payload, encode_payload
 from ...errors import BrokerRejected, ConfigurationError, LeaseLost
-from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
+from ...queue import (
+    DEFAULT_LEASE,
+    Capabilities,
+    FailedJob,
+    Queue,
+    QueueCounts,
+    Reservation,
+    new_token,
+)
 from .dialect import Dialect, Row, Session, T, Work
 from .schema import DEFAULT_PREFIX, EXPECTED_VERSION, Tables, applied_version, apply_pending
 from .statements import Statements
@@ -326,6 +334,22 @@ class DatabaseQueue(Queue):
     async def size(self, queue: str) -> int:
         rows = await self._run(lambda s: s.fetchall(self._sql.size, (queue,)), write=False)
         return int(rows[0][0])
+
+    async def counts(self, queue: str) -> QueueCounts:
+        """`Countable`: one read of the queue's rows by state, on the database's clock."""
+
+        async def work(s: Session) -> Row:
+            now = await self._dialect.now(s)
+            rows = await s.fetchall(self._sql.counts, (now, now, now, queue))
+            return rows[0]
+
+        waiting, delayed, reserved, soonest = await self._run(work, write=False)
+        return QueueCounts(
+            waiting=int(waiting),
+            delayed=int(delayed),
+            reserved=int(reserved),
+            next_due=None if soonest is None else from_micros(int(soonest)),
+        )
 
     @override
     async def clear(self, queue: str) -> int:
