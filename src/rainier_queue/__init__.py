@@ -41,7 +41,15 @@ from .errors import (
 from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
 from .job import Job, JobFunction, job
 from .manager import QueueManager
-from .queue import Capabilities, FailedJob, FailedJobStore, Queue, Reservation
+from .queue import (
+    Capabilities,
+    Countable,
+    FailedJob,
+    FailedJobStore,
+    Queue,
+    QueueCounts,
+    Reservation,
+)
 from .registry import JobRegistry
 from .worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
 
@@ -53,6 +61,7 @@ __all__ = [
     "Capabilities",
     "ConfigurationError",
     "ConnectionConfig",
+    "Countable",
     "DeliveryExhausted",
     "Dependencies",
     "EventDispatcher",
@@ -78,6 +87,7 @@ __all__ = [
     "PendingDispatch",
     "Queue",
     "QueueConfig",
+    "QueueCounts",
     "QueueError",
     "QueueManager",
     "QueuedJob",
