@@ -427,6 +427,11 @@ class Migratable(Protocol):
         """(applied version, version this code expects)."""
         ...
 
+    @property
+    def migrates_on_first_use(self) -> bool:
+        """Whether a schema behind this code's is brought up to date on first use, or refused."""
+        ...
+
 
 @runtime_checkable
 class TransactionalEnqueue(Protocol):

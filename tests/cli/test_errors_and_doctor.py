@@ -168,3 +168,23 @@ def test_doctor_warns_about_a_redis_that_keeps_nothing_on_disk() -> None:
 
     assert result.code == 0, result.output
     assert "keeps nothing on disk" in result.stdout
+
+
+def test_doctor_calls_a_schema_that_will_not_be_migrated_a_problem_and_says_to_run_migrate(
+    db_url: str,
+) -> None:
+    cli = Cli(db_url + "?migrate=false")
+
+    before = cli("doctor")
+    refused = cli("size")
+    cli("migrate")
+    after = cli("doctor")
+
+    assert before.code == 4, before.output
+    assert "run `rainier-queue migrate`" in before.stdout
+    assert refused.code == 2, refused.output
+    assert "rainier-queue migrate" in refused.stderr
+    assert "did not answer" not in refused.output
+    assert no_traceback(refused)
+    assert after.code == 0, after.output
+    assert "no problems found" in after.stdout

@@ -103,12 +103,19 @@ async def _connection(loaded: Loaded, queue: Queue, report: Report) -> None:
         except BrokerError as exc:
             report.add("problem", f"cannot reach it: {message_for(exc)}")
             return
-        if applied < expected:
+        if applied < expected and not queue.migrates_on_first_use:
+            report.add(
+                "problem",
+                f"schema version {applied}, this code needs {expected}, and the connection has "
+                "`migrate = false`, so every command on it fails until you run "
+                "`rainier-queue migrate`",
+            )
+        elif applied < expected:
             report.add(
                 "warn",
-                f"schema version {applied}, this code expects {expected}: run "
-                "`rainier-queue migrate` (a connection with `migrate = true`, the default, "
-                "creates it on first use)",
+                f"schema version {applied}, this code expects {expected}: the first command "
+                "on it migrates it (`migrate = true`, the default); run `rainier-queue migrate` "
+                "to do it now",
             )
         else:
             report.add("ok", f"reachable; schema version {applied} (this code expects {expected})")

@@ -37,7 +37,7 @@ from typing_extensions import override
 from ..._clock import from_micros, to_micros
 from ...durations import format_duration
 from ...envelope import QueuedJob, decode_payload, encode_payload
-from ...errors import BrokerRejected, ConfigurationError, LeaseLost
+from ...errors import ConfigurationError, LeaseLost
 from ...queue import (
     DEFAULT_LEASE,
     Capabilities,
@@ -117,13 +117,19 @@ class DatabaseQueue(Queue):
         )
         return applied, EXPECTED_VERSION
 
+    @property
+    def migrates_on_first_use(self) -> bool:
+        """`migrate = true` (the default): a missing or older schema is migrated on first use."""
+        return self._auto_migrate
+
     async def _ensure_schema(self) -> None:
         if self._schema_ready:
             return
         applied, expected = await self.schema_status()
         if applied < expected:
             if not self._auto_migrate:
-                raise BrokerRejected(
+                # No wait fixes this, so it is a setting to change, not an outage.
+                raise ConfigurationError(
                     f"the {self.name} queue at {self._dialect.describe()} has schema version "
                     f"{applied} and this code needs {expected} (tables {self.prefix}*): run "
                     "`rainier-queue migrate`, or open the queue with migrate = true"
