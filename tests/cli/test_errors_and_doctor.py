@@ -188,3 +188,41 @@ def test_doctor_calls_a_schema_that_will_not_be_migrated_a_problem_and_says_to_r
     assert no_traceback(refused)
     assert after.code == 0, after.output
     assert "no problems found" in after.stdout
+
+
+def test_a_misspelt_job_name_in_dispatch_gets_a_did_you_mean(cli: Cli) -> None:
+    result = cli("dispatch", "nots", "--payload", '{"text": "x"}')
+
+    assert result.code == 2, result.output
+    assert "did you mean `note`?" in result.stderr
+    assert "Deploy a worker" not in result.stderr, "the worker's advice does not fit a dispatch"
+    assert no_traceback(result)
+    assert cli.sizes("default") == {"default": 0}
+
+
+def test_an_app_given_as_a_file_path_is_imported_from_that_file(db_url: str) -> None:
+    cli = Cli(db_url, app="./tests/cli/sample_jobs.py:registry")
+
+    result = cli("dispatch", "note", "--payload", '{"text": "x"}')
+
+    assert result.code == 0, result.output
+    assert cli.sizes("default") == {"default": 1}
+
+
+def test_an_app_file_that_does_not_exist_is_named_in_one_line(db_url: str) -> None:
+    result = Cli(db_url, app="./no_such_jobs.py:registry")("size")
+
+    assert result.code == 2, result.output
+    assert "no_such_jobs.py" in result.stderr
+    assert "does not exist" in result.stderr
+    assert no_traceback(result)
+
+
+def test_an_app_that_names_a_job_class_says_what_app_must_name(db_url: str) -> None:
+    result = Cli(db_url, app="tests.cli.sample_jobs:Note")("size")
+
+    assert result.code == 2, result.output
+    assert "names the class `Note`" in result.stderr
+    assert "must name the JobRegistry" in result.stderr
+    assert "`registry`" in result.stderr, "the registries the module has are listed"
+    assert no_traceback(result)
