@@ -206,7 +206,7 @@ class Worker:
                     self._signals.clear()
                 self._active = False
         if self._fatal is not None:
-            log.error("giving up after %d broker errors in a row", self._outage.consecutive)
+            log.error("giving up after %d broker errors in a row", self._outage.gave_up_after)
             raise self._fatal
         log.info(
             "worker stopped: %d processed, %d retried, %d failed",
