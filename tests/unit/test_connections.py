@@ -65,10 +65,10 @@ def test_a_connection_may_not_name_a_queue() -> None:
 def test_a_driver_whose_extra_is_missing_says_which_pip_install_fixes_it() -> None:
     # Whichever driver's client library this environment lacks (the dev extra installs some).
     candidates = [
-        ("sqs://app:secret@localhost/queue", "aiobotocore", "sqs"),
-        ("amqp://app:secret@localhost:5672", "aio_pika", "rabbitmq"),
-        ("nats://app:secret@localhost:4222", "nats", "nats"),
         ("kafka://app:secret@localhost:9092", "aiokafka", "kafka"),
+        ("redis://app:secret@localhost:6379", "redis", "redis"),
+        ("mysql://app:secret@localhost:3306/x", "aiomysql", "mysql"),
+        ("postgresql://app:secret@localhost/x", "psycopg", "postgres"),
     ]
     missing = [(u, e) for u, client, e in candidates if importlib.util.find_spec(client) is None]
     if not missing:
@@ -78,6 +78,20 @@ def test_a_driver_whose_extra_is_missing_says_which_pip_install_fixes_it() -> No
         MissingDependency, match=rf"pip install 'rainier-queue\[{extra}\]'"
     ) as caught:
         open_queue(url)
+    assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["sqs://app:secret@localhost/queue", "amqp://localhost:5672", "nats://localhost:4222"]
+)
+def test_a_scheme_whose_driver_this_version_lacks_says_so_rather_than_naming_an_extra(
+    url: str,
+) -> None:
+    with pytest.raises(ConfigurationError, match="not available in this version") as caught:
+        open_queue(url)
+
+    assert not isinstance(caught.value, MissingDependency)
+    assert "pip install" not in str(caught.value)
     assert "secret" not in str(caught.value)
 
 

@@ -113,17 +113,23 @@ def driver_class(scheme: str) -> QueueFactory:
     entry = _SCHEMES.get(scheme)
     if entry is None:
         raise UnknownOption("the queue URL", scheme, _SCHEMES) from None
+    if importlib.util.find_spec(entry.module) is None:
+        # Checked before the client: no `pip install` brings a driver this version lacks.
+        raise ConfigurationError(_not_available(scheme))
     if entry.client and entry.extra and importlib.util.find_spec(entry.client) is None:
         raise MissingDependency(scheme, entry.extra)
-    try:
-        module = importlib.import_module(entry.module)
-    except ModuleNotFoundError as exc:
-        if exc.name == entry.module:
-            raise ConfigurationError(
-                f"the `{scheme}` driver is not part of this version of rainier-queue yet"
-            ) from exc
-        raise
+    module = importlib.import_module(entry.module)
     return cast(QueueFactory, getattr(module, entry.attr))
+
+
+def _not_available(scheme: str) -> str:
+    available = sorted(
+        name for name, e in _SCHEMES.items() if importlib.util.find_spec(e.module) is not None
+    )
+    return (
+        f"the `{scheme}` driver is not available in this version of rainier-queue; the "
+        f"schemes it has are: {', '.join(available)}"
+    )
 
 
 def open_queue(
