@@ -40,7 +40,7 @@ from typing import Any
 from .cache import LockManager
 from .cache.stores import open_cache
 from .context import Dependencies
-from .drivers import DriverContext, open_queue
+from .drivers import DriverContext, check_driver_name, open_queue
 from .errors import ConfigurationError, UnknownConnection, UnknownOption
 from .manager import QueueManager
 from .queue import Queue
@@ -214,7 +214,12 @@ def _connection(name: str, value: Any, source: str) -> ConnectionConfig:
             f"connection `{name}` ({source}): a connection does not name a `queue`; "
             "jobs choose their queue (or dispatch with .on_queue())"
         )
-    options = {k: v for k, v in value.items() if k != "url"}
+    driver = value.get("driver")
+    if driver is not None:
+        if not isinstance(driver, str):
+            raise ConfigurationError(f"connection `{name}` ({source}): `driver` must be a string")
+        check_driver_name(driver, value["url"], where=f"connection `{name}` ({source})")
+    options = {k: v for k, v in value.items() if k not in ("url", "driver")}
     return ConnectionConfig(name=name, url=value["url"], options=options)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,27 @@ def test_a_duration_without_a_known_unit_says_how_to_write_one() -> None:
 def test_a_true_false_option_with_any_other_value_is_refused_not_read_as_no(text: str) -> None:
     with pytest.raises(ConfigurationError, match="must be true or false"):
         open_queue(f"sqlite:///never-created.db?migrate={text}")
+
+
+async def test_a_lease_in_a_memory_url_is_honoured() -> None:
+    queue = open_queue("memory://?lease=5s")
+
+    assert queue.lease == timedelta(seconds=5)
+
+
+@pytest.mark.parametrize("url", ["memory://?leese=5s", "sync://?lease=5s"])
+def test_an_unknown_option_in_the_url_is_refused_like_one_in_the_table(url: str) -> None:
+    with pytest.raises(UnknownOption, match="in the URL's query"):
+        open_queue(url)
+
+
+def test_a_connection_may_say_its_driver_and_must_agree_with_its_url() -> None:
+    agreeing = QueueConfig.from_mapping(
+        {"connections": {"a": {"url": "sqlite:///jobs.db", "driver": "sqlite"}}}
+    )
+    assert "driver" not in agreeing.connections["a"].options
+
+    with pytest.raises(ConfigurationError, match="disagrees with the URL"):
+        QueueConfig.from_mapping({"connections": {"a": {"url": "memory://", "driver": "redis"}}})
+    with pytest.raises(UnknownOption, match="Did you mean `sqlite`"):
+        QueueConfig.from_mapping({"connections": {"a": {"url": "memory://", "driver": "sqlit"}}})

@@ -122,6 +122,23 @@ def driver_class(scheme: str) -> QueueFactory:
     return cast(QueueFactory, getattr(module, entry.attr))
 
 
+def check_driver_name(driver: str, url: str, *, where: str) -> None:
+    """Refuse a `driver` key that names another driver than the URL's scheme does.
+
+    The URL's scheme decides the driver; the key is accepted so a config can
+    say it out loud, and a disagreement is a mistake worth stopping for.
+    """
+    if driver not in _SCHEMES:
+        raise UnknownOption(f"{where}: `driver`", driver, _SCHEMES)
+    scheme = scheme_of(url)
+    chosen, named = _SCHEMES.get(scheme), _SCHEMES[driver]
+    if chosen is None or (chosen.module, chosen.attr) != (named.module, named.attr):
+        raise ConfigurationError(
+            f"{where}: `driver = {driver!r}` disagrees with the URL, whose scheme `{scheme}` "
+            "chooses the driver; drop `driver`, or fix one of the two"
+        )
+
+
 def _not_available(scheme: str) -> str:
     available = sorted(
         name for name, e in _SCHEMES.items() if importlib.util.find_spec(e.module) is not None
@@ -153,6 +170,7 @@ def _safe(url: str) -> str:
 
 __all__ = [
     "COMMON_OPTIONS",
+    "check_driver_name",
     "DriverContext",
     "driver_class",
     "known_schemes",

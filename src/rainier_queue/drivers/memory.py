@@ -38,6 +38,7 @@ from ..queue import (
     Reservation,
     new_token,
 )
+from .url_query import url_options
 
 if TYPE_CHECKING:
     from . import DriverContext
@@ -71,7 +72,8 @@ class MemoryQueue(Queue):
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
-        """`memory://`, with an optional `lease` such as `30s`."""
+        """`memory://`, with an optional `lease` such as `30s`, in the URL's query or `options`."""
+        options = {**url_options(url, cls.OPTIONS, "the `memory` driver"), **options}
         lease = options.get("lease")
         return cls(
             lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE
