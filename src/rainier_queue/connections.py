@@ -22,6 +22,11 @@ lease = "90s"
 bulk = "memory://"                  # a bare URL is fine too
 ```
 
+A relative SQLite path in a file (`sqlite:///jobs.db`) is the file beside
+that config file, so the dispatcher and a worker started elsewhere open the
+same one; on the command line or in code it is relative to the working
+directory.
+
 Mistakes are refused when the file is read, before anything connects: an
 unknown key gets a "did you mean", a default that names no declared
 connection is an error (never a silent fallback), and every message and
@@ -31,6 +36,7 @@ environment; only the CLI does.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -158,7 +164,24 @@ class QueueConfig:
                 if required:
                     raise ConfigurationError(f"{file} has no [tool.rainier-queue] table")
                 return None
-        return cls.from_mapping(data, source=str(file))
+        return cls.from_mapping(data, source=str(file)).anchored(file.resolve().parent)
+
+    def anchored(self, folder: Path) -> QueueConfig:
+        """This config with each relative `sqlite:///` URL made absolute against `folder`.
+
+        A config file is read by a dispatcher in one folder and a worker in
+        another, so a path relative to each one's working directory named
+        two files, and the worker waited on an empty queue. Read from a file,
+        `sqlite:///jobs.db` therefore means `jobs.db` beside that file; a URL
+        given on the command line or in code keeps meaning the working
+        directory, as a shell user expects.
+        """
+        connections = {
+            name: dataclasses.replace(conn, url=_anchored(conn.url, folder))
+            for name, conn in self.connections.items()
+        }
+        locks = None if self.locks is None else _anchored(self.locks, folder)
+        return dataclasses.replace(self, connections=connections, locks=locks)
 
     def open(self, name: str, context: DriverContext | None = None) -> Queue:
         """Build the queue for connection `name`."""
@@ -221,6 +244,14 @@ def _connection(name: str, value: Any, source: str) -> ConnectionConfig:
         check_driver_name(driver, value["url"], where=f"connection `{name}` ({source})")
     options = {k: v for k, v in value.items() if k not in ("url", "driver")}
     return ConnectionConfig(name=name, url=value["url"], options=options)
+
+
+def _anchored(url: str, folder: Path) -> str:
+    """`url` with a relative SQLite path made absolute against `folder`; others unchanged."""
+    scheme, sep, rest = url.partition(":///")
+    if scheme.lower() != "sqlite" or not sep or rest.startswith(("/", "~")) or not rest:
+        return url
+    return f"{scheme}:///{folder / rest}"
 
 
 def _optional_str(data: Mapping[str, Any], key: str, source: str) -> str | None:

@@ -88,12 +88,15 @@ def test_giving_both_a_url_and_a_config_is_refused(db_url: str, tmp_path: Path) 
     ids=lambda args: " ".join(args),
 )
 def test_a_password_in_the_url_never_appears_in_any_output(args: tuple[str, ...]) -> None:
-    url = f"memory://worker:{SECRET}@localhost/?token={SECRET}"
+    url = f"memory://worker:{SECRET}@localhost/"
     working = run("--app", APP, "--url", url, *args)
+    # memory:// takes no `token`: refused, and the secret still never shown.
+    refused = run("--app", APP, "--url", f"{url}?token={SECRET}", *args)
     unreachable_url = f"postgresql://app:{SECRET}@db.internal/app?pool_timeout=0.5s"
     unreachable = run("--app", APP, "--url", unreachable_url, *args)
 
-    for result in (working, unreachable):
+    assert refused.code == 2, refused.output
+    for result in (working, unreachable, refused):
         assert SECRET not in result.output
         assert no_traceback(result) or "-v" in args[0]
     assert working.code in (0, 4), working.output

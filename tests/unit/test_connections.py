@@ -159,3 +159,31 @@ def test_a_connection_may_say_its_driver_and_must_agree_with_its_url() -> None:
         QueueConfig.from_mapping({"connections": {"a": {"url": "memory://", "driver": "redis"}}})
     with pytest.raises(UnknownOption, match="Did you mean `sqlite`"):
         QueueConfig.from_mapping({"connections": {"a": {"url": "memory://", "driver": "sqlit"}}})
+
+
+def test_a_relative_sqlite_path_in_a_config_file_means_the_file_beside_it(tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "rainier-queue.toml").write_text(
+        'default = "main"\n'
+        'locks = "sqlite:///locks.db"\n'
+        "[connections]\n"
+        'main = "sqlite:///jobs.db?lease=30s"\n'
+        'absolute = "sqlite:////var/tmp/other.db"\n'
+        'elsewhere = "memory://"\n',
+        encoding="utf-8",
+    )
+
+    config = QueueConfig.load(folder / "rainier-queue.toml")
+
+    assert config is not None
+    urls = {name: conn.url for name, conn in config.connections.items()}
+    assert urls == {
+        "main": f"sqlite:///{folder.resolve()}/jobs.db?lease=30s",
+        "absolute": "sqlite:////var/tmp/other.db",
+        "elsewhere": "memory://",
+    }
+    assert config.locks == f"sqlite:///{folder.resolve()}/locks.db"
+    assert QueueConfig.from_url("sqlite:///jobs.db").connections["default"].url == (
+        "sqlite:///jobs.db"
+    ), "a URL given in code keeps meaning the working directory"
