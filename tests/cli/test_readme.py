@@ -83,7 +83,7 @@ def test_the_readme_example_dispatches_passes_doctor_and_is_drained_by_its_worke
 
     drained = in_folder(folder, *drain)
     assert drained.code == 0, drained.output
-    assert "processed 2, retried 0, failed 0" in drained.stdout
+    assert "succeeded 2, retried 0, failed 0" in drained.stdout
     assert "lock" not in drained.stderr, "the worker has the dispatcher's locks"
 
     worker = subprocess.Popen(

@@ -114,7 +114,8 @@ def failed(state: State, queue: str | None, limit: int, as_json: bool) -> None:
         ]
         columns = ["id", "name", "queue", "attempts", "failed at (UTC)", "error"]
         echo(f"failed jobs, newest first ({len(jobs)}):")
-        stdout_console().print(table(columns, rows))
+        # The id is what `retry` and `forget` take: it is never folded; the error is.
+        stdout_console().print(table(columns, rows, whole=("id",)))
         if len(jobs) == limit:
             note(f"showing the newest {limit}; pass --limit for more")
         return 0

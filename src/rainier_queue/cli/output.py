@@ -137,14 +137,19 @@ def note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
-    """A rich table whose cells are plain text."""
+def table(
+    columns: Sequence[str], rows: Iterable[Sequence[object]], *, whole: Sequence[str] = ()
+) -> Table:
+    """A rich table whose cells are plain text; columns in `whole` are never folded."""
     from rich.table import Table
     from rich.text import Text
 
     out = Table(show_lines=False)
     for column in columns:
-        out.add_column(column, overflow="fold")
+        if column in whole:
+            out.add_column(column, no_wrap=True)
+        else:
+            out.add_column(column, overflow="fold")
     for row in rows:
         out.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
     return out

@@ -140,7 +140,8 @@ def _shown(value: timedelta | None) -> str:
 @click.option(
     "--progress/--no-progress",
     default=None,
-    help="Progress bar with --stop-when-empty [on when stderr is a terminal].",
+    help="Progress with --stop-when-empty: a bar on a terminal, a line every few seconds "
+    "elsewhere [on when stderr is a terminal].",
 )
 @click.pass_context
 def work(ctx: click.Context, /, **params: Any) -> None:
@@ -232,11 +233,8 @@ async def _run_worker(
     total = 0
     if options.stop_when_empty:
         total = sum([await queue.size(name) for name in options.queues])
-    console = None
-    if show_bar:
-        console = error_console()
-        if not console.is_terminal:
-            console = error_console(force_terminal=True)
+    # Not forced to be a terminal: on a pipe the tally writes plain lines instead.
+    console = error_console() if show_bar else None
     tally = Tally(total=total, console=console if options.stop_when_empty else None)
     events = EventDispatcher()
     if tally.draws:  # with no bar to move, the worker builds no events at all
