@@ -22,6 +22,11 @@ lease = "90s"
 bulk = "memory://"                  # a bare URL is fine too
 ```
 
+Strings in a file may name environment variables, `${DATABASE_URL}` or
+`postgresql://app:${DB_PASSWORD}@db/app`, so credentials stay out of it;
+the caller hands over the environment (`load(..., environ=os.environ)`;
+the CLI does), and a variable that is not set is an error naming it.
+
 A relative SQLite path in a file (`sqlite:///jobs.db`) is the file beside
 that config file, so the dispatcher and a worker started elsewhere open the
 same one; on the command line or in code it is relative to the working
@@ -48,6 +53,7 @@ from .cache.stores import open_cache
 from .context import Dependencies
 from .drivers import DriverContext, check_driver_name, open_queue
 from .errors import ConfigurationError, UnknownConnection, UnknownOption
+from .interpolation import interpolate
 from .manager import QueueManager
 from .queue import Queue
 from .redact import redact_url
@@ -132,28 +138,37 @@ class QueueConfig:
 
     @classmethod
     def load(
-        cls, path: str | Path | None = None, *, start: Path | None = None
+        cls,
+        path: str | Path | None = None,
+        *,
+        start: Path | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> QueueConfig | None:
         """Read `path`, or find `rainier-queue.toml` / `pyproject.toml` from `start` upwards.
 
-        Returns None when no file declares a queue config.
+        `${NAME}` in the file's strings is replaced from `environ` (pass
+        `os.environ`; the library never reads the environment itself), so
+        credentials stay out of `pyproject.toml`. Returns None when no file
+        declares a queue config.
         """
         if path is not None:
             file = Path(path)
             if not file.is_file():
                 raise ConfigurationError(f"no queue config file at {file}")
-            return cls._read(file, required=True)
+            return cls._read(file, required=True, environ=environ)
         here = (start or Path.cwd()).resolve()
         for folder in (here, *here.parents):
             for candidate in (folder / CONFIG_FILE, folder / "pyproject.toml"):
                 if candidate.is_file():
-                    found = cls._read(candidate, required=False)
+                    found = cls._read(candidate, required=False, environ=environ)
                     if found is not None:
                         return found
         return None
 
     @classmethod
-    def _read(cls, file: Path, *, required: bool) -> QueueConfig | None:
+    def _read(
+        cls, file: Path, *, required: bool, environ: Mapping[str, str] | None
+    ) -> QueueConfig | None:
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -164,6 +179,7 @@ class QueueConfig:
                 if required:
                     raise ConfigurationError(f"{file} has no [tool.rainier-queue] table")
                 return None
+        data = interpolate(data, environ, source=str(file))
         return cls.from_mapping(data, source=str(file)).anchored(file.resolve().parent)
 
     def anchored(self, folder: Path) -> QueueConfig:

@@ -229,3 +229,31 @@ def test_an_app_that_names_a_job_class_says_what_app_must_name(db_url: str) -> N
     assert "must name the JobRegistry" in result.stderr
     assert "`registry`" in result.stderr, "the registries the module has are listed"
     assert no_traceback(result)
+
+
+def test_a_config_file_takes_values_from_the_environment_and_names_a_missing_one(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "rainier-queue.toml"
+    config.write_text(
+        f'app = "{APP}"\n[connections]\nmain = "sqlite:///${{RQ_TEST_FOLDER}}/jobs.db"\n',
+        encoding="utf-8",
+    )
+
+    with_it = run(
+        "--config",
+        str(config),
+        "dispatch",
+        "note",
+        "--payload",
+        '{"text": "x"}',
+        env=clean_env(RQ_TEST_FOLDER=str(tmp_path)),
+    )
+    without = run("--config", str(config), "size")
+
+    assert with_it.code == 0, with_it.output
+    assert (tmp_path / "jobs.db").exists()
+    assert without.code == 2, without.output
+    assert "`RQ_TEST_FOLDER`" in without.stderr
+    assert "not set" in without.stderr
+    assert no_traceback(without)

@@ -90,7 +90,7 @@ async def open_application(settings: Settings) -> Loaded:
     config = explicit
     discovered = False
     if config is None:
-        config = QueueConfig.load(start=Path.cwd())
+        config = QueueConfig.load(start=Path.cwd(), environ=settings.environ)
         discovered = config is not None
     spec, origin = settings.app, settings.app_from
     if spec is None and config is not None and config.app is not None:
@@ -118,7 +118,7 @@ def _explicit_config(settings: Settings) -> QueueConfig | None:
     if settings.url is not None:
         return QueueConfig.from_url(settings.url)
     if settings.config is not None:
-        found = QueueConfig.load(settings.config)
+        found = QueueConfig.load(settings.config, environ=settings.environ)
         if found is None:  # pragma: no cover - load(path) raises instead
             raise Problem(f"{settings.config} declares no queue config")
         return found
