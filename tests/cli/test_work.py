@@ -283,3 +283,37 @@ def on_terminal(args: list[str], *, columns: int) -> str:
     proc.wait(PATIENCE)
     os.close(primary)
     return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def test_worker_logs_reach_the_applications_own_handlers_with_job_fields(
+    db_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "app.log"
+    app = "tests.cli.sample_logging_app:registry"
+    env = clean_env(RAINIER_QUEUE_TEST_LOG=str(log))
+    dispatched = run("--app", app, "--url", db_url, "dispatch", "boom", "--payload", "{}", env=env)
+    assert dispatched.code == 0, dispatched.output
+
+    worked = run("--app", app, "--url", db_url, "work", "--once", env=env)
+
+    assert worked.code == 1, worked.output
+    lines = [line for line in log.read_text().splitlines() if "failed for good" in line]
+    assert len(lines) == 1, log.read_text()
+    assert "'job': 'boom'" in lines[0]
+    assert "'queue': 'default'" in lines[0]
+    assert "'attempt': 1" in lines[0]
+
+
+def test_log_format_json_writes_one_object_per_line_with_the_job_fields(cli: Cli) -> None:
+    cli("dispatch", "boom", "--payload", "{}")
+
+    worked = run("--log-format", "json", *cli.args("work", "--once"))
+
+    assert worked.code == 1, worked.output
+    records = [json.loads(line) for line in worked.stderr.splitlines() if line.startswith("{")]
+    [failed] = [r for r in records if "failed for good" in r["message"]]
+    assert failed["level"] == "error"
+    assert failed["logger"] == "rainier_queue.worker"
+    assert (failed["job"], failed["queue"], failed["attempt"]) == ("boom", "default", 1)
+    assert failed["job_id"]
+    assert "RuntimeError" in failed["traceback"]

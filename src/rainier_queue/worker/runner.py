@@ -325,6 +325,7 @@ class Runner:
                 "so it runs on until the handler returns",
                 queued.name,
                 queued.id,
+                extra=_fields(queued),
             )
         return outcome(Verdict.TIMED_OUT, JobTimeout(queued.name, timeout))
 
@@ -337,6 +338,7 @@ class Runner:
             "again from the start on its next delivery",
             queued.name,
             queued.id,
+            extra=_fields(queued),
         )
 
     async def _invoke(self, job: Job, ctx: JobContext) -> None:
@@ -385,6 +387,16 @@ class Runner:
                 job_id,
                 exc_info=hook_error,
             )
+
+
+def _fields(queued: QueuedJob) -> dict[str, object]:
+    """The structured fields of a log record about `queued` (see `settle.job_fields`)."""
+    return {
+        "job_id": queued.id,
+        "job": queued.name,
+        "queue": queued.queue,
+        "attempt": queued.attempts,
+    }
 
 
 async def _unwind(task: asyncio.Task[None], name: str, job_id: str) -> None:
