@@ -49,6 +49,10 @@ async def test_counts_tell_waiting_delayed_and_reserved_jobs_apart_with_the_next
 
     counts = await queue.counts("default")
 
+    if not queue.capabilities.delayed_job_steps_aside:
+        # A log (Kafka) cannot tell a delayed record from a due one without reading it.
+        assert (counts.waiting, counts.delayed, counts.reserved) == (4, 0, 1)
+        return
     assert (counts.waiting, counts.delayed, counts.reserved) == (3, 1, 1)
     assert counts.total == 5
     assert counts.next_due is not None
@@ -70,6 +74,11 @@ async def test_counts_show_a_lapsed_lease_as_reserved_and_already_due(
 
     counts = await queue.counts("default")
 
+    if not queue.capabilities.delayed_job_steps_aside:
+        # A log (Kafka) shows a record whose lease lapsed as waiting again once another
+        # process looks (this one still has it out): either way, one job is left.
+        assert counts.total == 1
+        return
     assert (counts.waiting, counts.delayed, counts.reserved) == (0, 0, 1)
     assert counts.next_due is not None
     assert counts.next_due <= utcnow() + timedelta(seconds=1)

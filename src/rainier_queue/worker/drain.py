@@ -16,8 +16,11 @@ due later than that is left behind, and it is reported in
 did not finish. Jobs held by a live worker are waited for too, since their
 leases keep being renewed: a team of draining workers stops together.
 
-A driver that cannot count by state (Kafka) stops at the first empty
-reserve, as before.
+On Kafka the lag is what waits, and a partition whose record is out with
+a worker counts as held, due within the lease: draining workers that find
+every partition held by one that was killed wait its leases out and then
+run the backlog, instead of calling the queue empty. A driver that cannot
+count by state stops at the first empty reserve, as before.
 """
 
 from __future__ import annotations

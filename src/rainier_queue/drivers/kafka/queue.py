@@ -17,7 +17,7 @@ from ...cache import LockManager
 from ...cache.stores import open_cache
 from ...envelope import QueuedJob, format_time
 from ...errors import BrokerRejected, ConfigurationError, LeaseLost
-from ...queue import Capabilities, Queue, Reservation
+from ...queue import Capabilities, Queue, QueueCounts, Reservation
 from .client import KafkaClients, translated
 from .config import OPTIONS, KafkaSettings, read_settings
 from .membership import Membership
@@ -290,6 +290,15 @@ class KafkaQueue(Queue):
 
     async def _lag(self, queue: str) -> list[tuple[PartitionState, int, int | None, int]]:
         """Per partition: (state, end offset, cursor, waiting records other than a running one)."""
+        return [
+            (state, end, cursor, waiting)
+            for state, end, cursor, waiting, _ in await self._lag_and_running(queue)
+        ]
+
+    async def _lag_and_running(
+        self, queue: str
+    ) -> list[tuple[PartitionState, int, int | None, int, bool]]:
+        """`_lag`, and whether the record at each partition's cursor is out with a worker."""
         topic = self.topic_for(queue)
         states = await self._partitions.of(topic, await self._partitions_of(topic, queue))
         consumer = await self._clients.lookups()
@@ -302,9 +311,8 @@ class KafkaQueue(Queue):
             cursor = await self._partitions.read_cursor(topic, state.tp.partition)
             start = max(cursor, starts[state.tp]) if cursor is not None else starts[state.tp]
             waiting = max(0, ends[state.tp] - start)
-            if waiting and await self._running_at(state, start):
-                waiting -= 1
-            out.append((state, ends[state.tp], cursor, waiting))
+            running = bool(waiting) and await self._running_at(state, start)
+            out.append((state, ends[state.tp], cursor, waiting - running, running))
         return out
 
     async def _running_at(self, state: PartitionState, offset: int) -> bool:
@@ -321,6 +329,25 @@ class KafkaQueue(Queue):
     async def size(self, queue: str) -> int:
         """The lag: records past the group's cursor, summed over partitions."""
         return sum(waiting for *_, waiting in await self._lag(queue))
+
+    async def counts(self, queue: str) -> QueueCounts:
+        """`Countable`: the lag as waiting, a record out with a live lease as reserved.
+
+        A log cannot tell a delayed record from a due one without reading it,
+        so delayed jobs count as waiting here. A reserved record's lease end
+        is not known either; the lease length bounds it, so a drain waits that
+        long for a dead holder's partition before it calls the queue empty.
+        """
+        waiting = reserved = 0
+        for *_, left, running in await self._lag_and_running(queue):
+            waiting += left
+            reserved += running
+        return QueueCounts(
+            waiting=waiting,
+            delayed=0,
+            reserved=reserved,
+            next_due=utcnow() + self.lease if reserved else None,
+        )
 
     @override
     async def clear(self, queue: str) -> int:
