@@ -199,6 +199,20 @@ class KafkaQueue(Queue):
                 "worker took the partition, or the queue was cleared)"
             )
 
+    async def _still_at(self, state: PartitionState, delivery: Delivery, job_id: str) -> None:
+        """`LeaseLost` (and the partition freed) if the cursor moved since `delivery`."""
+        now = await self._partitions.read_cursor(state.tp.topic, state.tp.partition)
+        if now == delivery.cursor:
+            return
+        state.cursor_known = False
+        self._done(state)
+        await self._partitions.forget_deliveries(state, delivery.record.offset)
+        raise LeaseLost(
+            f"job {job_id}: the cursor of partition {state.tp.partition} of topic "
+            f"{state.tp.topic!r} moved while the job ran (the queue was cleared, or another "
+            "worker took the partition); it is not retried"
+        )
+
     def _done(self, state: PartitionState) -> None:
         """The partition's job is settled (or lost): it may hand out the next one."""
         self._reserver.done(state)
@@ -240,6 +254,11 @@ class KafkaQueue(Queue):
             return
         # A cursor cannot skip one record and come back for it, so a retry is a new
         # record at the end of the topic, produced before the old one is passed.
+        # First, though, the cursor must still be where it was when the job was
+        # handed out: a `clear` from another process (or a worker that took the
+        # partition over) moved it past this record, and a retry produced now
+        # would land past the new cursor and bring a cleared job back.
+        await self._still_at(state, delivery, reservation.job.id)
         job = reservation.job
         attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
         retry = job.with_changes(attempts=attempts, available_at=utcnow() + delay)
