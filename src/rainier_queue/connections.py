@@ -18,6 +18,11 @@ locks = "sqlite:///jobs.db"         # the store behind unique jobs
 url = "sqlite:///jobs.db"
 lease = "90s"
 
+[tool.rainier-queue.connections.main.worker]   # what `rainier-queue work` runs with
+concurrency = 8                     # on this connection; its flags win over these
+timeout = "2m"
+grace = "1m"
+
 [tool.rainier-queue.connections]
 bulk = "memory://"                  # a bare URL is fine too
 ```
@@ -58,6 +63,7 @@ from .manager import QueueManager
 from .queue import Queue
 from .redact import redact_url
 from .registry import JobRegistry
+from .worker.settings_table import worker_settings
 
 TOP_LEVEL_KEYS = frozenset({"default", "connections", "locks", "queues", "app"})
 CONFIG_FILE = "rainier-queue.toml"
@@ -70,6 +76,9 @@ class ConnectionConfig:
     name: str
     url: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    worker: Mapping[str, Any] = field(default_factory=dict)
+    """Settings for a worker on this connection (`WorkerOptions` keyword arguments), from
+    the connection's `worker` table; the command line's flags win over them."""
 
     def __repr__(self) -> str:
         url = redact_url(self.url)
@@ -258,8 +267,17 @@ def _connection(name: str, value: Any, source: str) -> ConnectionConfig:
         if not isinstance(driver, str):
             raise ConfigurationError(f"connection `{name}` ({source}): `driver` must be a string")
         check_driver_name(driver, value["url"], where=f"connection `{name}` ({source})")
-    options = {k: v for k, v in value.items() if k not in ("url", "driver")}
-    return ConnectionConfig(name=name, url=value["url"], options=options)
+    worker = value.get("worker", {})
+    if not isinstance(worker, Mapping):
+        raise ConfigurationError(
+            f"connection `{name}` ({source}): `worker` must be a table, such as "
+            f"[connections.{name}.worker] concurrency = 8"
+        )
+    settings = worker_settings(
+        worker, where=f"the worker settings of connection `{name}` ({source})"
+    )
+    options = {k: v for k, v in value.items() if k not in ("url", "driver", "worker")}
+    return ConnectionConfig(name=name, url=value["url"], options=options, worker=settings)
 
 
 def _anchored(url: str, folder: Path) -> str:

@@ -317,3 +317,40 @@ def test_log_format_json_writes_one_object_per_line_with_the_job_fields(cli: Cli
     assert (failed["job"], failed["queue"], failed["attempt"]) == ("boom", "default", 1)
     assert failed["job_id"]
     assert "RuntimeError" in failed["traceback"]
+
+
+def test_a_connections_worker_table_sets_the_worker_and_a_flag_wins_over_it(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "rainier-queue.toml"
+    config.write_text(
+        'app = "tests.cli.sample_jobs:registry"\n'
+        f'[connections.main]\nurl = "sqlite:///{tmp_path / "jobs.db"}"\n'
+        '[connections.main.worker]\nconcurrency = 3\nqueues = ["high", "default"]\n',
+        encoding="utf-8",
+    )
+    run("--config", str(config), "dispatch", "note", "--payload", '{"text": "x"}')
+
+    from_table = run("--config", str(config), "work", "--stop-when-empty")
+    flagged = run("--config", str(config), "work", "--stop-when-empty", "--concurrency", "2")
+
+    assert from_table.code == 0, from_table.output
+    assert "working high, default on" in from_table.stderr
+    assert "(concurrency 3," in from_table.stderr
+    assert "succeeded 1" in from_table.stdout
+    assert "(concurrency 2," in flagged.stderr
+
+
+def test_doctor_checks_a_connections_worker_table_against_its_lease(tmp_path: Path) -> None:
+    config = tmp_path / "rainier-queue.toml"
+    config.write_text(
+        'app = "tests.cli.sample_jobs:registry"\n'
+        f'[connections.main]\nurl = "sqlite:///{tmp_path / "jobs.db"}"\nlease = "30s"\n'
+        '[connections.main.worker]\ntimeout = "2m"\n',
+        encoding="utf-8",
+    )
+
+    result = run("--config", str(config), "doctor")
+
+    assert result.code == 4, result.output
+    assert "with the connection's worker settings" in result.stdout

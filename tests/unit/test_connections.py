@@ -187,3 +187,31 @@ def test_a_relative_sqlite_path_in_a_config_file_means_the_file_beside_it(tmp_pa
     assert QueueConfig.from_url("sqlite:///jobs.db").connections["default"].url == (
         "sqlite:///jobs.db"
     ), "a URL given in code keeps meaning the working directory"
+
+
+def test_a_connection_may_carry_worker_settings_read_and_checked_with_the_file() -> None:
+    config = QueueConfig.from_mapping(
+        {
+            "connections": {
+                "main": {
+                    "url": "sqlite:///jobs.db",
+                    "worker": {"concurrency": 8, "timeout": "2m", "queues": ["high", "default"]},
+                }
+            }
+        }
+    )
+
+    assert config.connections["main"].worker == {
+        "concurrency": 8,
+        "timeout": timedelta(minutes=2),
+        "queues": ("high", "default"),
+    }
+    assert "worker" not in config.connections["main"].options
+    with pytest.raises(UnknownOption, match="Did you mean `concurrency`"):
+        QueueConfig.from_mapping(
+            {"connections": {"main": {"url": "memory://", "worker": {"concurency": 8}}}}
+        )
+    with pytest.raises(ConfigurationError, match="whole number"):
+        QueueConfig.from_mapping(
+            {"connections": {"main": {"url": "memory://", "worker": {"concurrency": "8"}}}}
+        )

@@ -65,7 +65,7 @@ def doctor(state: State) -> None:
             queue = loaded.queue(name)
             default = " (default)" if name == loaded.manager.default_connection else ""
             click.secho(f"connection `{name}`{default}: {queue.describe()}", bold=True)
-            await _connection(loaded, queue, report)
+            await _connection(loaded, name, queue, report)
         _locks(loaded, report)
         if report.problems:
             click.echo(f"{report.problems} problem(s) found")
@@ -96,7 +96,7 @@ def _jobs(loaded: Loaded, report: Report) -> None:
             )
 
 
-async def _connection(loaded: Loaded, queue: Queue, report: Report) -> None:
+async def _connection(loaded: Loaded, name: str, queue: Queue, report: Report) -> None:
     if isinstance(queue, Migratable):
         try:
             applied, expected = await queue.schema_status()
@@ -149,13 +149,15 @@ async def _connection(loaded: Loaded, queue: Queue, report: Report) -> None:
             "it lives inside one process: workers and dispatchers in other processes do not "
             "share its jobs",
         )
-    options = WorkerOptions(queues=tuple(loaded.manager.default_queues()))
+    table = loaded.worker_settings(name)
+    which = "the connection's worker settings" if table else "the default worker settings"
+    options = WorkerOptions(**{"queues": tuple(loaded.manager.default_queues()), **table})
     problems = check_worker_settings(queue, loaded.registry, options)
     for problem in problems:
-        report.add("problem", f"with the default worker settings: {problem}")
+        report.add("problem", f"with {which}: {problem}")
     if not problems:
         lease = f"the {queue.lease.total_seconds():g}s lease" if queue.lease else "no lease"
-        report.add("ok", f"the default worker settings fit {lease}")
+        report.add("ok", f"{which} fit {lease}")
 
 
 def _capabilities(capabilities: Capabilities) -> str:

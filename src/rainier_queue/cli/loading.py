@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import cast
+from typing import Any, cast
 
 from ..connections import QueueConfig
 from ..manager import QueueManager
@@ -74,6 +74,15 @@ class Loaded:
     app: App | None
     source: str
     """Where the connections came from, credential-free: `--url sqlite:///jobs.db`, ..."""
+    config: QueueConfig | None = None
+    """The declaration the connections were built from (None for a QueueManager app)."""
+
+    def worker_settings(self, connection: str | None) -> dict[str, Any]:
+        """The `worker` table of `connection` in the config, as `WorkerOptions` arguments."""
+        if self.config is None:
+            return {}
+        declared = self.config.connections.get(self.connection_name(connection))
+        return dict(declared.worker) if declared is not None else {}
 
     def queue(self, connection: str | None) -> Queue:
         """The queue of connection `connection` (the default one when None)."""
@@ -111,7 +120,7 @@ async def open_application(settings: Settings) -> Loaded:
         source = f"the config {config.source}"
     else:
         source = f"{settings.source_from} {config.source}"
-    return Loaded(manager=manager, registry=registry, app=app, source=source)
+    return Loaded(manager=manager, registry=registry, app=app, source=source, config=config)
 
 
 def _explicit_config(settings: Settings) -> QueueConfig | None:

@@ -188,15 +188,18 @@ def _prepare(
 ) -> tuple[Queue, WorkerOptions]:
     """The queue and options to run with, or a `Problem` listing why the worker cannot start."""
     queue = loaded.queue(state.settings.connection)
-    chosen = queues if queues is not None else tuple(loaded.manager.default_queues())
+    # The connection's `worker` table first, the command line's flags over it.
+    settings = {**loaded.worker_settings(state.settings.connection), **given}
+    configured = settings.pop("queues", None)
+    chosen = queues or configured or tuple(loaded.manager.default_queues())
     try:
-        options = WorkerOptions(queues=chosen, **given)
+        options = WorkerOptions(queues=chosen, **settings)
     except ValueError as exc:
         raise Problem(f"the worker settings cannot work: {exc}") from exc
     if problems := check_worker_settings(queue, loaded.registry, options):
         listed = "".join(f"\n  - {problem}" for problem in problems)
         raise Problem(f"the worker did not start, because:{listed}")
-    _warn_unserved(loaded, options, explicit=queues is not None)
+    _warn_unserved(loaded, options, explicit=queues is not None or configured is not None)
     warn_if_private(queue)
     return queue, options
 
