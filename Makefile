@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install demo check lint typecheck pytest test clean bench fuzz
+.PHONY: help install demo check lint typecheck pytest test clean bench fuzz venv-python
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -12,10 +12,32 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-install: $(BIN)/python  ## create .venv and install the package with its test and lint tools
-	$(BIN)/pip install --quiet -e '.[dev]'
+# A .venv left by another Python (an older one, or not the PYTHON asked for)
+# fails in confusing ways later; say so before using it.
+venv-python: $(BIN)/python
+	@have=$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	ok=$$($(BIN)/python -c 'import sys; print(int(sys.version_info >= (3, 11)))'); \
+	if [ "$$ok" != 1 ]; then \
+		echo "error: $(VENV) runs Python $$have, and rainier-queue needs 3.11 or newer;" \
+		     "run 'make clean', then this again (PYTHON=python3.11 to pick one)"; exit 1; fi; \
+	if [ "$(origin PYTHON)" = "command line" ]; then \
+		want=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+		if [ "$$have" != "$$want" ]; then \
+			echo "error: $(VENV) runs Python $$have, not the $$want of PYTHON=$(PYTHON);" \
+			     "run 'make clean', then this again"; exit 1; fi; fi
 
-demo: install  ## run the quickstart: a burst of jobs through a worker on SQLite, no server needed
+# pip runs again only when pyproject.toml changed since the last install.
+$(VENV)/.installed-base: pyproject.toml | venv-python
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | venv-python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@ $(VENV)/.installed-base
+
+install: venv-python $(VENV)/.installed-dev  ## create .venv and install the package with its test and lint tools
+
+demo: venv-python $(VENV)/.installed-base  ## run the quickstart: a burst of jobs through a worker on SQLite, no server needed
 	$(BIN)/python examples/quickstart/run.py
 
 lint:  ## ruff (formatting and lint) and lint-imports (the layers in pyproject.toml)
@@ -33,8 +55,9 @@ check: lint typecheck pytest  ## everything CI checks, on an installed .venv
 
 test: install check  ## set up and run every check, as CI does
 
-clean:  ## remove caches and the venv
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+clean:  ## remove caches, the venv, the demo's database and built packages
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis dist
+	rm -f examples/quickstart/demo.db examples/quickstart/demo.db-wal examples/quickstart/demo.db-shm
 
 BENCH_ARGS ?=
 bench: install  ## the comparison with peers: throughput, latency, memory (<15 min; BENCH_ARGS=...)

@@ -20,6 +20,7 @@ prints at the end.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -79,6 +80,9 @@ def cli(*args: str) -> list[str]:
 
 
 def main() -> int:
+    # The URL is relative to the project folder, for the commands printed at the
+    # end; this process and the worker both work from there, wherever it was run.
+    os.chdir(ROOT)
     for leftover in DB.parent.glob(DB.name + "*"):
         leftover.unlink()
     counts = asyncio.run(dispatch())

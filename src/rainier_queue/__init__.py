@@ -41,7 +41,15 @@ from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, Job
 from .job import Job, JobFunction, job
 from .locks import Cache, Lock, LockManager
 from .manager import QueueManager
-from .queue import Capabilities, FailedJob, FailedJobStore, Queue, Reservation
+from .queue import (
+    Capabilities,
+    Countable,
+    FailedJob,
+    FailedJobStore,
+    Queue,
+    QueueCounts,
+    Reservation,
+)
 from .registry import JobRegistry
 from .scheduling import Schedule, Scheduler
 from .worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
@@ -54,6 +62,7 @@ __all__ = [
     "Capabilities",
     "ConfigurationError",
     "ConnectionConfig",
+    "Countable",
     "DeliveryExhausted",
     "Dependencies",
     "EventDispatcher",
@@ -79,6 +88,7 @@ __all__ = [
     "PendingDispatch",
     "Queue",
     "QueueConfig",
+    "QueueCounts",
     "QueueError",
     "QueueManager",
     "QueuedJob",

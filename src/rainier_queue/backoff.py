@@ -1,17 +1,29 @@
 # SPDX-License-Identifier: MIT
-"""Backoff curves for broker outages: pure functions, no I/O.
+"""Backoff curves: pure functions, no I/O.
 
 A job's own retry delay lives on the job (`Job.backoff`), because only the
-job knows whether its dependency recovers in a second or an hour. This
-module holds the worker's curve for riding out a broker that stopped
-answering: exponential from `sleep`, capped, so a flapping broker is not
-hammered and a failover is sat through.
+job knows whether its dependency recovers in a second or an hour; its
+default curve is here (`job_backoff`). This module also holds the worker's
+curve for riding out a broker that stopped answering: exponential from
+`sleep`, capped, so a flapping broker is not hammered and a failover is
+sat through.
 """
 
 from __future__ import annotations
 
 import random
 from datetime import timedelta
+
+JOB_BACKOFF_CAP = timedelta(seconds=64)
+"""The longest wait the default job backoff reaches."""
+
+JOB_BACKOFF_SPREAD = 0.2
+"""How far, either way, the default job backoff moves each delay."""
+
+
+def job_backoff(attempt: int) -> timedelta:
+    """The default retry curve, exact: 1 s after the first failure, then 2, 4, ... 64 s."""
+    return min(timedelta(seconds=2 ** min(max(attempt, 1) - 1, 6)), JOB_BACKOFF_CAP)
 
 
 def error_backoff(consecutive: int, *, base: timedelta, cap: timedelta) -> timedelta:

@@ -18,6 +18,11 @@ locks = "sqlite:///jobs.db"         # the store behind unique jobs
 url = "sqlite:///jobs.db"
 lease = "90s"
 
+[tool.rainier-queue.connections.main.worker]   # what `rainier-queue work` runs with
+concurrency = 8                     # on this connection; its flags win over these
+timeout = "2m"
+grace = "1m"
+
 [tool.rainier-queue.connections]
 bulk = "memory://"                  # a bare URL is fine too
 
@@ -25,6 +30,16 @@ bulk = "memory://"                  # a bare URL is fine too
 job = "send-report"
 cron = "30 7 * * *"
 ```
+
+Strings in a file may name environment variables, `${DATABASE_URL}` or
+`postgresql://app:${DB_PASSWORD}@db/app`, so credentials stay out of it;
+the caller hands over the environment (`load(..., environ=os.environ)`;
+the CLI does), and a variable that is not set is an error naming it.
+
+A relative SQLite path in a file (`sqlite:///jobs.db`) is the file beside
+that config file, so the dispatcher and a worker started elsewhere open the
+same one; on the command line or in code it is relative to the working
+directory.
 
 Mistakes are refused when the file is read, before anything connects: an
 unknown key gets a "did you mean", a default that names no declared
@@ -39,6 +54,7 @@ handed over here (`open_queue`) rather than imported by the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -48,13 +64,15 @@ from typing import Any
 from . import drivers
 from .cache.stores import open_cache
 from .context import Dependencies
-from .drivers import DriverContext
+from .drivers import DriverContext, check_driver_name
 from .errors import ConfigurationError, UnknownConnection, UnknownOption
+from .interpolation import interpolate
 from .locks import LockManager
 from .manager import QueueManager
 from .queue import Queue
 from .redact import redact_url
 from .registry import JobRegistry
+from .worker.settings_table import worker_settings
 
 TOP_LEVEL_KEYS = frozenset({"default", "connections", "locks", "queues", "app", "schedules"})
 CONFIG_FILE = "rainier-queue.toml"
@@ -67,6 +85,9 @@ class ConnectionConfig:
     name: str
     url: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    worker: Mapping[str, Any] = field(default_factory=dict)
+    """Settings for a worker on this connection (`WorkerOptions` keyword arguments), from
+    the connection's `worker` table; the command line's flags win over them."""
 
     def __repr__(self) -> str:
         url = redact_url(self.url)
@@ -139,28 +160,37 @@ class QueueConfig:
 
     @classmethod
     def load(
-        cls, path: str | Path | None = None, *, start: Path | None = None
+        cls,
+        path: str | Path | None = None,
+        *,
+        start: Path | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> QueueConfig | None:
         """Read `path`, or find `rainier-queue.toml` / `pyproject.toml` from `start` upwards.
 
-        Returns None when no file declares a queue config.
+        `${NAME}` in the file's strings is replaced from `environ` (pass
+        `os.environ`; the library never reads the environment itself), so
+        credentials stay out of `pyproject.toml`. Returns None when no file
+        declares a queue config.
         """
         if path is not None:
             file = Path(path)
             if not file.is_file():
                 raise ConfigurationError(f"no queue config file at {file}")
-            return cls._read(file, required=True)
+            return cls._read(file, required=True, environ=environ)
         here = (start or Path.cwd()).resolve()
         for folder in (here, *here.parents):
             for candidate in (folder / CONFIG_FILE, folder / "pyproject.toml"):
                 if candidate.is_file():
-                    found = cls._read(candidate, required=False)
+                    found = cls._read(candidate, required=False, environ=environ)
                     if found is not None:
                         return found
         return None
 
     @classmethod
-    def _read(cls, file: Path, *, required: bool) -> QueueConfig | None:
+    def _read(
+        cls, file: Path, *, required: bool, environ: Mapping[str, str] | None
+    ) -> QueueConfig | None:
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -171,7 +201,25 @@ class QueueConfig:
                 if required:
                     raise ConfigurationError(f"{file} has no [tool.rainier-queue] table")
                 return None
-        return cls.from_mapping(data, source=str(file))
+        data = interpolate(data, environ, source=str(file))
+        return cls.from_mapping(data, source=str(file)).anchored(file.resolve().parent)
+
+    def anchored(self, folder: Path) -> QueueConfig:
+        """This config with each relative `sqlite:///` URL made absolute against `folder`.
+
+        A config file is read by a dispatcher in one folder and a worker in
+        another, so a path relative to each one's working directory named
+        two files, and the worker waited on an empty queue. Read from a file,
+        `sqlite:///jobs.db` therefore means `jobs.db` beside that file; a URL
+        given on the command line or in code keeps meaning the working
+        directory, as a shell user expects.
+        """
+        connections = {
+            name: dataclasses.replace(conn, url=_anchored(conn.url, folder))
+            for name, conn in self.connections.items()
+        }
+        locks = None if self.locks is None else _anchored(self.locks, folder)
+        return dataclasses.replace(self, connections=connections, locks=locks)
 
     def open(self, name: str, context: DriverContext | None = None) -> Queue:
         """Build the queue for connection `name`."""
@@ -244,8 +292,30 @@ def _connection(name: str, value: Any, source: str) -> ConnectionConfig:
             f"connection `{name}` ({source}): a connection does not name a `queue`; "
             "jobs choose their queue (or dispatch with .on_queue())"
         )
-    options = {k: v for k, v in value.items() if k != "url"}
-    return ConnectionConfig(name=name, url=value["url"], options=options)
+    driver = value.get("driver")
+    if driver is not None:
+        if not isinstance(driver, str):
+            raise ConfigurationError(f"connection `{name}` ({source}): `driver` must be a string")
+        check_driver_name(driver, value["url"], where=f"connection `{name}` ({source})")
+    worker = value.get("worker", {})
+    if not isinstance(worker, Mapping):
+        raise ConfigurationError(
+            f"connection `{name}` ({source}): `worker` must be a table, such as "
+            f"[connections.{name}.worker] concurrency = 8"
+        )
+    settings = worker_settings(
+        worker, where=f"the worker settings of connection `{name}` ({source})"
+    )
+    options = {k: v for k, v in value.items() if k not in ("url", "driver", "worker")}
+    return ConnectionConfig(name=name, url=value["url"], options=options, worker=settings)
+
+
+def _anchored(url: str, folder: Path) -> str:
+    """`url` with a relative SQLite path made absolute against `folder`; others unchanged."""
+    scheme, sep, rest = url.partition(":///")
+    if scheme.lower() != "sqlite" or not sep or rest.startswith(("/", "~")) or not rest:
+        return url
+    return f"{scheme}:///{folder / rest}"
 
 
 def _schedules(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:

@@ -38,6 +38,7 @@ from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, overload
 
 from typing_extensions import dataclass_transform
 
+from .backoff import JOB_BACKOFF_CAP, JOB_BACKOFF_SPREAD, jittered, job_backoff
 from .context import JobContext
 from .payload import (
     JSONValue,
@@ -51,7 +52,7 @@ from .payload import (
 P = ParamSpec("P")
 
 DEFAULT_UNIQUE_FOR = timedelta(hours=1)
-MAX_BACKOFF = timedelta(seconds=64)
+MAX_BACKOFF = JOB_BACKOFF_CAP
 
 _REBUILDING: ContextVar[bool] = ContextVar("rainier_queue_rebuilding_job", default=False)
 """True while `Job.from_payload` builds a job from a payload it has just checked."""
@@ -130,9 +131,14 @@ class Job:
     def backoff(self, attempt: int) -> timedelta:
         """How long to wait before the next try, after attempt number `attempt` failed.
 
-        Exponential: 1 s after the first failure, then 2 s, 4 s, ... capped at 64 s.
+        Exponential: about 1 s after the first failure, then 2 s, 4 s, ... capped
+        at 64 s, each moved at random by up to a fifth either way, so that jobs
+        which failed together (a dependency went down under all of them) do not
+        all come back in the same moment and knock it over again. A job that
+        overrides this gets exactly the delays it returns; `backoff.job_backoff`
+        is the curve without the jitter.
         """
-        return min(timedelta(seconds=2 ** min(max(attempt, 1) - 1, 6)), MAX_BACKOFF)
+        return jittered(job_backoff(attempt), spread=JOB_BACKOFF_SPREAD)
 
     def unique_id(self) -> str | None:
         """Return an id to make dispatch unique by (job name, id); None for no uniqueness.

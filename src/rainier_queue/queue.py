@@ -393,6 +393,36 @@ class FailedJobStore(FailedJobListing, Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """What one queue holds, by state: the answer to "is anything left to do?"."""
+
+    waiting: int
+    """Due now and free to reserve."""
+    delayed: int
+    """Not due yet (a delayed dispatch or a retry's backoff)."""
+    reserved: int
+    """Held by a worker under a lease, running or not: a dead worker's jobs count here
+    until another worker reclaims them."""
+    next_due: datetime | None = None
+    """When the soonest delayed job falls due or held lease ends (None when there is
+    neither); in the past for a lease that lapsed and was not reclaimed yet."""
+
+    @property
+    def total(self) -> int:
+        """Every job still to be done on the queue."""
+        return self.waiting + self.delayed + self.reserved
+
+
+@runtime_checkable
+class Countable(Protocol):
+    """A backend that can count a queue's jobs by state (`rainier-queue size`, drains)."""
+
+    async def counts(self, queue: str) -> QueueCounts:
+        """`queue`'s jobs, waiting, delayed and reserved, and when the next one falls due."""
+        ...
+
+
 @runtime_checkable
 class Migratable(Protocol):
     """A backend with a schema to create or upgrade (`rainier-queue migrate`)."""
@@ -403,6 +433,11 @@ class Migratable(Protocol):
 
     async def schema_status(self) -> tuple[int, int]:
         """(applied version, version this code expects)."""
+        ...
+
+    @property
+    def migrates_on_first_use(self) -> bool:
+        """Whether a schema behind this code's is brought up to date on first use, or refused."""
         ...
 
 
@@ -448,6 +483,7 @@ async def _settled(reserving: asyncio.Future[list[Reservation]]) -> list[Reserva
 
 __all__ = [
     "DEFAULT_LEASE",
+    "Countable",
     "Diagnosable",
     "HealthNotes",
     "Capabilities",
@@ -456,6 +492,7 @@ __all__ = [
     "FailedJobStore",
     "Migratable",
     "Queue",
+    "QueueCounts",
     "Reservation",
     "TransactionalEnqueue",
     "new_token",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from rainier_queue import Job, JobContext, JobRegistry, QueueConfig, QueueManager
@@ -55,7 +56,25 @@ class Slow(Job):
             out.write("finished\n")
 
 
-registry = JobRegistry([Note, Boom, Slow])
+class FailsFirst(Job):
+    """Fails its first attempt, then succeeds; waits `retry_after` seconds between."""
+
+    name = "fails-first"
+    tries = 3
+    path: str
+    retry_after: float = 1.0
+
+    def handle(self, ctx: JobContext) -> None:
+        with Path(self.path).open("a", encoding="utf-8") as out:
+            out.write(f"attempt {ctx.attempt}\n")
+        if ctx.attempt == 1:
+            raise RuntimeError("the first attempt fails on purpose")
+
+    def backoff(self, attempt: int) -> timedelta:
+        return timedelta(seconds=self.retry_after)
+
+
+registry = JobRegistry([Note, Boom, Slow, FailsFirst])
 
 
 class OncePerOrder(Job):

@@ -88,12 +88,15 @@ def test_giving_both_a_url_and_a_config_is_refused(db_url: str, tmp_path: Path) 
     ids=lambda args: " ".join(args),
 )
 def test_a_password_in_the_url_never_appears_in_any_output(args: tuple[str, ...]) -> None:
-    url = f"memory://worker:{SECRET}@localhost/?token={SECRET}"
+    url = f"memory://worker:{SECRET}@localhost/"
     working = run("--app", APP, "--url", url, *args)
+    # memory:// takes no `token`: refused, and the secret still never shown.
+    refused = run("--app", APP, "--url", f"{url}?token={SECRET}", *args)
     unreachable_url = f"postgresql://app:{SECRET}@db.internal/app?pool_timeout=0.5s"
     unreachable = run("--app", APP, "--url", unreachable_url, *args)
 
-    for result in (working, unreachable):
+    assert refused.code == 2, refused.output
+    for result in (working, unreachable, refused):
         assert SECRET not in result.output
         assert no_traceback(result) or "-v" in args[0]
     assert working.code in (0, 4), working.output
@@ -168,3 +171,89 @@ def test_doctor_warns_about_a_redis_that_keeps_nothing_on_disk() -> None:
 
     assert result.code == 0, result.output
     assert "keeps nothing on disk" in result.stdout
+
+
+def test_doctor_calls_a_schema_that_will_not_be_migrated_a_problem_and_says_to_run_migrate(
+    db_url: str,
+) -> None:
+    cli = Cli(db_url + "?migrate=false")
+
+    before = cli("doctor")
+    refused = cli("size")
+    cli("migrate")
+    after = cli("doctor")
+
+    assert before.code == 4, before.output
+    assert "run `rainier-queue migrate`" in before.stdout
+    assert refused.code == 2, refused.output
+    assert "rainier-queue migrate" in refused.stderr
+    assert "did not answer" not in refused.output
+    assert no_traceback(refused)
+    assert after.code == 0, after.output
+    assert "no problems found" in after.stdout
+
+
+def test_a_misspelt_job_name_in_dispatch_gets_a_did_you_mean(cli: Cli) -> None:
+    result = cli("dispatch", "nots", "--payload", '{"text": "x"}')
+
+    assert result.code == 2, result.output
+    assert "did you mean `note`?" in result.stderr
+    assert "Deploy a worker" not in result.stderr, "the worker's advice does not fit a dispatch"
+    assert no_traceback(result)
+    assert cli.sizes("default") == {"default": 0}
+
+
+def test_an_app_given_as_a_file_path_is_imported_from_that_file(db_url: str) -> None:
+    cli = Cli(db_url, app="./tests/cli/sample_jobs.py:registry")
+
+    result = cli("dispatch", "note", "--payload", '{"text": "x"}')
+
+    assert result.code == 0, result.output
+    assert cli.sizes("default") == {"default": 1}
+
+
+def test_an_app_file_that_does_not_exist_is_named_in_one_line(db_url: str) -> None:
+    result = Cli(db_url, app="./no_such_jobs.py:registry")("size")
+
+    assert result.code == 2, result.output
+    assert "no_such_jobs.py" in result.stderr
+    assert "does not exist" in result.stderr
+    assert no_traceback(result)
+
+
+def test_an_app_that_names_a_job_class_says_what_app_must_name(db_url: str) -> None:
+    result = Cli(db_url, app="tests.cli.sample_jobs:Note")("size")
+
+    assert result.code == 2, result.output
+    assert "names the class `Note`" in result.stderr
+    assert "must name the JobRegistry" in result.stderr
+    assert "`registry`" in result.stderr, "the registries the module has are listed"
+    assert no_traceback(result)
+
+
+def test_a_config_file_takes_values_from_the_environment_and_names_a_missing_one(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "rainier-queue.toml"
+    config.write_text(
+        f'app = "{APP}"\n[connections]\nmain = "sqlite:///${{RQ_TEST_FOLDER}}/jobs.db"\n',
+        encoding="utf-8",
+    )
+
+    with_it = run(
+        "--config",
+        str(config),
+        "dispatch",
+        "note",
+        "--payload",
+        '{"text": "x"}',
+        env=clean_env(RQ_TEST_FOLDER=str(tmp_path)),
+    )
+    without = run("--config", str(config), "size")
+
+    assert with_it.code == 0, with_it.output
+    assert (tmp_path / "jobs.db").exists()
+    assert without.code == 2, without.output
+    assert "`RQ_TEST_FOLDER`" in without.stderr
+    assert "not set" in without.stderr
+    assert no_traceback(without)

@@ -115,3 +115,22 @@ async def test_a_partition_never_read_starts_at_its_earliest_record(
     [got] = await open_kafka().reserve("default")
 
     assert got.job.id == job.id
+
+
+async def test_a_job_cleared_while_its_partition_was_held_does_not_come_back_as_a_retry(
+    topics: Any, open_kafka: Opener
+) -> None:
+    locks = shared_locks()
+    holder, other = open_kafka(locks), open_kafka(locks)
+    await holder.push_many([a_job(), a_job(), a_job()])
+    [first] = await holder.reserve("default")
+    await holder.acknowledge(first)  # the holder keeps the lease and knows the cursor
+
+    await other.clear("default")  # from another process, while the partition is held
+    stale = await holder.reserve("default")
+    for held in stale:  # a record the clear skipped, handed out from the cached cursor
+        with pytest.raises(LeaseLost, match="not retried"):
+            await holder.release(held)
+
+    assert await other.size("default") == 0
+    assert await open_kafka(locks).reserve("default") == [], "the cleared job stays cleared"

@@ -279,7 +279,7 @@ async def pymysql_connection() -> pymysql.Connection:
 async def test_a_missing_schema_with_migrate_off_says_to_run_migrate(prefix: str) -> None:
     queue = open_queue(f"{SERVER}?prefix={prefix}&migrate=false")
 
-    with pytest.raises(BrokerRejected, match="rainier-queue migrate"):
+    with pytest.raises(ConfigurationError, match="rainier-queue migrate"):
         await queue.push(a_job())
     await queue.aclose()
 
@@ -330,11 +330,11 @@ async def test_a_server_that_does_not_answer_is_unavailable() -> None:
     await queue.aclose()
 
 
-async def test_a_database_that_does_not_exist_is_a_refusal() -> None:
+async def test_a_database_that_does_not_exist_is_a_setting_to_fix_not_an_outage() -> None:
     check()
     queue = open_queue("mysql://root@127.0.0.1:3306/no_such_database_here")
 
-    with pytest.raises(BrokerRejected, match="no_such_database_here"):
+    with pytest.raises(ConfigurationError, match="no_such_database_here"):
         await queue.size("default")
     await queue.aclose()
 
@@ -425,11 +425,12 @@ def test_a_server_with_skip_locked_is_accepted(text: str) -> None:
         (pymysql.err.InterfaceError(0, ""), BrokerUnavailable, "gone"),
         (ConnectionResetError("reset"), BrokerUnavailable, "reset"),
         (pymysql.err.ProgrammingError(1146, "Table doesn't exist"), BrokerRejected, "migrate"),
-        (pymysql.err.OperationalError(1045, "Access denied"), BrokerRejected, "Access denied"),
+        (pymysql.err.OperationalError(1045, "Access denied"), ConfigurationError, "fix the user"),
+        (pymysql.err.OperationalError(1049, "Unknown database"), ConfigurationError, "create"),
         (pymysql.err.DataError(1406, "Data too long"), BrokerRejected, "too long"),
     ],
 )
-def test_client_errors_are_translated_into_an_outage_or_a_refusal(
+def test_client_errors_are_translated_into_an_outage_a_refusal_or_a_setting_to_fix(
     error: Exception, kind: type[Exception], says: str
 ) -> None:
     translated = translate(error, ServerAddress.from_url("mysql://u:pw@db/app", what="test")[0])

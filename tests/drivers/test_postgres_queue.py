@@ -293,7 +293,7 @@ async def test_a_missing_schema_with_migrate_off_says_to_run_migrate(
     opened: Callable[..., PostgresQueue],
 ) -> None:
     queue = opened(migrate="false")
-    with pytest.raises(BrokerRejected, match="rainier-queue migrate"):
+    with pytest.raises(ConfigurationError, match="rainier-queue migrate"):
         await queue.push(a_job())
 
 

@@ -292,3 +292,25 @@ async def test_the_partitions_of_a_killed_worker_process_are_taken_over_by_the_o
     assert all(starts[n] == 1 for n in range(total) if n not in touched), (
         "a job the killed worker never started ran once"
     )
+
+
+@pytest.mark.timeout(600)
+async def test_draining_workers_wait_out_a_dead_holders_leases_and_run_the_whole_backlog(
+    tmp_path: Path, setup: Setup
+) -> None:
+    # Once, two --stop-when-empty workers found every partition held by a SIGKILLed
+    # one, called the queue empty and exited 0 with most of the backlog waiting.
+    total = 600
+    await push_and_place(setup, total, seconds=0.05)
+    ledger = tmp_path / "ledger.db"
+    conf = config(tmp_path, setup.url, **{**setup.options, "lease": "3s"})
+    doomed = worker(conf, ledger, *WIDE)
+    await until(lambda: len(count(ledger, "start")) >= 12, "the first worker got going", [doomed])
+    os.kill(doomed.pid, signal.SIGKILL)
+    await asyncio.to_thread(doomed.wait)
+
+    drains = [worker(conf, ledger, "--stop-when-empty", *WIDE) for _ in range(2)]
+    codes = [await asyncio.to_thread(d.wait, 300) for d in drains]
+
+    assert codes == [0, 0], [output(d) for d in drains]
+    assert set(count(ledger, "finish")) == set(range(total)), [output(d) for d in drains]

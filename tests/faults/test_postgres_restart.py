@@ -191,3 +191,39 @@ async def _restart_under_nobody(server: ThrowawayPostgres) -> None:
     server.stop("fast")
     await asyncio.sleep(0.5)
     server.start()
+
+
+@pytest.mark.timeout(180)
+async def test_a_short_restart_under_a_worker_at_high_concurrency_never_ends_it(
+    tmp_path: Path, server: ThrowawayPostgres
+) -> None:
+    # The default --max-consecutive-errors (20) on purpose: once, every one of the
+    # 24 settles a restart caught counted as an error in a row, and the worker gave up.
+    url = f"{server.url}?prefix=rq_wide_"
+    conf = config(tmp_path, url, lease="30s")
+    ledger = tmp_path / "ledger.db"
+    total = 600
+    await push_slow(url, range(total), seconds=0.05)
+
+    proc = worker(conf, ledger, "--concurrency", "24", "--sleep", "0.5s", "--timeout", "5s")
+    try:
+        deadline = time.monotonic() + 30
+        while len(count(ledger, "finish")) < 48:
+            assert time.monotonic() < deadline, f"the worker never got going: {output(proc)}"
+            assert proc.poll() is None, output(proc)
+            await asyncio.sleep(0.02)
+
+        server.stop("immediate")
+        await asyncio.sleep(1.0)
+        server.start()
+
+        await until_finished(ledger, proc, set(range(total)), within=120)
+    finally:
+        code = await terminate(proc)
+
+    printed = output(proc)
+    assert code == 0, f"the worker should exit cleanly on SIGTERM: {printed}"
+    assert "gave up" not in printed, printed
+    assert "giving up" not in printed, printed
+    each_finished_once(ledger, range(total))
+    await assert_drained(url)

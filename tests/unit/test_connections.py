@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -65,10 +66,10 @@ def test_a_connection_may_not_name_a_queue() -> None:
 def test_a_driver_whose_extra_is_missing_says_which_pip_install_fixes_it() -> None:
     # Whichever driver's client library this environment lacks (the dev extra installs some).
     candidates = [
-        ("sqs://app:secret@localhost/queue", "aiobotocore", "sqs"),
-        ("amqp://app:secret@localhost:5672", "aio_pika", "rabbitmq"),
-        ("nats://app:secret@localhost:4222", "nats", "nats"),
         ("kafka://app:secret@localhost:9092", "aiokafka", "kafka"),
+        ("redis://app:secret@localhost:6379", "redis", "redis"),
+        ("mysql://app:secret@localhost:3306/x", "aiomysql", "mysql"),
+        ("postgresql://app:secret@localhost/x", "psycopg", "postgres"),
     ]
     missing = [(u, e) for u, client, e in candidates if importlib.util.find_spec(client) is None]
     if not missing:
@@ -78,6 +79,20 @@ def test_a_driver_whose_extra_is_missing_says_which_pip_install_fixes_it() -> No
         MissingDependency, match=rf"pip install 'rainier-queue\[{extra}\]'"
     ) as caught:
         open_queue(url)
+    assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["sqs://app:secret@localhost/queue", "amqp://localhost:5672", "nats://localhost:4222"]
+)
+def test_a_scheme_whose_driver_this_version_lacks_says_so_rather_than_naming_an_extra(
+    url: str,
+) -> None:
+    with pytest.raises(ConfigurationError, match="not available in this version") as caught:
+        open_queue(url)
+
+    assert not isinstance(caught.value, MissingDependency)
+    assert "pip install" not in str(caught.value)
     assert "secret" not in str(caught.value)
 
 
@@ -120,3 +135,83 @@ def test_a_duration_without_a_known_unit_says_how_to_write_one() -> None:
 def test_a_true_false_option_with_any_other_value_is_refused_not_read_as_no(text: str) -> None:
     with pytest.raises(ConfigurationError, match="must be true or false"):
         open_queue(f"sqlite:///never-created.db?migrate={text}")
+
+
+async def test_a_lease_in_a_memory_url_is_honoured() -> None:
+    queue = open_queue("memory://?lease=5s")
+
+    assert queue.lease == timedelta(seconds=5)
+
+
+@pytest.mark.parametrize("url", ["memory://?leese=5s", "sync://?lease=5s"])
+def test_an_unknown_option_in_the_url_is_refused_like_one_in_the_table(url: str) -> None:
+    with pytest.raises(UnknownOption, match="in the URL's query"):
+        open_queue(url)
+
+
+def test_a_connection_may_say_its_driver_and_must_agree_with_its_url() -> None:
+    agreeing = QueueConfig.from_mapping(
+        {"connections": {"a": {"url": "sqlite:///jobs.db", "driver": "sqlite"}}}
+    )
+    assert "driver" not in agreeing.connections["a"].options
+
+    with pytest.raises(ConfigurationError, match="disagrees with the URL"):
+        QueueConfig.from_mapping({"connections": {"a": {"url": "memory://", "driver": "redis"}}})
+    with pytest.raises(UnknownOption, match="Did you mean `sqlite`"):
+        QueueConfig.from_mapping({"connections": {"a": {"url": "memory://", "driver": "sqlit"}}})
+
+
+def test_a_relative_sqlite_path_in_a_config_file_means_the_file_beside_it(tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "rainier-queue.toml").write_text(
+        'default = "main"\n'
+        'locks = "sqlite:///locks.db"\n'
+        "[connections]\n"
+        'main = "sqlite:///jobs.db?lease=30s"\n'
+        'absolute = "sqlite:////var/tmp/other.db"\n'
+        'elsewhere = "memory://"\n',
+        encoding="utf-8",
+    )
+
+    config = QueueConfig.load(folder / "rainier-queue.toml")
+
+    assert config is not None
+    urls = {name: conn.url for name, conn in config.connections.items()}
+    assert urls == {
+        "main": f"sqlite:///{folder.resolve()}/jobs.db?lease=30s",
+        "absolute": "sqlite:////var/tmp/other.db",
+        "elsewhere": "memory://",
+    }
+    assert config.locks == f"sqlite:///{folder.resolve()}/locks.db"
+    assert QueueConfig.from_url("sqlite:///jobs.db").connections["default"].url == (
+        "sqlite:///jobs.db"
+    ), "a URL given in code keeps meaning the working directory"
+
+
+def test_a_connection_may_carry_worker_settings_read_and_checked_with_the_file() -> None:
+    config = QueueConfig.from_mapping(
+        {
+            "connections": {
+                "main": {
+                    "url": "sqlite:///jobs.db",
+                    "worker": {"concurrency": 8, "timeout": "2m", "queues": ["high", "default"]},
+                }
+            }
+        }
+    )
+
+    assert config.connections["main"].worker == {
+        "concurrency": 8,
+        "timeout": timedelta(minutes=2),
+        "queues": ("high", "default"),
+    }
+    assert "worker" not in config.connections["main"].options
+    with pytest.raises(UnknownOption, match="Did you mean `concurrency`"):
+        QueueConfig.from_mapping(
+            {"connections": {"main": {"url": "memory://", "worker": {"concurency": 8}}}}
+        )
+    with pytest.raises(ConfigurationError, match="whole number"):
+        QueueConfig.from_mapping(
+            {"connections": {"main": {"url": "memory://", "worker": {"concurrency": "8"}}}}
+        )

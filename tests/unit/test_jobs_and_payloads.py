@@ -17,6 +17,7 @@ import pytest
 
 from rainier_queue import Job, JobContext, JobRegistry, PayloadError, UnknownJob, job
 from rainier_queue._clock import from_micros, to_micros
+from rainier_queue.backoff import job_backoff
 from rainier_queue.envelope import (
     QueuedJob,
     decode_payload,
@@ -161,9 +162,19 @@ def test_a_job_with_no_fields_has_an_empty_payload_and_rebuilds_from_null() -> N
 
 
 def test_the_default_backoff_doubles_from_one_second_and_stops_at_64() -> None:
-    delays = [Everything(text="a", count=1).backoff(n).total_seconds() for n in range(1, 10)]
+    delays = [job_backoff(n).total_seconds() for n in range(1, 10)]
 
     assert delays == [1, 2, 4, 8, 16, 32, 64, 64, 64]
+
+
+def test_the_default_backoff_is_jittered_around_that_curve_by_up_to_a_fifth() -> None:
+    job = Everything(text="a", count=1)
+    for attempt in range(1, 10):
+        exact = job_backoff(attempt).total_seconds()
+        delays = {job.backoff(attempt).total_seconds() for _ in range(50)}
+
+        assert all(0.8 * exact <= d <= 1.2 * exact for d in delays), (attempt, delays)
+        assert len(delays) > 1, "jobs that failed together come back apart"
 
 
 def test_the_queue_may_be_chosen_per_job_by_a_method() -> None:

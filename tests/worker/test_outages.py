@@ -100,3 +100,19 @@ async def test_an_idle_worker_rides_out_a_broker_that_fails_while_it_waits_for_w
 
     assert stats.broker_errors == 3
     assert stats.processed == 1
+
+
+async def test_one_blip_that_fails_every_running_jobs_acknowledgement_counts_once() -> None:
+    # 24 jobs finish in the moment the broker blips: 24 failed acknowledgements,
+    # one outage. Counted one by one, they passed the limit of 20 and ended the worker.
+    queue = AckOutage(failures=24)
+    for n in range(24):
+        await push(queue, Note(text=f"job {n}"))
+    journal = Journal()
+    options = quick(concurrency=24, max_consecutive_errors=20, stop_when_empty=True)
+
+    stats = await worker_for(queue, journal, options).run()
+
+    assert stats.processed == 24
+    assert sorted(journal.ran) == sorted(f"job {n}" for n in range(24)), "each ran once"
+    assert queue.reserved_count() == 0

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import threading
@@ -135,6 +136,33 @@ async def test_the_first_signal_stops_gracefully_and_the_second_at_once() -> Non
     assert stats.interrupted == 1
     loop = asyncio.get_running_loop()
     assert not loop.remove_signal_handler(signal.SIGTERM), "run() removed its handlers"
+
+
+async def test_the_first_signal_is_announced_at_warning_and_a_stranded_thread_is_named(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    queue = MemoryQueue()
+    await push(queue, BlocksInThread())
+    journal = Journal()
+    caplog.set_level(logging.WARNING, logger="rainier_queue")
+    try:
+        worker = worker_for(queue, journal, quick(grace=timedelta(hours=1)))
+        worker.install_signal_handlers()
+        running = asyncio.create_task(worker.run())
+        await eventually(lambda: bool(journal.threads), "the handler to start")
+        os.kill(os.getpid(), signal.SIGINT)
+        await eventually(lambda: worker.is_stopping, "the first signal to be handled")
+        os.kill(os.getpid(), signal.SIGINT)
+        stats = await asyncio.wait_for(running, 5)
+        left_running = stats.threads_left_running
+    finally:
+        journal.thread_gate.set()
+
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any(m.startswith("received SIGINT: taking no new jobs") for m in said), said
+    assert any("Python cannot stop a thread" in m for m in said), said
+    assert (stats.processed, stats.interrupted, left_running) == (0, 1, 1)
+    assert await queue.size("default") == 1, "handed back, and not recorded as done"
 
 
 def test_signal_handlers_need_the_running_loop() -> None:

@@ -54,6 +54,13 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 )
 @click.option("-v", "--verbose", count=True, help="More logging: -v info, -vv debug.")
 @click.option("-q", "--quiet", is_flag=True, help="No logging; only results and errors.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per log line, with job_id, job, queue and attempt fields.",
+)
 @click.version_option(__version__, "-V", "--version", prog_name="rainier-queue")
 @click.pass_context
 def main(
@@ -65,6 +72,7 @@ def main(
     event_loop: str | None,
     verbose: int,
     quiet: bool,
+    log_format: str,
 ) -> None:
     """Run workers and look after queues: dispatch, inspect, retry, migrate, diagnose.
 
@@ -74,11 +82,12 @@ def main(
 
     \b
     Exit codes: 0 ok, 1 a job failed (or an id was not found), 2 configuration
-    or usage error, 3 broker unreachable, 4 doctor found problems, 130 interrupted.
+    or usage error, 3 broker unreachable, 4 doctor found problems, 5 a drain left
+    work due later than --drain-wait, 130 interrupted.
     """
     ctx.meta[VERBOSE_KEY] = verbose > 0
     ctx.meta[QUIET_KEY] = quiet
-    setup_logging(verbose, quiet)
+    setup_logging(verbose, quiet, log_format)
     settings = Settings.resolve(
         app=app,
         url=url,

@@ -13,6 +13,7 @@ a job whose code is not installed here.
 
 from __future__ import annotations
 
+import difflib
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +21,7 @@ import click
 
 from ..entry_fields import parse_json
 from ..envelope import QueuedJob
-from ..errors import MalformedEntry, PayloadError
+from ..errors import MalformedEntry, PayloadError, UnknownJob
 from ..job import Job
 from .loading import Loaded
 from .output import Problem, echo, note, warn
@@ -101,7 +102,7 @@ def _parse_payload(text: str) -> Any:
 
 
 def _build(loaded: Loaded, name: str, data: Any) -> Job:
-    cls = loaded.registry.get(name)
+    cls = _job_class(loaded, name)
     try:
         return cls.from_payload(data)
     except PayloadError as exc:
@@ -112,6 +113,26 @@ def _build(loaded: Loaded, name: str, data: Any) -> Job:
         raise Problem(
             f"the payload does not fit job `{name}` ({cls.__qualname__}){joiner}{detail}"
         ) from exc
+
+
+def _job_class(loaded: Loaded, name: str) -> type[Job]:
+    """The job class `name` is registered as, or a refusal that names the likely one.
+
+    The worker's advice for an unknown name (deploy a handler, then retry) is
+    wrong here: nothing was sent yet, and the name is more often misspelt.
+    """
+    try:
+        return loaded.registry.get(name)
+    except UnknownJob:
+        names = loaded.registry.names()
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        listed = ", ".join(f"`{n}`" for n in names) if names else "none"
+        where = loaded.app.spec if loaded.app is not None else "the registry --app names"
+        raise Problem(
+            f"no job is registered under the name `{name}`; {hint}The jobs {where} registers "
+            f"are: {listed}. Check the spelling, or register the job there"
+        ) from None
 
 
 async def _push_raw(

@@ -65,7 +65,7 @@ def doctor(state: State) -> None:
             queue = loaded.queue(name)
             default = " (default)" if name == loaded.manager.default_connection else ""
             click.secho(f"connection `{name}`{default}: {queue.describe()}", bold=True)
-            await _connection(loaded, queue, report)
+            await _connection(loaded, name, queue, report)
         _locks(loaded, report)
         if report.problems:
             click.echo(f"{report.problems} problem(s) found")
@@ -96,19 +96,26 @@ def _jobs(loaded: Loaded, report: Report) -> None:
             )
 
 
-async def _connection(loaded: Loaded, queue: Queue, report: Report) -> None:
+async def _connection(loaded: Loaded, name: str, queue: Queue, report: Report) -> None:
     if isinstance(queue, Migratable):
         try:
             applied, expected = await queue.schema_status()
         except BrokerError as exc:
             report.add("problem", f"cannot reach it: {message_for(exc)}")
             return
-        if applied < expected:
+        if applied < expected and not queue.migrates_on_first_use:
+            report.add(
+                "problem",
+                f"schema version {applied}, this code needs {expected}, and the connection has "
+                "`migrate = false`, so every command on it fails until you run "
+                "`rainier-queue migrate`",
+            )
+        elif applied < expected:
             report.add(
                 "warn",
-                f"schema version {applied}, this code expects {expected}: run "
-                "`rainier-queue migrate` (a connection with `migrate = true`, the default, "
-                "creates it on first use)",
+                f"schema version {applied}, this code expects {expected}: the first command "
+                "on it migrates it (`migrate = true`, the default); run `rainier-queue migrate` "
+                "to do it now",
             )
         else:
             report.add("ok", f"reachable; schema version {applied} (this code expects {expected})")
@@ -142,13 +149,15 @@ async def _connection(loaded: Loaded, queue: Queue, report: Report) -> None:
             "it lives inside one process: workers and dispatchers in other processes do not "
             "share its jobs",
         )
-    options = WorkerOptions(queues=tuple(loaded.manager.default_queues()))
+    table = loaded.worker_settings(name)
+    which = "the connection's worker settings" if table else "the default worker settings"
+    options = WorkerOptions(**{"queues": tuple(loaded.manager.default_queues()), **table})
     problems = check_worker_settings(queue, loaded.registry, options)
     for problem in problems:
-        report.add("problem", f"with the default worker settings: {problem}")
+        report.add("problem", f"with {which}: {problem}")
     if not problems:
         lease = f"the {queue.lease.total_seconds():g}s lease" if queue.lease else "no lease"
-        report.add("ok", f"the default worker settings fit {lease}")
+        report.add("ok", f"{which} fit {lease}")
 
 
 def _capabilities(capabilities: Capabilities) -> str:

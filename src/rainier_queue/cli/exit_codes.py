@@ -16,6 +16,11 @@ command:
   `--max-consecutive-errors` failures in a row, or a command could not
   reach it.
 - **4**: `doctor` found problems (listed on the way).
+- **5**: `work --stop-when-empty` stopped with work still on its queues that
+  falls due later than `--drain-wait` (a long retry backoff, a delayed job,
+  or a job held under a lease that ends later); a cron job or CI step should
+  treat the run as unfinished. Work due sooner is waited for, not reported.
+  It wins over 1: a job failed *and* work is left, the run is unfinished.
 - **130**: interrupted: Ctrl-C outside a worker, or a worker that had to
   interrupt running jobs and hand them back (a second signal, or the
   grace period ran out).
@@ -38,6 +43,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     BROKER = 3
     PROBLEMS = 4
+    WORK_LEFT = 5
     INTERRUPTED = 130
 
 

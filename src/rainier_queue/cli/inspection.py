@@ -14,18 +14,27 @@ from datetime import UTC
 import click
 
 from ..envelope import format_time
-from ..queue import FailedJob
+from ..queue import Countable, FailedJob, QueueCounts
 from .loading import Loaded
-from .output import echo, first_line, note, stdout_console, table
+from .output import Problem, echo, first_line, note, stdout_console, table
 from .runtime import State, failed_listing, run_command, warn_if_private
 
 
 @click.command()
 @click.argument("queues", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="Print {queue: size} as JSON.")
+@click.option(
+    "--states",
+    is_flag=True,
+    help="With --json: {queue: {waiting, delayed, reserved}} instead of one number each.",
+)
 @click.pass_obj
-def size(state: State, queues: tuple[str, ...], as_json: bool) -> None:
-    """How many jobs wait on each QUEUE (delayed ones included, running ones not).
+def size(state: State, queues: tuple[str, ...], as_json: bool, states: bool) -> None:
+    """How many jobs each QUEUE holds: waiting, delayed, and reserved by workers.
+
+    Reserved jobs are running, or held by a worker that died until their lease
+    lapses. `--json` prints the size the queue reports (waiting and delayed, not
+    reserved), unless `--states` is given too.
 
     With no QUEUE: the worker's default queues and every queue a registered job names.
     """
@@ -34,18 +43,35 @@ def size(state: State, queues: tuple[str, ...], as_json: bool) -> None:
         queue = loaded.queue(state.settings.connection)
         warn_if_private(queue)
         names = list(queues) or _known_queues(loaded)
-        sizes = {name: await queue.size(name) for name in names}
+        counts = (
+            {name: await queue.counts(name) for name in names}
+            if isinstance(queue, Countable)
+            else None
+        )
         if as_json:
-            echo(json.dumps(sizes))
+            if counts is None and states:
+                raise Problem(f"the {queue.describe()} connection cannot count jobs by state")
+            if counts is not None and states:
+                echo(json.dumps({name: _by_state(c) for name, c in counts.items()}))
+            else:
+                echo(json.dumps({name: await queue.size(name) for name in names}))
             return 0
         echo(
             f"connection `{loaded.connection_name(state.settings.connection)}`: {queue.describe()}"
         )
-        rows = [(name, count) for name, count in sizes.items()]
-        stdout_console().print(table(["queue", "waiting"], rows))
+        if counts is None:
+            rows = [(name, await queue.size(name)) for name in names]
+            stdout_console().print(table(["queue", "waiting"], rows))
+            return 0
+        by_state = [(name, c.waiting, c.delayed, c.reserved) for name, c in counts.items()]
+        stdout_console().print(table(["queue", "waiting", "delayed", "reserved"], by_state))
         return 0
 
     run_command(state, body)
+
+
+def _by_state(counts: QueueCounts) -> dict[str, int]:
+    return {"waiting": counts.waiting, "delayed": counts.delayed, "reserved": counts.reserved}
 
 
 def _known_queues(loaded: Loaded) -> list[str]:
@@ -88,7 +114,8 @@ def failed(state: State, queue: str | None, limit: int, as_json: bool) -> None:
         ]
         columns = ["id", "name", "queue", "attempts", "failed at (UTC)", "error"]
         echo(f"failed jobs, newest first ({len(jobs)}):")
-        stdout_console().print(table(columns, rows))
+        # The id is what `retry` and `forget` take: it is never folded; the error is.
+        stdout_console().print(table(columns, rows, whole=("id",)))
         if len(jobs) == limit:
             note(f"showing the newest {limit}; pass --limit for more")
         return 0

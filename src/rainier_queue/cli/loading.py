@@ -9,7 +9,9 @@ says what to do when it cannot be:
 the config file) names a `JobRegistry`, a `QueueManager`, or a function
 taking no arguments that returns either (it may be `async`). The working
 directory is put on `sys.path` first, so `--app examples.quickstart.jobs:registry`
-works from the project folder as it would in `python -c`.
+works from the project folder as it would in `python -c`. The module may
+also be given as a file, `--app ./jobs.py:registry`, as a user who has just
+written one tends to.
 
 *Which queues?* In this order, first found wins:
 
@@ -28,12 +30,14 @@ says how to give one.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, cast
 
 from ..connections import QueueConfig
@@ -76,6 +80,15 @@ class Loaded:
     urls: Mapping[str, str] = field(default_factory=dict)
     """Each configured connection's URL, where the connections came from a config or --url
     (the scheduler opens its claim store on it when no `locks` store is configured)."""
+    config: QueueConfig | None = None
+    """The declaration the connections were built from (None for a QueueManager app)."""
+
+    def worker_settings(self, connection: str | None) -> dict[str, Any]:
+        """The `worker` table of `connection` in the config, as `WorkerOptions` arguments."""
+        if self.config is None:
+            return {}
+        declared = self.config.connections.get(self.connection_name(connection))
+        return dict(declared.worker) if declared is not None else {}
 
     def queue(self, connection: str | None) -> Queue:
         """The queue of connection `connection` (the default one when None)."""
@@ -92,7 +105,7 @@ async def open_application(settings: Settings) -> Loaded:
     config = explicit
     discovered = False
     if config is None:
-        config = QueueConfig.load(start=Path.cwd())
+        config = QueueConfig.load(start=Path.cwd(), environ=settings.environ)
         discovered = config is not None
     spec, origin = settings.app, settings.app_from
     if spec is None and config is not None and config.app is not None:
@@ -128,6 +141,7 @@ async def open_application(settings: Settings) -> Loaded:
         schedules=config.schedules,
         schedules_source=config.source,
         urls={name: conn.url for name, conn in config.connections.items()},
+        config=config,
     )
 
 
@@ -135,7 +149,7 @@ def _explicit_config(settings: Settings) -> QueueConfig | None:
     if settings.url is not None:
         return QueueConfig.from_url(settings.url)
     if settings.config is not None:
-        found = QueueConfig.load(settings.config)
+        found = QueueConfig.load(settings.config, environ=settings.environ)
         if found is None:  # pragma: no cover - load(path) raises instead
             raise Problem(f"{settings.config} declares no queue config")
         return found
@@ -151,7 +165,13 @@ async def load_app(spec: str, *, origin: str = "--app") -> App:
         )
     _put_cwd_on_path()
     try:
-        module = importlib.import_module(module_name)
+        if _is_file_path(module_name):
+            module = _import_file(module_name, origin)
+            module_name = Path(module_name).stem
+        else:
+            module = importlib.import_module(module_name)
+    except Problem:
+        raise
     except ModuleNotFoundError as exc:
         if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
             raise Problem(
@@ -172,6 +192,7 @@ async def load_app(spec: str, *, origin: str = "--app") -> App:
             )
         target = getattr(target, part)
     if not isinstance(target, JobRegistry | QueueManager) and callable(target):
+        _check_factory(spec, origin, target, module)
         factory = cast(Callable[[], object], target)
         try:
             target = factory()
@@ -189,6 +210,64 @@ async def load_app(spec: str, *, origin: str = "--app") -> App:
         f"`{spec}` (from {origin}) is a {type(target).__name__}; it must be a JobRegistry, a "
         "QueueManager, or a function taking no arguments that returns one"
     )
+
+
+def _is_file_path(module: str) -> bool:
+    """Whether `--app` gave a file (`./jobs.py`, `app/jobs.py`) rather than a module name."""
+    return module.endswith(".py") or "/" in module or os.sep in module
+
+
+def _import_file(path_text: str, origin: str) -> ModuleType:
+    """Import the Python file at `path_text` as a module named after it.
+
+    Its folder goes on `sys.path` first, so the file can import its
+    neighbours as it would when run with `python path/to/file.py`.
+    """
+    path = Path(path_text).expanduser().resolve()
+    if not path.is_file():
+        raise Problem(
+            f"{origin} names the file `{path_text}`, which does not exist (looked for {path})"
+        )
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise Problem(f"{origin}: `{path_text}` cannot be imported as Python; name a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _check_factory(spec: str, origin: str, target: object, module: ModuleType) -> None:
+    """Refuse, before calling it, anything `--app` names that is not a factory of no arguments.
+
+    A job class or a job function is callable too, and calling it with no
+    arguments failed deep inside the job with a `TypeError` that said nothing
+    about `--app`.
+    """
+    what = None
+    if isinstance(target, type):
+        what = f"the class `{target.__name__}`"
+    else:
+        try:
+            signature = inspect.signature(cast(Callable[..., object], target))
+        except (TypeError, ValueError):
+            return
+        required = [
+            p.name
+            for p in signature.parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        if required:
+            what = f"a function that needs arguments ({', '.join(required)})"
+    if what is not None:
+        raise Problem(
+            f"`{spec}` (from {origin}) names {what}; --app must name the JobRegistry that holds "
+            "your jobs, a QueueManager, or a function taking no arguments that returns one"
+            + _candidates(module)
+        )
 
 
 def _put_cwd_on_path() -> None:

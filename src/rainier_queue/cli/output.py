@@ -64,11 +64,15 @@ def stdout_console() -> Console:
     return console
 
 
-def setup_logging(verbose: int, quiet: bool) -> None:
+def setup_logging(verbose: int, quiet: bool, log_format: str = "text") -> None:
     """Warnings by default, `-v` info, `-vv` debug, `--quiet` nothing but the results.
 
     On a terminal, logs are drawn by rich; elsewhere (a pipe, a log file) they
-    are plain lines, and rich is not even loaded.
+    are plain lines, and rich is not even loaded; with `log_format="json"`, one
+    JSON object per line wherever they go. The handler sits on the root logger
+    and the library's records propagate to it, so handlers the application
+    adds (an error tracker, its own formatter) see the worker's records too,
+    and the application's own warnings show beside the worker's.
     """
     if quiet:
         level = logging.CRITICAL + 1
@@ -79,7 +83,12 @@ def setup_logging(verbose: int, quiet: bool) -> None:
     else:
         level = logging.WARNING
     handler: logging.Handler
-    if sys.stderr.isatty():
+    if log_format == "json":
+        from .json_logs import JsonFormatter
+
+        handler = _StderrHandler()
+        handler.setFormatter(JsonFormatter())
+    elif sys.stderr.isatty():
         from rich.logging import RichHandler
 
         handler = RichHandler(
@@ -95,10 +104,18 @@ def setup_logging(verbose: int, quiet: bool) -> None:
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
         )
-    root = logging.getLogger("rainier_queue")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
+    handler.set_name(_HANDLER_NAME)
+    top = logging.getLogger()
+    top.handlers[:] = [h for h in top.handlers if h.get_name() != _HANDLER_NAME] + [handler]
+    ours = logging.getLogger("rainier_queue")
+    ours.setLevel(level)
+    ours.propagate = True
+    if quiet:
+        handler.setLevel(level)
+
+
+_HANDLER_NAME = "rainier-queue-cli"
+"""The name of the CLI's own handler, so setting logging up twice replaces it."""
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -137,14 +154,19 @@ def note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
-    """A rich table whose cells are plain text."""
+def table(
+    columns: Sequence[str], rows: Iterable[Sequence[object]], *, whole: Sequence[str] = ()
+) -> Table:
+    """A rich table whose cells are plain text; columns in `whole` are never folded."""
     from rich.table import Table
     from rich.text import Text
 
     out = Table(show_lines=False)
     for column in columns:
-        out.add_column(column, overflow="fold")
+        if column in whole:
+            out.add_column(column, no_wrap=True)
+        else:
+            out.add_column(column, overflow="fold")
     for row in rows:
         out.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
     return out

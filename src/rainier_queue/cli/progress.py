@@ -6,9 +6,12 @@ person running one wants to know how far it got and whether it is stuck,
 without turning logging up. The bar counts jobs that reached an end
 (processed or failed, from the worker's events), against the backlog
 measured when the worker started; retries are shown beside it, since a
-retried job is not done. The bar is drawn only on a terminal (or with
-`--progress`), while the summary line is always printed: it is what a
-log file or a CI job keeps.
+retried job is not done. The bar is drawn only on a terminal; with
+`--progress` where stderr is not one (a pipe, a log file), the same counts
+come as a plain line every few seconds instead, since a bar's redraws would
+fill a log with terminal codes. The summary line is always printed: it is
+what a log file or a CI job keeps. It says "succeeded", not "processed":
+failed jobs were processed too.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from typing import TYPE_CHECKING
 
 from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
 from ..worker import WorkerStats
+
+PLAIN_EVERY = 5.0
+"""Seconds between progress lines when stderr is not a terminal."""
 
 if TYPE_CHECKING:  # rich is imported only when a bar is drawn
     from rich.console import Console
@@ -35,7 +41,10 @@ class Tally:
         self.total = total
         self._progress: Progress | None = None
         self._task: TaskID | None = None
-        if console is not None and total > 0:
+        self._plain = console is not None and total > 0 and not console.is_terminal
+        self._console = console
+        self._said_at = time.monotonic()
+        if console is not None and total > 0 and console.is_terminal:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -60,8 +69,8 @@ class Tally:
 
     @property
     def draws(self) -> bool:
-        """Whether there is a bar to move (the summary line comes from the worker's stats)."""
-        return self._progress is not None
+        """Whether there is a bar or progress lines (the summary comes from the worker's stats)."""
+        return self._progress is not None or self._plain
 
     def attach(self, events: EventDispatcher) -> None:
         """Listen to `events`."""
@@ -76,12 +85,25 @@ class Tally:
             self.retried += 1
         else:
             return
+        done = self.processed + self.failed
+        self.total = max(self.total, done)
         if self._progress is not None and self._task is not None:
-            done = self.processed + self.failed
-            self.total = max(self.total, done)
             self._progress.update(
                 self._task, completed=done, total=self.total, description=self._describe()
             )
+        elif self._plain and time.monotonic() - self._said_at >= PLAIN_EVERY:
+            self._say()
+
+    def _say(self) -> None:
+        """One plain progress line, for a log."""
+        self._said_at = time.monotonic()
+        assert self._console is not None
+        self._console.print(
+            f"progress: {self.processed + self.failed}/{self.total} done "
+            f"(succeeded {self.processed}, retried {self.retried}, failed {self.failed})",
+            markup=False,
+            highlight=False,
+        )
 
     def _describe(self) -> str:
         return f"[green]✓ {self.processed}[/] [yellow]↻ {self.retried}[/] [red]✗ {self.failed}[/]"
@@ -99,6 +121,8 @@ class Tally:
     ) -> None:
         if self._progress is not None:
             self._progress.stop()
+        elif self._plain:
+            self._say()
 
 
 class Clock:
@@ -113,10 +137,10 @@ class Clock:
 
 
 def summary(stats: WorkerStats, elapsed: float) -> str:
-    """The one line a run ends with: processed / retried / failed / elapsed / jobs per second."""
+    """The one line a run ends with: succeeded / retried / failed / elapsed / jobs per second."""
     rate = stats.total / elapsed if elapsed > 0 else 0.0
     line = (
-        f"processed {stats.processed}, retried {stats.released}, failed {stats.failed} "
+        f"succeeded {stats.processed}, retried {stats.released}, failed {stats.failed} "
         f"in {elapsed:.1f}s ({rate:.1f} jobs/s)"
     )
     extras = [

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigurationError
@@ -52,6 +52,8 @@ class Settings:
     quiet: bool = False
     event_loop: str = "auto"
     """`auto`, `asyncio` or `uvloop` (see `event_loop.py`)."""
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The environment `${NAME}` in a config file is read from (never shown: it holds secrets)."""
 
     @classmethod
     def resolve(
@@ -102,6 +104,7 @@ class Settings:
             verbose=verbose,
             quiet=quiet,
             event_loop=loop_value or "auto",
+            environ=dict(env),
         )
 
 

@@ -17,6 +17,8 @@ restarts a child that crashes and passes signals on.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import sys
 from datetime import timedelta
 from typing import Any
@@ -25,6 +27,7 @@ import click
 from click.core import ParameterSource
 
 from ..durations import format_duration, parse_duration
+from ..envelope import format_time
 from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
 from ..queue import Queue
@@ -35,7 +38,7 @@ from .exit_codes import ExitCode
 from .loading import Loaded
 from .output import Problem, echo, error_console, note, warn
 from .progress import Clock, Tally, summary
-from .runtime import State, message_for, run_command, run_on_application, warn_if_private
+from .runtime import State, message_for, run_on_application, warn_if_private
 from .schedule import SCHEDULE_OPTION, build_scheduler
 
 DEFAULTS = WorkerOptions()
@@ -89,7 +92,14 @@ def _shown(value: timedelta | None) -> str:
     "stop_when_empty",
     is_flag=True,
     default=None,
-    help="Stop the first time every queue is empty (delayed jobs are not waited for).",
+    help="Stop once every queue is empty and nothing on it falls due within --drain-wait; "
+    "exit 5 if work due later was left.",
+)
+@click.option(
+    "--drain-wait",
+    **DURATION,
+    help="With --stop-when-empty, how far ahead a retry or a dead worker's job may fall "
+    "due and still be waited for [the connection's lease].",
 )
 @click.option(
     "--grace",
@@ -140,7 +150,8 @@ def _shown(value: timedelta | None) -> str:
 @click.option(
     "--progress/--no-progress",
     default=None,
-    help="Progress bar with --stop-when-empty [on when stderr is a terminal].",
+    help="Progress with --stop-when-empty: a bar on a terminal, a line every few seconds "
+    "elsewhere [on when stderr is a terminal].",
 )
 @click.pass_context
 def work(ctx: click.Context, /, **params: Any) -> None:
@@ -160,15 +171,34 @@ def work(ctx: click.Context, /, **params: Any) -> None:
         scheduling = (schedule_spec,) if with_scheduler else None
         raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given, scheduling))
 
+    stranded: list[int] = []
+
     async def body(loaded: Loaded) -> int:
         queue, options = _prepare(loaded, state, queues, given)
         show_bar = progress if progress is not None else sys.stderr.isatty()
         scheduler = None
         if with_scheduler:
             scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
-        return await _run_worker(loaded, queue, options, show_bar, scheduler)
+        return await _run_worker(loaded, queue, options, show_bar, stranded, scheduler)
 
-    run_command(state, body)
+    code = run_on_application(state, body)
+    if stranded:
+        _exit_leaving_threads(code)
+    raise click.exceptions.Exit(code)
+
+
+def _exit_leaving_threads(code: int) -> None:
+    """End the process now, without waiting for handler threads Python cannot stop.
+
+    Their jobs were handed back (or settled as timed out) and their results
+    will not be recorded, so letting them run to their end would only do the
+    work a second time beside the next delivery. The connections are closed
+    by now; only the interpreter's wait for those threads is skipped.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _prepare(
@@ -176,15 +206,18 @@ def _prepare(
 ) -> tuple[Queue, WorkerOptions]:
     """The queue and options to run with, or a `Problem` listing why the worker cannot start."""
     queue = loaded.queue(state.settings.connection)
-    chosen = queues if queues is not None else tuple(loaded.manager.default_queues())
+    # The connection's `worker` table first, the command line's flags over it.
+    settings = {**loaded.worker_settings(state.settings.connection), **given}
+    configured = settings.pop("queues", None)
+    chosen = queues or configured or tuple(loaded.manager.default_queues())
     try:
-        options = WorkerOptions(queues=chosen, **given)
+        options = WorkerOptions(queues=chosen, **settings)
     except ValueError as exc:
         raise Problem(f"the worker settings cannot work: {exc}") from exc
     if problems := check_worker_settings(queue, loaded.registry, options):
         listed = "".join(f"\n  - {problem}" for problem in problems)
         raise Problem(f"the worker did not start, because:{listed}")
-    _warn_unserved(loaded, options, explicit=queues is not None)
+    _warn_unserved(loaded, options, explicit=queues is not None or configured is not None)
     warn_if_private(queue)
     return queue, options
 
@@ -220,16 +253,14 @@ async def _run_worker(
     queue: Queue,
     options: WorkerOptions,
     show_bar: bool,
+    stranded: list[int],
     scheduler: Scheduler | None = None,
 ) -> int:
     total = 0
     if options.stop_when_empty:
         total = sum([await queue.size(name) for name in options.queues])
-    console = None
-    if show_bar:
-        console = error_console()
-        if not console.is_terminal:
-            console = error_console(force_terminal=True)
+    # Not forced to be a terminal: on a pipe the tally writes plain lines instead.
+    console = error_console() if show_bar else None
     tally = Tally(total=total, console=console if options.stop_when_empty else None)
     events = EventDispatcher()
     if tally.draws:  # with no bar to move, the worker builds no events at all
@@ -259,6 +290,22 @@ async def _run_worker(
             if scheduling is not None:
                 await scheduling
     echo(summary(stats, clock.elapsed))
+    if stats.left is not None:
+        left = stats.left
+        due = "" if left.next_due is None else f", the next due at {format_time(left.next_due)}"
+        warn(
+            f"work is left on the queues, due later than this drain waits for: {left.delayed} "
+            f"delayed and {left.reserved} held by workers{due}; run the drain again then, or "
+            "give --drain-wait a longer time"
+        )
+    if stats.threads_left_running:
+        stranded.append(stats.threads_left_running)
+        warn(
+            f"{stats.threads_left_running} plain `def` handler(s) still run in threads, which "
+            "Python cannot stop; their jobs were handed back or timed out and their results "
+            "will not be recorded, so this process exits now without waiting for them, "
+            "ending them where they stand"
+        )
     if gave_up is not None:
         click.echo(
             f"error: gave up after {options.max_consecutive_errors} broker errors in a row: "
@@ -272,6 +319,8 @@ async def _run_worker(
 def _code(stats: WorkerStats) -> int:
     if stats.interrupted:
         return ExitCode.INTERRUPTED
+    if stats.left is not None:
+        return ExitCode.WORK_LEFT
     if stats.failed:
         return ExitCode.JOB_FAILED
     return ExitCode.OK
@@ -307,7 +356,7 @@ def _supervise(
     try:
         # A child that ran to its end (even with failed jobs) or refused its
         # configuration stays down; one that crashed or lost its broker is restarted.
-        finished = (ExitCode.OK, ExitCode.JOB_FAILED, ExitCode.USAGE)
+        finished = (ExitCode.OK, ExitCode.JOB_FAILED, ExitCode.USAGE, ExitCode.WORK_LEFT)
         return Supervisor(command, processes, finished_codes=finished).run()
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED

@@ -108,17 +108,40 @@ def driver_class(scheme: str) -> QueueFactory:
     entry = _SCHEMES.get(scheme)
     if entry is None:
         raise UnknownOption("the queue URL", scheme, _SCHEMES) from None
+    if importlib.util.find_spec(entry.module) is None:
+        # Checked before the client: no `pip install` brings a driver this version lacks.
+        raise ConfigurationError(_not_available(scheme))
     if entry.client and entry.extra and importlib.util.find_spec(entry.client) is None:
         raise MissingDependency(scheme, entry.extra)
-    try:
-        module = importlib.import_module(entry.module)
-    except ModuleNotFoundError as exc:
-        if exc.name == entry.module:
-            raise ConfigurationError(
-                f"the `{scheme}` driver is not part of this version of rainier-queue yet"
-            ) from exc
-        raise
+    module = importlib.import_module(entry.module)
     return cast(QueueFactory, getattr(module, entry.attr))
+
+
+def check_driver_name(driver: str, url: str, *, where: str) -> None:
+    """Refuse a `driver` key that names another driver than the URL's scheme does.
+
+    The URL's scheme decides the driver; the key is accepted so a config can
+    say it out loud, and a disagreement is a mistake worth stopping for.
+    """
+    if driver not in _SCHEMES:
+        raise UnknownOption(f"{where}: `driver`", driver, _SCHEMES)
+    scheme = scheme_of(url)
+    chosen, named = _SCHEMES.get(scheme), _SCHEMES[driver]
+    if chosen is None or (chosen.module, chosen.attr) != (named.module, named.attr):
+        raise ConfigurationError(
+            f"{where}: `driver = {driver!r}` disagrees with the URL, whose scheme `{scheme}` "
+            "chooses the driver; drop `driver`, or fix one of the two"
+        )
+
+
+def _not_available(scheme: str) -> str:
+    available = sorted(
+        name for name, e in _SCHEMES.items() if importlib.util.find_spec(e.module) is not None
+    )
+    return (
+        f"the `{scheme}` driver is not available in this version of rainier-queue; the "
+        f"schemes it has are: {', '.join(available)}"
+    )
 
 
 def open_queue(
@@ -136,6 +159,7 @@ def open_queue(
 
 __all__ = [
     "COMMON_OPTIONS",
+    "check_driver_name",
     "DriverContext",
     "driver_class",
     "known_schemes",

@@ -27,6 +27,7 @@ from ..envelope import QueuedJob
 from ..errors import UnsupportedOperation
 from ..queue import Capabilities, Queue, Reservation
 from ..registry import JobRegistry
+from .url_query import url_options
 
 if TYPE_CHECKING:
     from . import DriverContext
@@ -50,6 +51,7 @@ class InlineQueue(Queue):
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`sync://` (or `inline://`); takes no options."""
+        url_options(url, cls.OPTIONS, "the `sync` driver")
         return cls(context.registry, context.dependencies)
 
     def __init__(self, registry: JobRegistry, dependencies: Dependencies | None = None) -> None:

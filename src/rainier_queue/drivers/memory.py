@@ -29,7 +29,16 @@ from .._wakeup import Wakeup
 from ..durations import parse_duration
 from ..envelope import QueuedJob
 from ..errors import ConfigurationError, LeaseLost
-from ..queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
+from ..queue import (
+    DEFAULT_LEASE,
+    Capabilities,
+    FailedJob,
+    Queue,
+    QueueCounts,
+    Reservation,
+    new_token,
+)
+from .url_query import url_options
 
 if TYPE_CHECKING:
     from . import DriverContext
@@ -63,7 +72,8 @@ class MemoryQueue(Queue):
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
-        """`memory://`, with an optional `lease` such as `30s`."""
+        """`memory://`, with an optional `lease` such as `30s`, in the URL's query or `options`."""
+        options = {**url_options(url, cls.OPTIONS, "the `memory` driver"), **options}
         lease = options.get("lease")
         return cls(
             lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE
@@ -213,6 +223,22 @@ class MemoryQueue(Queue):
         with self._lock:
             lane = self._lanes.get(queue)
             return 0 if lane is None else len(lane.ready) + len(lane.delayed)
+
+    async def counts(self, queue: str) -> QueueCounts:
+        """`Countable`: the lane's jobs by state, and the soonest delayed or lease end."""
+        now = utcnow()
+        with self._lock:
+            lane = self._lanes.get(queue)
+            due = [at for at, _, _ in lane.delayed] if lane is not None else []
+            waiting = len(lane.ready) if lane is not None else 0
+            held = [h.lease_until for h in self._held.values() if h.job.queue == queue]
+        later = [at for at in due if at > now]
+        return QueueCounts(
+            waiting=waiting + len(due) - len(later),
+            delayed=len(later),
+            reserved=len(held),
+            next_due=min([*later, *held], default=None),
+        )
 
     @override
     async def clear(self, queue: str) -> int:

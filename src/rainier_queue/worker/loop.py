@@ -50,7 +50,7 @@ from ..instrument import QueueObserver, instrumented
 from ..locks import LockManager
 from ..queue import Queue
 from ..registry import JobRegistry
-from . import signals
+from . import drain, signals
 from .acks import AckBatcher
 from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
@@ -191,13 +191,14 @@ class Worker:
             finally:
                 keeper.cancel()
                 await asyncio.gather(keeper, return_exceptions=True)
+                self._stats.threads_left_running = self._runner.threads_running
                 self._runner.close()
                 if self._signals:
                     signals.uninstall(self._signals)
                     self._signals.clear()
                 self._active = False
         if self._fatal is not None:
-            log.error("giving up after %d broker errors in a row", self._outage.consecutive)
+            log.error("giving up after %d broker errors in a row", self._outage.gave_up_after)
             raise self._fatal
         log.info(
             "worker stopped: %d processed, %d retried, %d failed",
@@ -284,8 +285,12 @@ class Worker:
                 # The queues ran dry: wait for work (or a job ending) before asking again.
                 short = False
                 if empty and options.stop_when_empty and not self._slots:
-                    log.info("every queue is empty; stopping")
-                    break
+                    try:
+                        if await drain.finished(self.queue, options, self._stats):
+                            break
+                    except BrokerError as exc:
+                        await self._broker_failed(exc)
+                        continue
                 if self._waits_with_reserve and (free := self._free_slots()) > 0:
                     # The reserve goes with the wait: nothing ends it but work or its time.
                     self._launch_fill(free, wait=self._idle_timeout(deadline))

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from ..queue import QueueCounts
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerOptions:
@@ -34,7 +36,12 @@ class WorkerOptions:
     max_time: timedelta | None = None
     """Stop taking new work once the run has lasted this long."""
     stop_when_empty: bool = False
-    """Stop the first time every queue is empty (and nothing is running)."""
+    """Stop once every queue is empty, nothing is running, and nothing left on the
+    queues falls due within `drain_wait` (see `worker/drain.py`)."""
+    drain_wait: timedelta | None = None
+    """With `stop_when_empty`: how far ahead a delayed job (a retry's backoff) or a held
+    lease (a dead worker's job) may fall due and still be waited for. None: the
+    connection's lease, so the jobs of a worker that died are always waited for."""
     grace: timedelta = timedelta(seconds=30)
     """On a stop signal, how long running jobs may take to finish before they are
     interrupted and handed back."""
@@ -74,6 +81,8 @@ class WorkerOptions:
             raise ValueError("reserve_ahead cannot be negative (0 turns it off)")
         if self.batch_wait < timedelta(0):
             raise ValueError("batch_wait cannot be negative")
+        if self.drain_wait is not None and self.drain_wait < timedelta(0):
+            raise ValueError("drain_wait cannot be negative")
 
     def attempts_for(self, max_attempts: int) -> int:
         """The attempts a job really gets: its own, raised to the `tries` floor."""
@@ -93,7 +102,13 @@ class WorkerStats:
     """Settles refused because another worker had taken the job (its lease lapsed)."""
     interrupted: int = 0
     """Jobs handed back unfinished at shutdown."""
+    threads_left_running: int = 0
+    """Plain `def` handlers (or hooks) whose threads still ran when the worker stopped:
+    interrupted or timed out, their results are not recorded, but Python cannot stop them."""
     by_name: dict[str, int] = field(default_factory=dict)
+    left: QueueCounts | None = None
+    """What a `stop_when_empty` run left on its queues because it falls due later than
+    `drain_wait`; None when it left nothing (or did not drain)."""
 
     @property
     def total(self) -> int:

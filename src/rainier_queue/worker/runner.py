@@ -23,6 +23,13 @@ thread: the timeout is reported and the job settled, but the thread runs on
 until the handler returns (and the process cannot exit before it does). The
 pool that thread belongs to is retired, so later jobs get fresh threads
 instead of queueing behind it.
+
+The same holds at shutdown: a plain `def` handler interrupted when the
+grace period ends, or by a second signal, is handed back (its attempt
+refunded) while its thread runs on. Its result is never recorded, since
+the job already belongs to the queue again; the warning says so, and
+`threads_running` lets the process that owns the worker decide not to
+wait for the thread (the CLI exits without it, which ends it where it stands).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import enum
 import functools
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -149,6 +157,8 @@ class Runner:
         self._dependencies = dependencies
         self._executor: ThreadPoolExecutor | None = None
         self._deadlines = Deadlines()
+        self._busy = 0
+        self._busy_lock = threading.Lock()
 
     # -- threads -----------------------------------------------------------------
 
@@ -168,8 +178,23 @@ class Runner:
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """Call `fn(*args)` in the pool, with the caller's context variables."""
         loop = asyncio.get_running_loop()
-        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        call = functools.partial(self._counted, contextvars.copy_context().run, fn, *args)
         return await loop.run_in_executor(self._pool(), call)
+
+    def _counted(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._busy_lock:
+            self._busy += 1
+        try:
+            return fn(*args)
+        finally:
+            with self._busy_lock:
+                self._busy -= 1
+
+    @property
+    def threads_running(self) -> int:
+        """Threads running a handler or hook right now, abandoned ones included."""
+        with self._busy_lock:
+            return self._busy
 
     def close(self) -> None:
         """Let the pool's threads end when their handlers return; do not wait for them."""
@@ -266,6 +291,8 @@ class Runner:
         except asyncio.CancelledError:
             if control.is_interrupted():
                 task.uncancel()
+                if not is_async_handler(type(job)):
+                    self._abandon_thread(queued)
                 return outcome(Verdict.INTERRUPTED)
             if limit is not None and limit.expired:
                 task.uncancel()
@@ -298,8 +325,21 @@ class Runner:
                 "so it runs on until the handler returns",
                 queued.name,
                 queued.id,
+                extra=_fields(queued),
             )
         return outcome(Verdict.TIMED_OUT, JobTimeout(queued.name, timeout))
+
+    def _abandon_thread(self, queued: QueuedJob) -> None:
+        """Say what becomes of a plain `def` handler interrupted at shutdown."""
+        self._retire_pool()
+        log.warning(
+            "job `%s` %s is handed back unfinished, but its handler runs in a thread and "
+            "Python cannot stop a thread: its result will not be recorded, and the job runs "
+            "again from the start on its next delivery",
+            queued.name,
+            queued.id,
+            extra=_fields(queued),
+        )
 
     async def _invoke(self, job: Job, ctx: JobContext) -> None:
         try:
@@ -347,6 +387,16 @@ class Runner:
                 job_id,
                 exc_info=hook_error,
             )
+
+
+def _fields(queued: QueuedJob) -> dict[str, object]:
+    """The structured fields of a log record about `queued` (see `settle.job_fields`)."""
+    return {
+        "job_id": queued.id,
+        "job": queued.name,
+        "queue": queued.queue,
+        "attempt": queued.attempts,
+    }
 
 
 async def _unwind(task: asyncio.Task[None], name: str, job_id: str) -> None:

@@ -60,6 +60,20 @@ def describe(error: BaseException) -> str:
     return text
 
 
+def job_fields(queued: QueuedJob, attempt: int | None = None) -> dict[str, object]:
+    """The structured fields of a log record about one job (`logging`'s `extra=`).
+
+    A log shipper can then filter on them instead of parsing the message:
+    `job_id`, `job` (its name), `queue`, and the `attempt` when one is known.
+    """
+    return {
+        "job_id": queued.id,
+        "job": queued.name,
+        "queue": queued.queue,
+        "attempt": queued.attempts if attempt is None else attempt,
+    }
+
+
 def failure_record(attempt: Attempt, error: BaseException) -> str:
     """What the failed store keeps: the account, plus the traceback of a handler's error."""
     text = describe(error)
@@ -133,6 +147,7 @@ class Settler:
             duration.total_seconds(),
             attempt.number,
             attempt.context.max_attempts,
+            extra=job_fields(queued, attempt.number),
         )
         if self._events:  # no event is built for nobody
             await self._emit(JobProcessed(job=queued, duration=duration))
@@ -160,6 +175,7 @@ class Settler:
                 queued.id,
                 delay.total_seconds(),
                 summary,
+                extra=job_fields(queued, attempt.number),
             )
         else:
             log.warning(
@@ -170,6 +186,7 @@ class Settler:
                 attempt.context.max_attempts,
                 delay.total_seconds(),
                 summary,
+                extra=job_fields(queued, attempt.number),
             )
         if self._events:
             await self._emit(JobReleased(job=queued, delay=delay, error=summary))
@@ -194,6 +211,7 @@ class Settler:
             attempt.context.max_attempts,
             summary,
             exc_info=error if attempt.verdict is Verdict.RAISED else None,
+            extra=job_fields(queued, attempt.number),
         )
         await self._runner.call_failed_hook(dataclasses.replace(attempt, error=error))
         if self._events:
@@ -212,6 +230,7 @@ class Settler:
             "handed job `%s` %s back unfinished at shutdown; its attempt is refunded",
             queued.name,
             queued.id,
+            extra=job_fields(queued, attempt.number),
         )
 
     # -- plumbing ----------------------------------------------------------------
@@ -237,6 +256,7 @@ class Settler:
                     queued.name,
                     queued.id,
                     exc,
+                    extra=job_fields(queued),
                 )
                 return False
             except BrokerError as exc:
@@ -251,6 +271,7 @@ class Settler:
                     queued.id,
                     exc,
                     delay.total_seconds(),
+                    extra=job_fields(queued),
                 )
                 if await _stopped_within(self._hard_stop, delay):
                     log.warning(
@@ -325,4 +346,4 @@ async def _stopped_within(event: asyncio.Event, delay: timedelta) -> bool:
     return True
 
 
-__all__ = ["Settler", "describe", "failure_record"]
+__all__ = ["Settler", "describe", "failure_record", "job_fields"]

@@ -65,7 +65,9 @@ def _on_signal(worker: Stoppable, sig: signal.Signals) -> None:
         log.warning("received %s again: interrupting running jobs and handing them back", sig.name)
         worker.stop(now=True)
     else:
-        log.info(
+        # WARNING, not INFO: at the default level the operator must see that the
+        # stop has begun, or they press Ctrl-C again and cut the grace period short.
+        log.warning(
             "received %s: taking no new jobs, letting running ones finish (send it again to "
             "stop at once)",
             sig.name,

@@ -51,8 +51,16 @@ from ..._clock import from_micros, to_micros
 from ...durations import format_duration
 from ...entry_fields import micros_field
 from ...envelope import QueuedJob, encode_payload
-from ...errors import BrokerError, BrokerRejected, ConfigurationError, LeaseLost, MalformedEntry
-from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, Reservation, new_token
+from ...errors import BrokerError, ConfigurationError, LeaseLost, MalformedEntry
+from ...queue import (
+    DEFAULT_LEASE,
+    Capabilities,
+    FailedJob,
+    Queue,
+    QueueCounts,
+    Reservation,
+    new_token,
+)
 from ...stored import Malformed, read_columns
 from .dialect import Dialect, Row, Session, T, Work
 from .schema import DEFAULT_PREFIX, EXPECTED_VERSION, Tables, applied_version, apply_pending
@@ -133,13 +141,19 @@ class DatabaseQueue(Queue):
         )
         return applied, EXPECTED_VERSION
 
+    @property
+    def migrates_on_first_use(self) -> bool:
+        """`migrate = true` (the default): a missing or older schema is migrated on first use."""
+        return self._auto_migrate
+
     async def _ensure_schema(self) -> None:
         if self._schema_ready:
             return
         applied, expected = await self.schema_status()
         if applied < expected:
             if not self._auto_migrate:
-                raise BrokerRejected(
+                # No wait fixes this, so it is a setting to change, not an outage.
+                raise ConfigurationError(
                     f"the {self.name} queue at {self._dialect.describe()} has schema version "
                     f"{applied} and this code needs {expected} (tables {self.prefix}*): run "
                     "`rainier-queue migrate`, or open the queue with migrate = true"
@@ -416,6 +430,22 @@ class DatabaseQueue(Queue):
     async def size(self, queue: str) -> int:
         rows = await self._run(lambda s: s.fetchall(self._sql.size, (queue,)), write=False)
         return int(rows[0][0])
+
+    async def counts(self, queue: str) -> QueueCounts:
+        """`Countable`: one read of the queue's rows by state, on the database's clock."""
+
+        async def work(s: Session) -> Row:
+            now = await self._dialect.now(s)
+            rows = await s.fetchall(self._sql.counts, (now, now, now, queue))
+            return rows[0]
+
+        waiting, delayed, reserved, soonest = await self._run(work, write=False)
+        return QueueCounts(
+            waiting=int(waiting),
+            delayed=int(delayed),
+            reserved=int(reserved),
+            next_due=None if soonest is None else from_micros(int(soonest)),
+        )
 
     @override
     async def clear(self, queue: str) -> int:

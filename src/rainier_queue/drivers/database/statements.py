@@ -41,6 +41,8 @@ class Statements:
     """`quarantine` for a row this transaction holds locked and has not claimed."""
     quarantine_locked_delete: str
     size: str
+    counts: str
+    """Waiting, delayed and reserved jobs of a queue, and the soonest delayed or lease end."""
     clear: str
     failed_all: str
     failed_on_queue: str
@@ -85,6 +87,13 @@ class Statements:
             f"SELECT {ENVELOPE}, ?, ? FROM {jobs} WHERE seq = ?",
             "quarantine_locked_delete": f"DELETE FROM {jobs} WHERE seq = ?",
             "size": f"SELECT COUNT(*) FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
+            # A reserved row's due_at is its lease end; a free one's, when it falls due.
+            "counts": "SELECT "
+            f"{_count('reservation_token IS NULL AND due_at <= ?')}, "
+            f"{_count('reservation_token IS NULL AND due_at > ?')}, "
+            f"{_count('reservation_token IS NOT NULL')}, "
+            "MIN(CASE WHEN reservation_token IS NOT NULL OR due_at > ? THEN due_at END) "
+            f"FROM {jobs} WHERE queue = ?",
             "clear": f"DELETE FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
             "failed_all": f"{failed_list} ORDER BY failed_at DESC, seq DESC LIMIT ?",
             "failed_on_queue": f"{failed_list} WHERE queue = ? "
@@ -111,3 +120,8 @@ class Statements:
     def soonest_due_for(self, dialect: Dialect, count: int) -> str:
         """`soonest_due` for `count` queue names."""
         return dialect.sql(self.soonest_due.format(marks=", ".join(["?"] * count)))
+
+
+def _count(condition: str) -> str:
+    """SQL counting the rows that meet `condition` (0, not NULL, over no rows)."""
+    return f"COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)"

@@ -16,7 +16,7 @@ from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...errors import BrokerRejected, ConfigurationError, LeaseLost
 from ...locks import LockManager
-from ...queue import Capabilities, FailedJob, Queue, Reservation
+from ...queue import Capabilities, FailedJob, Queue, QueueCounts, Reservation
 from .client import KafkaClients, translated
 from .config import OPTIONS, KafkaSettings, read_settings
 from .failed_topics import FailedTopics
@@ -209,6 +209,20 @@ class KafkaQueue(Queue):
                 "worker took the partition, or the queue was cleared)"
             )
 
+    async def _still_at(self, state: PartitionState, delivery: Delivery, job_id: str) -> None:
+        """`LeaseLost` (and the partition freed) if the cursor moved since `delivery`."""
+        now = await self._partitions.read_cursor(state.tp.topic, state.tp.partition)
+        if now == delivery.cursor:
+            return
+        state.cursor_known = False
+        self._done(state)
+        await self._partitions.forget_deliveries(state, delivery.record.offset)
+        raise LeaseLost(
+            f"job {job_id}: the cursor of partition {state.tp.partition} of topic "
+            f"{state.tp.topic!r} moved while the job ran (the queue was cleared, or another "
+            "worker took the partition); it is not retried"
+        )
+
     def _done(self, state: PartitionState) -> None:
         """The partition's job is settled (or lost): it may hand out the next one."""
         self._reserver.done(state)
@@ -250,6 +264,11 @@ class KafkaQueue(Queue):
             return
         # A cursor cannot skip one record and come back for it, so a retry is a new
         # record at the end of the topic, produced before the old one is passed.
+        # First, though, the cursor must still be where it was when the job was
+        # handed out: a `clear` from another process (or a worker that took the
+        # partition over) moved it past this record, and a retry produced now
+        # would land past the new cursor and bring a cleared job back.
+        await self._still_at(state, delivery, reservation.job.id)
         job = reservation.job
         attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
         retry = job.with_changes(attempts=attempts, available_at=utcnow() + delay)
@@ -297,6 +316,15 @@ class KafkaQueue(Queue):
 
     async def _lag(self, queue: str) -> list[tuple[PartitionState, int, int | None, int]]:
         """Per partition: (state, end offset, cursor, waiting records other than a running one)."""
+        return [
+            (state, end, cursor, waiting)
+            for state, end, cursor, waiting, _ in await self._lag_and_running(queue)
+        ]
+
+    async def _lag_and_running(
+        self, queue: str
+    ) -> list[tuple[PartitionState, int, int | None, int, bool]]:
+        """`_lag`, and whether the record at each partition's cursor is out with a worker."""
         topic = self.topic_for(queue)
         states = await self._partitions.of(topic, await self._partitions_of(topic, queue))
         consumer = await self._clients.lookups()
@@ -309,9 +337,8 @@ class KafkaQueue(Queue):
             cursor = await self._partitions.read_cursor(topic, state.tp.partition)
             start = max(cursor, starts[state.tp]) if cursor is not None else starts[state.tp]
             waiting = max(0, ends[state.tp] - start)
-            if waiting and await self._running_at(state, start):
-                waiting -= 1
-            out.append((state, ends[state.tp], cursor, waiting))
+            running = bool(waiting) and await self._running_at(state, start)
+            out.append((state, ends[state.tp], cursor, waiting - running, running))
         return out
 
     async def _running_at(self, state: PartitionState, offset: int) -> bool:
@@ -328,6 +355,25 @@ class KafkaQueue(Queue):
     async def size(self, queue: str) -> int:
         """The lag: records past the group's cursor, summed over partitions."""
         return sum(waiting for *_, waiting in await self._lag(queue))
+
+    async def counts(self, queue: str) -> QueueCounts:
+        """`Countable`: the lag as waiting, a record out with a live lease as reserved.
+
+        A log cannot tell a delayed record from a due one without reading it,
+        so delayed jobs count as waiting here. A reserved record's lease end
+        is not known either; the lease length bounds it, so a drain waits that
+        long for a dead holder's partition before it calls the queue empty.
+        """
+        waiting = reserved = 0
+        for *_, left, running in await self._lag_and_running(queue):
+            waiting += left
+            reserved += running
+        return QueueCounts(
+            waiting=waiting,
+            delayed=0,
+            reserved=reserved,
+            next_due=utcnow() + self.lease if reserved else None,
+        )
 
     @override
     async def clear(self, queue: str) -> int:

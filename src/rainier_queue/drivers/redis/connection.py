@@ -267,6 +267,15 @@ async def translated(what: str) -> AsyncIterator[None]:
     """Turn redis-py's exceptions into this library's, naming what was being done."""
     try:
         yield
+    except (rx.AuthenticationError, rx.AuthorizationError, rx.NoPermissionError) as exc:
+        # redis-py files a refused password under ConnectionError, but waiting
+        # does not fix a wrong password: it is the URL that has to change.
+        raise ConfigurationError(
+            f"Redis refused the credentials while trying to {what} "
+            f"({str(exc).rstrip('.')}); fix the user name "
+            "and password in the URL (redis://user:password@host:port), or grant that ACL "
+            "user the commands and keys the queue needs"
+        ) from exc
     except (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError, rx.TryAgainError) as exc:
         if tls.is_verification_failure(exc):
             server = _server_in(exc)

@@ -22,7 +22,7 @@ from ...durations import parse_duration
 from ...envelope import QueuedJob, format_time
 from ...errors import ConfigurationError, LeaseLost
 from ...flags import parse_flag
-from ...queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
+from ...queue import DEFAULT_LEASE, Capabilities, QueueCounts, Reservation, new_token
 from ...redact import redact_url
 from ...stored import Malformed, read_envelope
 from . import scripts
@@ -514,6 +514,21 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         keys = self.keys.queue(queue)
         return int(
             await self._run(scripts.SIZE, [keys.stream, keys.delayed], [GROUP], "count jobs")
+        )
+
+    async def counts(self, queue: str) -> QueueCounts:
+        """`Countable`: the stream, its pending list and the delayed set, read in one script."""
+        keys = self.keys.queue(queue)
+        lease_ms = max(1, int(self._lease.total_seconds() * 1000))
+        answer = await self._run(
+            scripts.COUNTS, [keys.stream, keys.delayed], [GROUP, lease_ms], "count jobs"
+        )
+        waiting, delayed, reserved, known, soonest_ms = (int(v) for v in answer)
+        return QueueCounts(
+            waiting=waiting,
+            delayed=delayed,
+            reserved=reserved,
+            next_due=utcnow() + timedelta(milliseconds=soonest_ms) if known else None,
         )
 
     @override

@@ -268,6 +268,40 @@ if type(summary) == 'table' and not summary.err then pending = summary[1] end
 return length - pending + redis.call('ZCARD', KEYS[2])
 """
 
+COUNTS = (
+    _CLOCK
+    + """
+-- KEYS: stream, delayed
+-- ARGV: group, lease in ms
+-- Answers: waiting, delayed, reserved, whether something falls due later, and in how
+-- many ms from now the soonest delayed job falls due or held lease ends (<= 0: lapsed).
+local now = server_ms()
+local length = redis.call('XLEN', KEYS[1])
+local reserved = 0
+local summary = redis.pcall('XPENDING', KEYS[1], ARGV[1])
+if type(summary) == 'table' and not summary.err then reserved = summary[1] end
+local due = redis.call('ZCOUNT', KEYS[2], '-inf', now)
+local later = redis.call('ZCARD', KEYS[2]) - due
+local known, soonest = 0, 0
+if later > 0 then
+  local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf',
+                           'WITHSCORES', 'LIMIT', 0, 1)
+  known, soonest = 1, tonumber(first[2]) - now
+end
+if reserved > 0 then
+  -- The entry idle longest is the one whose lease ends first.
+  local idlest = 0
+  for _, entry in ipairs(redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 10000)) do
+    if entry[3] > idlest then idlest = entry[3] end
+  end
+  local ends = tonumber(ARGV[2]) - idlest
+  if known == 0 or ends < soonest then soonest = ends end
+  known = 1
+end
+return {length - reserved + due, later, reserved, known, soonest}
+"""
+)
+
 CLEAR = """
 -- KEYS: stream, delayed, leases
 -- Waiting entries go; delivered ones stay, so their holders can still settle them.

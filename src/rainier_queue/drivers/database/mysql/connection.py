@@ -93,6 +93,14 @@ hours). Data left unacknowledged for 10 s, or three missed probes 5 s apart
 after 10 s of quiet, end the connection instead, which the worker rides out
 as an outage. Options this platform lacks are skipped."""
 
+_WRONG_SETTINGS = {
+    1044: "grant the user access to that database, or connect as one that has it",
+    1045: "fix the user name and password in the URL",
+    1049: "create the database (CREATE DATABASE ...) or fix its name in the URL",
+    1142: "grant the user the privileges the queue needs on its tables",
+    1698: "fix the user name and password in the URL",
+}
+"""Refusals no wait will fix (access denied, unknown database), each with what to do."""
 _NO_TABLE = 1146
 _DUPLICATE_KEY = 1062
 _ALREADY_THERE = frozenset({1050, 1061})
@@ -237,6 +245,8 @@ def translate(exc: BaseException, address: ServerAddress) -> BaseException:
     if isinstance(exc, connecting) and tls.is_verification_failure(exc):
         return tls.verification_failed("MySQL", address.endpoint, exc, fix=TLS_FIX)
     where = address.describe()
+    if isinstance(exc, pymysql.err.Error) and (fix := _WRONG_SETTINGS.get(_code(exc))):
+        return ConfigurationError(f"MySQL at {where} refused: {exc}; {fix}")
     if isinstance(exc, pymysql.err.OperationalError | pymysql.err.InternalError):
         code = _code(exc)
         if code in _RETRIED or code in _UNAVAILABLE or 2000 <= code < 3000:

@@ -162,10 +162,17 @@ def translated(where: str) -> Iterator[None]:
             f"{where} lacks the queue's tables ({_first_line(exc)}); run "
             "`rainier-queue migrate`, or open the queue with migrate = true"
         ) from exc
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigurationError(
+            f"{where}: the role lacks a privilege the queue needs ({_first_line(exc)}); grant "
+            "it the use of the queue's schema and tables, or connect as a role that has it"
+        ) from exc
     except psycopg.OperationalError as exc:
         if tls.is_verification_failure(exc):
             server = _host_of(where)
             raise tls.verification_failed("PostgreSQL", server, exc, fix=TLS_FIX) from exc
+        if (fix := _settings_fix(exc)) is not None:
+            raise ConfigurationError(f"{where}: {_server_said(exc)}; {fix}") from exc
         # Refused or dropped connections, pool timeouts, an admin shutdown,
         # serialization failures and deadlocks: all worth trying again.
         raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
@@ -173,6 +180,48 @@ def translated(where: str) -> Iterator[None]:
         raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
     except psycopg.Error as exc:
         raise BrokerRejected(f"{where} refused the operation: {_first_line(exc)}") from exc
+
+
+_WRONG_SETTINGS = (
+    (
+        re.compile(r'database "(?P<name>[^"]*)" does not exist'),
+        "create it (createdb {name}) or fix the database name in the URL",
+    ),
+    (
+        re.compile(r'role "(?P<name>[^"]*)" does not exist'),
+        "create the role (createuser {name}) or fix the user name in the URL",
+    ),
+    (
+        re.compile(r"password authentication failed for user"),
+        "fix the password in the URL (or in PGPASSWORD / ~/.pgpass)",
+    ),
+    (
+        re.compile(r"no pg_hba\.conf entry"),
+        "allow this host, user and database in the server's pg_hba.conf, "
+        "or connect as one it allows",
+    ),
+    (
+        re.compile(r"permission denied for database"),
+        "grant the role CONNECT on that database, or connect as one that has it",
+    ),
+)
+"""Connection refusals no wait will fix, each with what to do. libpq sends no SQLSTATE
+for a failed connection, so they are told apart by the server's message."""
+
+
+def _settings_fix(exc: psycopg.OperationalError) -> str | None:
+    """What to change when `exc` says the URL names the wrong database, role or password."""
+    text = str(exc)
+    for pattern, fix in _WRONG_SETTINGS:
+        if found := pattern.search(text):
+            return fix.format(**found.groupdict())
+    return None
+
+
+def _server_said(exc: BaseException) -> str:
+    """The server's FATAL line without libpq's "connection to server at ... failed:" frame."""
+    line = _first_line(exc)
+    return line.split("FATAL:", 1)[-1].strip()
 
 
 def _host_of(where: str) -> str:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -83,6 +85,8 @@ def translated(path: str) -> Iterator[None]:
         yield
     except sqlite3.OperationalError as exc:
         text = str(exc).lower()
+        if ("unable to open" in text or "readonly" in text) and (why := _unusable(path)):
+            raise ConfigurationError(f"SQLite file {path} cannot be used: {why}") from exc
         if any(marker in text for marker in _UNAVAILABLE):
             raise BrokerUnavailable(f"SQLite file {path} is unavailable: {exc}") from exc
         if "no such table" in text:
@@ -95,6 +99,40 @@ def translated(path: str) -> Iterator[None]:
         raise BrokerRejected(f"SQLite refused the write on {path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:  # "file is not a database", corruption
         raise BrokerRejected(f"SQLite cannot use {path}: {exc}") from exc
+
+
+def _unusable(path: str) -> str | None:
+    """Why `path` can never be opened for writing as it stands, or None if it might be.
+
+    "unable to open database file" also comes from passing trouble (no file
+    handles left, a network share that blinked), which is worth waiting out;
+    a directory this process may not write to is not, and neither is a path
+    that names a directory. SQLite writes its journal beside the file, so the
+    directory must be writable even when the file exists.
+    """
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return "the path names a directory; give the URL a file name inside it"
+    if not _may_create_in(folder):
+        return (
+            f"this process may not write to its directory {folder!r} (SQLite writes its "
+            "journal there too); make it writable for this user, or put the file elsewhere"
+        )
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return "the file is read-only for this user; make it writable, or use another file"
+    return None
+
+
+def _may_create_in(folder: str) -> bool:
+    """Whether a file can be made in `folder`: tried, since `os.access` says yes to root
+    even where the file system says no."""
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".rainier-queue-probe-", dir=folder)
+    except OSError as exc:
+        return exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS)
+    os.close(handle)
+    os.unlink(probe)
+    return True
 
 
 class SQLiteThread:
