@@ -3,11 +3,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..redis_servers import delete_keys
+from ..redis_servers import delete_keys, standalone
 from ..services import require_port
-from .backends import Backend
+from .backends import SECRET, Backend, Cut, closed_port
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
+
+PERSISTENT = ("--appendonly", "yes", "--appendfsync", "always")
+"""A private server keeps every write in its append-only file, so a restart loses nothing.
+Later arguments win in redis-server, so these override RedisServers.start's defaults."""
 
 
 def url(tmp: Path, namespace: str) -> str:
@@ -22,4 +26,38 @@ async def cleanup(tmp: Path, namespace: str) -> None:
     await delete_keys(f"rq:{namespace}:*", REDIS_URL)
 
 
-BACKEND = Backend(name="redis", url=url, check=check, cleanup=cleanup)
+class _Private:
+    outage = "Redis is unreachable"
+
+    def __init__(self) -> None:
+        self.servers, self.port = standalone()
+        self.servers.restart(self.port, *PERSISTENT)  # standalone() starts it without an AOF
+
+    def url(self, tmp: Path, namespace: str) -> str:
+        return f"redis://127.0.0.1:{self.port}/0?prefix=rq:{namespace}:"
+
+    def crash(self) -> None:
+        self.servers.kill(self.port)
+
+    def stop(self) -> None:
+        self.servers.stop_one(self.port)
+
+    def start(self) -> None:
+        self.servers.start(*PERSISTENT, port=self.port)  # same directory: the AOF reloads
+
+    def remove(self) -> None:
+        self.servers.stop()
+
+
+BACKEND = Backend(
+    name="redis",
+    url=url,
+    check=check,
+    cleanup=cleanup,
+    secret_url=lambda tmp, ns: f"redis://app:{SECRET}@127.0.0.1:6379/0?prefix=rq:{ns}:",
+    unreachable_url=lambda tmp, ns: f"redis://127.0.0.1:{closed_port()}/0?prefix=rq:{ns}:",
+    cut=Cut(
+        6379, lambda tmp, ns, port: f"redis://127.0.0.1:{port}/0?prefix=rq:{ns}:", [(1, b"EVALSHA")]
+    ),
+    private_server=lambda folder: _Private(),
+)
