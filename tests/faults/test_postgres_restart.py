@@ -30,6 +30,7 @@ from ..postgres_server import ThrowawayPostgres
 
 pytestmark = pytest.mark.slow
 
+
 @pytest.fixture
 def server() -> Iterator[ThrowawayPostgres]:
     pg = ThrowawayPostgres()
