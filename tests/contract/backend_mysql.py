@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..mysql_service import SERVER, ThrowawayServer, check, drop_tables
-from .backends import SECRET, Backend, Cut, closed_port
+from .backends import SECRET, Backend, Cut, Listen, closed_port
 
 COMMIT = b"\x03COMMIT"
 """A COM_QUERY packet's command byte and the start of the query that commits a push."""
@@ -30,12 +30,16 @@ def _relayed_url(tmp: Path, namespace: str, port: int) -> str:
 class _Private:
     outage = "is unavailable"
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, listen: Listen | None) -> None:
         self.server = ThrowawayServer(folder)
+        self.host = "127.0.0.1"
+        if listen is not None:
+            self.server.listen_also(listen.host)
+            self.host = listen.host
         self.server.start()
 
     def url(self, tmp: Path, namespace: str) -> str:
-        return f"{self.server.url}?prefix={namespace}_"
+        return f"mysql://root@{self.host}:{self.server.port}/test?prefix={namespace}_"
 
     def crash(self) -> None:
         self.server.kill()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..postgres import PG_URL, drop_prefixed, require_postgres
 from ..postgres_server import ThrowawayPostgres
-from .backends import SECRET, Backend, Cut, closed_port
+from .backends import SECRET, Backend, Cut, Listen, closed_port
 
 SYNC = b"S\x00\x00\x00\x04"
 """The Sync message that ends an extended-protocol INSERT, whose answer carries the commit."""
@@ -40,12 +40,20 @@ def _relayed_url(tmp: Path, namespace: str, port: int) -> str:
 class _Private:
     outage = "is unavailable"
 
-    def __init__(self) -> None:
+    def __init__(self, listen: Listen | None) -> None:
         self.server = ThrowawayPostgres()
-        self.server.start()
+        self.host = "127.0.0.1"
+        try:
+            if listen is not None:
+                self.server.listen_also(listen.host, listen.network)
+                self.host = listen.host
+            self.server.start()
+        except BaseException:
+            self.server.remove()
+            raise
 
     def url(self, tmp: Path, namespace: str) -> str:
-        return f"{self.server.url}?prefix={namespace}_"
+        return f"postgresql://postgres@{self.host}:{self.server.port}/postgres?prefix={namespace}_"
 
     def crash(self) -> None:
         self.server.stop("immediate")  # no checkpoint: the next start replays the WAL
@@ -68,7 +76,7 @@ BACKEND = Backend(
     secret_url=_secret_url,
     unreachable_url=_unreachable_url,
     cut=Cut(5432, _relayed_url, pushes=[(1, SYNC), (A_COPY, COPY_DONE)]),
-    private_server=lambda folder: _Private(),
+    private_server=lambda folder, listen: _Private(listen),
     known_failures={
         "test_a_misspelt_option_in_the_url_is_refused_with_a_suggestion": (
             "a URL query key the driver does not know goes to libpq, which refuses it as a"

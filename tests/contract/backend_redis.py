@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..redis_servers import delete_keys, standalone
+import tempfile
+
+from ..redis_servers import RedisServers, delete_keys
 from ..services import require_port
-from .backends import SECRET, Backend, Cut, closed_port
+from .backends import SECRET, Backend, Cut, Listen, closed_port
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -29,12 +31,21 @@ async def cleanup(tmp: Path, namespace: str) -> None:
 class _Private:
     outage = "Redis is unreachable"
 
-    def __init__(self) -> None:
-        self.servers, self.port = standalone()
-        self.servers.restart(self.port, *PERSISTENT)  # standalone() starts it without an AOF
+    def __init__(self, listen: Listen | None) -> None:
+        self.servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-redis-")))
+        self.host = "127.0.0.1"
+        self.arguments: tuple[str, ...] = PERSISTENT
+        if listen is not None:
+            self.host = listen.host
+            self.arguments += ("--bind", f"127.0.0.1 {listen.host}", "--protected-mode", "no")
+        try:
+            self.port = self.servers.start(*self.arguments)
+        except BaseException:
+            self.servers.stop()
+            raise
 
     def url(self, tmp: Path, namespace: str) -> str:
-        return f"redis://127.0.0.1:{self.port}/0?prefix=rq:{namespace}:"
+        return f"redis://{self.host}:{self.port}/0?prefix=rq:{namespace}:"
 
     def crash(self) -> None:
         self.servers.kill(self.port)
@@ -43,7 +54,7 @@ class _Private:
         self.servers.stop_one(self.port)
 
     def start(self) -> None:
-        self.servers.start(*PERSISTENT, port=self.port)  # same directory: the AOF reloads
+        self.servers.start(*self.arguments, port=self.port)  # same directory: the AOF reloads
 
     def remove(self) -> None:
         self.servers.stop()
@@ -59,5 +70,5 @@ BACKEND = Backend(
     cut=Cut(
         6379, lambda tmp, ns, port: f"redis://127.0.0.1:{port}/0?prefix=rq:{ns}:", [(1, b"EVALSHA")]
     ),
-    private_server=lambda folder: _Private(),
+    private_server=lambda folder, listen: _Private(listen),
 )

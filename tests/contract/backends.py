@@ -50,6 +50,15 @@ class Cut:
     """Each way a push commits, as (jobs in one `push_many`, the bytes that commit it)."""
 
 
+@dataclass(frozen=True)
+class Listen:
+    """Where else a private server listens: `host`, for clients on `network` (a CIDR), as in
+    a network namespace joined to the test's by a cable it can cut (tests/partition.py)."""
+
+    host: str
+    network: str
+
+
 class PrivateServer(Protocol):
     """A server of the test's own, on its own port and data, that the test may crash."""
 
@@ -92,8 +101,9 @@ class Backend:
     """A URL of this driver to a server that is not there (a closed loopback port)."""
     cut: Cut | None = None
     """How to lose the answer to a push."""
-    private_server: Callable[[Path], PrivateServer] | None = None
-    """Start a server of the test's own (in the given folder), to crash and restart."""
+    private_server: Callable[[Path, Listen | None], PrivateServer] | None = None
+    """Start a server of the test's own (in the given folder), to crash and restart; given a
+    `Listen`, it also listens there, and its `url` names that address."""
     backlog: tuple[int, int] | None = (20_000, 4)
     """(jobs, worker processes) for the backlog fault test."""
     prepare: Callable[[Path, str, Sequence[str]], None] | None = None

@@ -54,7 +54,7 @@ def server(backend: Backend, tmp_path: Path) -> Iterator[PrivateServer]:
     assert backend.private_server is not None
     folder = tmp_path / "server"
     folder.mkdir()
-    started = backend.private_server(folder)
+    started = backend.private_server(folder, None)
     try:
         yield started
     finally:
