@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: MIT
 from __future__ import annotations
 
-from pathlib import Path
-
 import tempfile
+from pathlib import Path
 
 from ..redis_servers import RedisServers, delete_keys
 from ..services import require_port
