@@ -3,20 +3,26 @@
 
 Each driver adds itself in a module of its own beside this one,
 `backend_<driver>.py`, defining `BACKEND = Backend(...)`; every contract
-test then runs on it, each in a namespace of its own (a fresh file, a key
-prefix, a table prefix), so tests never see each other's jobs. The URL
-must carry the namespace, so that `open_queue(url)` alone, in another
-process, reaches the same one.
+test then runs on it, each in a namespace of its own (a table, key or
+topic prefix), so tests never see each other's jobs. The URL must carry the
+namespace, so that `open_queue(url)` alone, in another process, reaches the
+same one.
 
 The operational promises (test_operational.py) and the process-level fault
 tests (tests/faults) need more than a URL: a URL whose password must never
-show, an address nobody answers on, a way to lose the answer to a push, a
-server of the test's own to crash and start again. Those are the hooks
-below. A driver that cannot give one says why in `lacks`, keyed by the
-hook's name, and the tests that need it are skipped on that driver with
-that reason (`python -m tests.contract.counts` lists them). A hook that is
-neither given nor explained fails the tests that need it: a new driver
-learns what to write from the failures, not from a silent skip.
+show (`secret_url`), an address nobody answers on (`unreachable_url`), a
+way to lose the answer to a push (`cut`), a server of the test's own to
+crash, restart and cut off (`private_server`), a load for the backlog test
+(`backlog`), and being opened by another process (`processes`, which every
+driver but one living in a process's memory has). Those are `HOOKS`. A test
+names the hooks it uses in `@pytest.mark.needs(...)`. A driver that cannot
+give one says why in `lacks`, keyed by the hook's name, and the tests that
+need it are skipped on that driver with that reason, at collection
+(`python -m tests.contract.counts` lists them). A hook neither given nor
+explained fails the tests that need it, and test_hooks.py: a new driver
+learns what to write from failures, not from a silent skip. A promise a
+driver does not keep yet is a strict xfail with its reason
+(`known_failures`), so it shows, and the day it is kept, it says so.
 """
 
 from __future__ import annotations
@@ -142,6 +148,9 @@ class Backend:
 
 
 UNEXPLAINED = "<unexplained>"
+
+HOOKS = ("secret_url", "unreachable_url", "cut", "private_server", "backlog", "processes")
+"""Every hook a contract or fault test may need."""
 
 
 def closed_port() -> int:
