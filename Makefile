@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install demo check lint typecheck pytest test clean bench fuzz venv-python
+.PHONY: help install demo check lint typecheck pytest test counts clean bench fuzz venv-python
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ pytest:  ## the test suite
 check: lint typecheck pytest  ## everything CI checks, on an installed .venv
 
 test: install check  ## set up and run every check, as CI does
+
+counts:  ## contract and fault tests each driver runs, and what it skips, with the reasons
+	$(BIN)/python -m tests.contract.counts
 
 clean:  ## remove caches, the venv, the demo's database and built packages
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis dist

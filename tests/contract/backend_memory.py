@@ -3,4 +3,17 @@ from __future__ import annotations
 
 from .backends import Backend
 
-BACKEND = Backend("memory", lambda tmp, ns: "memory://")
+NO_SERVER = "memory:// is a queue in this process's memory: there is no server"
+
+BACKEND = Backend(
+    "memory",
+    lambda tmp, ns: "memory://",
+    lacks={
+        "secret_url": "memory:// carries no credentials",
+        "unreachable_url": f"{NO_SERVER} to be unreachable",
+        "cut": f"{NO_SERVER} and no connection whose answer could be lost",
+        "private_server": f"{NO_SERVER} to restart",
+        "processes": "memory:// lives in one process: another process opening it gets its own",
+        "backlog": "worker processes cannot share memory://",
+    },
+)

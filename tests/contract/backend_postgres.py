@@ -4,11 +4,68 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..postgres import PG_URL, drop_prefixed, require_postgres
-from .backends import Backend
+from ..postgres_server import ThrowawayPostgres
+from .backends import SECRET, Backend, Cut, Listen, closed_port
+
+SYNC = b"S\x00\x00\x00\x04"
+"""The Sync message that ends an extended-protocol INSERT, whose answer carries the commit."""
+COPY_DONE = b"c\x00\x00\x00\x04"
+"""The CopyDone message that ends a COPY."""
+A_COPY = 100
+"""Jobs in a push big enough to go by COPY (the driver copies from 32 up)."""
 
 
 async def _cleanup(tmp: Path, namespace: str) -> None:
     await drop_prefixed(f"{namespace}_")
+
+
+def _secret_url(tmp: Path, namespace: str) -> str:
+    # The shared server trusts loopback, so the password is sent and never checked.
+    return f"postgresql://postgres:{SECRET}@127.0.0.1:5432/test?prefix={namespace}_"
+
+
+def _unreachable_url(tmp: Path, namespace: str) -> str:
+    return (
+        f"postgresql://postgres@127.0.0.1:{closed_port()}/test?prefix={namespace}_&pool_timeout=2s"
+    )
+
+
+def _relayed_url(tmp: Path, namespace: str, port: int) -> str:
+    return (
+        f"postgresql://postgres@127.0.0.1:{port}/test?prefix={namespace}_"
+        "&sslmode=disable&pool_min=1&pool_max=1"
+    )
+
+
+class _Private:
+    outage = "is unavailable"
+
+    def __init__(self, listen: Listen | None) -> None:
+        self.server = ThrowawayPostgres()
+        self.host = "127.0.0.1"
+        try:
+            if listen is not None:
+                self.server.listen_also(listen.host, listen.network)
+                self.host = listen.host
+            self.server.start()
+        except BaseException:
+            self.server.remove()
+            raise
+
+    def url(self, tmp: Path, namespace: str) -> str:
+        return f"postgresql://postgres@{self.host}:{self.server.port}/postgres?prefix={namespace}_"
+
+    def crash(self) -> None:
+        self.server.stop("immediate")  # no checkpoint: the next start replays the WAL
+
+    def stop(self) -> None:
+        self.server.stop("fast")
+
+    def start(self) -> None:
+        self.server.start()
+
+    def remove(self) -> None:
+        self.server.remove()
 
 
 BACKEND = Backend(
@@ -16,4 +73,8 @@ BACKEND = Backend(
     lambda tmp, ns: f"{PG_URL}?prefix={ns}_",
     check=require_postgres,
     cleanup=_cleanup,
+    secret_url=_secret_url,
+    unreachable_url=_unreachable_url,
+    cut=Cut(5432, _relayed_url, pushes=[(1, SYNC), (A_COPY, COPY_DONE)]),
+    private_server=lambda folder, listen: _Private(listen),
 )

@@ -1,27 +1,91 @@
 # SPDX-License-Identifier: MIT
-"""How the contract suite opens each driver: a URL per namespace, and options.
+"""How the contract suite opens each driver: a URL per namespace, options, and hooks.
 
 Each driver adds itself in a module of its own beside this one,
 `backend_<driver>.py`, defining `BACKEND = Backend(...)`; every contract
-test then runs on it, each in a namespace of its own (a fresh file, a key
-prefix, a table prefix), so tests never see each other's jobs. The URL
-must carry the namespace, so that `open_queue(url)` alone, in another
-process, reaches the same one.
+test then runs on it, each in a namespace of its own (a table, key or
+topic prefix), so tests never see each other's jobs. The URL must carry the
+namespace, so that `open_queue(url)` alone, in another process, reaches the
+same one.
+
+The operational promises (test_operational.py) and the process-level fault
+tests (tests/faults) need more than a URL: a URL whose password must never
+show (`secret_url`), an address nobody answers on (`unreachable_url`), a
+way to lose the answer to a push (`cut`), a server of the test's own to
+crash, restart and cut off (`private_server`), a load for the backlog test
+(`backlog`), and being opened by another process (`processes`, which every
+driver but one living in a process's memory has). Those are `HOOKS`. A test
+names the hooks it uses in `@pytest.mark.needs(...)`. A driver that cannot
+give one says why in `lacks`, keyed by the hook's name, and the tests that
+need it are skipped on that driver with that reason, at collection
+(`python -m tests.contract.counts` lists them). A hook neither given nor
+explained fails the tests that need it, and test_hooks.py: a new driver
+learns what to write from failures, not from a silent skip. A promise a
+driver does not keep yet is a strict xfail with its reason
+(`known_failures`), so it shows, and the day it is kept, it says so.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers import DriverContext
 from rainier_queue.queue import Queue
+
+SECRET = "s3cret-Pa55word"
+"""The password every `secret_url` carries; no description, error or log may show it."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How a test loses the answer to a push: a relay (tests/cutting_relay.py) in front of
+    the server, cut at the bytes that commit the push."""
+
+    port: int
+    """The server's port on 127.0.0.1, which the relay forwards to."""
+    url: Callable[[Path, str, int], str]
+    """The namespace's URL through the relay on the given port: one pooled connection, so
+    the connection set up before the relay is armed is the one the push uses."""
+    pushes: Sequence[tuple[int, bytes]]
+    """Each way a push commits, as (jobs in one `push_many`, the bytes that commit it)."""
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where else a private server listens: `host`, for clients on `network` (a CIDR), as in
+    a network namespace joined to the test's by a cable it can cut (tests/partition.py)."""
+
+    host: str
+    network: str
+
+
+class PrivateServer(Protocol):
+    """A server of the test's own, on its own port and data, that the test may crash."""
+
+    outage: str
+    """What a worker prints when it cannot reach this server (its `BrokerUnavailable`)."""
+
+    def url(self, tmp: Path, namespace: str) -> str:
+        """The URL of a namespace on this server."""
+
+    def crash(self) -> None:
+        """Stop it as a crash does: no shutdown, nothing flushed beyond each commit."""
+
+    def stop(self) -> None:
+        """Stop it cleanly, as an upgrade or a restart does."""
+
+    def start(self) -> None:
+        """Start it (again) on the same port and data, and wait until it answers."""
+
+    def remove(self) -> None:
+        """Stop it if it runs and delete its data."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +101,27 @@ class Backend:
     cleanup: Callable[[Path, str], Coroutine[Any, Any, None]] | None = None
     """Remove what a test's namespace left on the server (tables, keys)."""
 
+    # -- hooks for the operational promises and the fault tests ------------------------
+    secret_url: Callable[[Path, str], str] | None = None
+    """The namespace's URL with the password `SECRET` in it."""
+    unreachable_url: Callable[[Path, str], str] | None = None
+    """A URL of this driver to a server that is not there (a closed loopback port)."""
+    cut: Cut | None = None
+    """How to lose the answer to a push."""
+    private_server: Callable[[Path, Listen | None], PrivateServer] | None = None
+    """Start a server of the test's own (in the given folder), to crash and restart; given a
+    `Listen`, it also listens there, and its `url` names that address."""
+    backlog: tuple[int, int] | None = (20_000, 4)
+    """(jobs, worker processes) for the backlog fault test."""
+    prepare: Callable[[Path, str, Sequence[str]], None] | None = None
+    """Make what the named queues of a namespace need before the first push (Kafka's
+    topics); None when a queue comes into being by being used."""
+    lacks: Mapping[str, str] = field(default_factory=dict)
+    """Hook (or ability, such as `processes`: being opened by another process) -> why this
+    driver cannot give it. The tests that need it are skipped here with that reason."""
+    known_failures: Mapping[str, str] = field(default_factory=dict)
+    """Test function name -> why it fails on this driver today: run as a strict xfail."""
+
     def open(
         self, tmp: Path, namespace: str, *, lease: timedelta | None = None, **extra: Any
     ) -> Queue:
@@ -44,6 +129,41 @@ class Backend:
         if lease is not None:
             options["lease"] = f"{lease.total_seconds()}s"
         return open_queue(self.url(tmp, namespace), options, DriverContext())
+
+    def setup(self, tmp: Path, namespace: str, queues: Sequence[str]) -> None:
+        """Run `prepare`, if this driver has one, for these queues of the namespace."""
+        if self.prepare is not None:
+            self.prepare(tmp, namespace, queues)
+
+    def missing(self, hook: str) -> str | None:
+        """Why this driver cannot give `hook`, or None when it can.
+
+        A hook neither given nor explained in `lacks` is reported as such, so
+        the test fails on it rather than passing unseen.
+        """
+        if hook in self.lacks:
+            return self.lacks[hook]
+        if getattr(self, hook, True) is None:
+            return UNEXPLAINED
+        return None
+
+
+UNEXPLAINED = "<unexplained>"
+
+HOOKS = ("secret_url", "unreachable_url", "cut", "private_server", "backlog", "processes")
+"""Every hook a contract or fault test may need."""
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (just released by the OS), for unreachable URLs."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+"""`Backend.missing` for a hook neither given nor listed in `lacks` with a reason."""
 
 
 def _discover() -> dict[str, Backend]:
@@ -57,3 +177,47 @@ def _discover() -> dict[str, Backend]:
 
 
 BACKENDS: dict[str, Backend] = _discover()
+
+
+def choose(request: Any) -> Backend:
+    """The `backend` fixture's value: the driver named by the test's parameter.
+
+    Skips or fails when its service is missing, and fails a test that needs a
+    hook this driver neither gives nor explains in `lacks`.
+    """
+    import pytest
+
+    chosen = BACKENDS[str(request.param)]
+    for mark in request.node.iter_markers("needs"):
+        for hook in mark.args:
+            if chosen.missing(hook) == UNEXPLAINED:
+                pytest.fail(
+                    f"backend {chosen.name!r} neither gives the `{hook}` hook nor says why"
+                    f" not in `lacks` (tests/contract/backend_{chosen.name}.py)"
+                )
+    if chosen.check is not None:
+        chosen.check()
+    return chosen
+
+
+def mark_collected(items: Sequence[Any]) -> None:
+    """Skip each collected test a driver lacks a hook for, and mark its known failures.
+
+    Done at collection, so the skips and their reasons show in
+    `pytest --collect-only` (tests/contract/counts.py) as well as in `-ra`.
+    """
+    import pytest
+
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or callspec.params.get("backend") not in BACKENDS:
+            continue
+        backend = BACKENDS[str(callspec.params["backend"])]
+        for mark in item.iter_markers("needs"):
+            for hook in mark.args:
+                why = backend.missing(hook)
+                if why is not None and why != UNEXPLAINED:
+                    item.add_marker(pytest.mark.skip(reason=f"{backend.name} lacks {hook}: {why}"))
+        known = backend.known_failures.get(item.originalname)
+        if known is not None:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=f"{backend.name}: {known}"))

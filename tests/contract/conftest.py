@@ -13,7 +13,7 @@ import pytest
 
 from rainier_queue.queue import Queue
 
-from .backends import BACKENDS, Backend
+from .backends import BACKENDS, Backend, choose
 
 DRIVERS = [pytest.param(name, id=name) for name in BACKENDS]
 
@@ -22,10 +22,7 @@ OpenQueue = Callable[..., Queue]
 
 @pytest.fixture(params=DRIVERS)
 def backend(request: pytest.FixtureRequest) -> Backend:
-    chosen = BACKENDS[str(request.param)]
-    if chosen.check is not None:
-        chosen.check()
-    return chosen
+    return choose(request)
 
 
 @pytest.fixture

@@ -29,12 +29,7 @@ from rainier_queue.drivers.kafka.names import (
     queue_of_failed_topic,
     topic_name,
 )
-from rainier_queue.errors import ConfigurationError, UnknownOption
-
-
-def test_an_unknown_option_is_refused_with_a_suggestion() -> None:
-    with pytest.raises(UnknownOption, match="topic_prefix"):
-        open_queue("kafka://h:9092/?locks=redis://x&topic_prefx=jobs.")
+from rainier_queue.errors import ConfigurationError
 
 
 def test_the_url_lists_the_brokers_and_the_table_wins_over_the_query() -> None:

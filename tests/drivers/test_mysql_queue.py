@@ -36,11 +36,9 @@ from rainier_queue.errors import (
     ConfigurationError,
     OutcomeUnknown,
     PayloadError,
-    UnknownOption,
 )
 from rainier_queue.queue import Diagnosable, Queue
 
-from ..cutting_relay import CuttingRelay
 from ..mysql_service import SERVER, ThrowawayServer, check, drop_tables
 
 
@@ -295,20 +293,6 @@ def test_a_prefix_that_is_not_an_identifier_is_refused(prefix: str) -> None:
 # -- URL and options ------------------------------------------------------------
 
 
-def test_the_description_never_shows_the_password() -> None:
-    queue = MySQLQueue("mysql://app:s3cret@db.example:3307/jobs", prefix="app_")
-
-    assert "s3cret" not in queue.describe()
-    assert "db.example:3307/jobs" in queue.describe()
-
-
-def test_options_in_the_url_query_are_checked_like_any_other() -> None:
-    with pytest.raises(UnknownOption, match="Did you mean `pool_max`"):
-        open_queue(f"{SERVER}?pool_mx=3")
-    queue = open_queue(f"{SERVER}?lease=30s&pool_min=0&pool_max=3", {"lease": "45s"})
-    assert queue.lease == timedelta(seconds=45), "options given beside the URL win"
-
-
 @pytest.mark.parametrize(
     "url", ["mysql://root@127.0.0.1:3306", "mysql://root@127.0.0.1:3306/", "mysql://h/a/b"]
 )
@@ -322,14 +306,6 @@ def test_an_impossible_pool_size_is_refused() -> None:
         open_queue(SERVER, {"pool_min": "5", "pool_max": "2"})
 
 
-async def test_a_server_that_does_not_answer_is_unavailable() -> None:
-    queue = open_queue("mysql://root@127.0.0.1:9/test", {"connect_timeout": "2s"})
-
-    with pytest.raises(BrokerUnavailable):
-        await queue.size("default")
-    await queue.aclose()
-
-
 async def test_a_database_that_does_not_exist_is_a_setting_to_fix_not_an_outage() -> None:
     check()
     queue = open_queue("mysql://root@127.0.0.1:3306/no_such_database_here")
@@ -340,36 +316,6 @@ async def test_a_database_that_does_not_exist_is_a_setting_to_fix_not_an_outage(
 
 
 # -- a connection lost during COMMIT ------------------------------------------------
-
-
-COMMIT = b"\x03COMMIT"
-"""A `COM_QUERY` packet's command byte and text, as aiomysql sends `commit()`."""
-
-
-@pytest.mark.parametrize("deliver", [True, False], ids=["commit-arrived", "commit-lost"])
-async def test_a_push_whose_commit_answer_is_lost_says_its_outcome_is_unknown(
-    prefix: str, deliver: bool
-) -> None:
-    direct = MySQLQueue(SERVER, prefix=prefix)
-    await direct.migrate()
-    cutter = CuttingRelay(3306, COMMIT, deliver=deliver)
-    port = await cutter.start()
-    queue = MySQLQueue(f"mysql://root@127.0.0.1:{port}/test", prefix=prefix, pool_max=1)
-    try:
-        assert await queue.size("default") == 0  # connected, schema checked
-        cutter.armed = True
-
-        with pytest.raises(OutcomeUnknown, match="unknown"):
-            await queue.push_many([a_job(n) for n in range(3)])
-
-        assert cutter.cut
-        # Which is why it is not retried: here the jobs are in exactly when the
-        # COMMIT reached the server, and the client could not tell which.
-        assert await direct.size("default") == (3 if deliver else 0)
-    finally:
-        await queue.aclose()
-        await direct.aclose()
-        await cutter.close()
 
 
 def test_an_unknown_outcome_is_still_an_outage_the_worker_rides_out() -> None:

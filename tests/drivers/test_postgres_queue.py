@@ -12,7 +12,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -27,15 +26,12 @@ from rainier_queue.drivers.database.postgres.push import COPY_FROM
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import (
     BrokerRejected,
-    BrokerUnavailable,
     ConfigurationError,
     LeaseLost,
-    OutcomeUnknown,
     PayloadError,
 )
 from rainier_queue.queue import Diagnosable
 
-from ..cutting_relay import CuttingRelay
 from ..postgres import PG_URL, drop_prefixed, require_postgres
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,27 +65,6 @@ async def opened(prefix: str) -> AsyncIterator[Callable[..., PostgresQueue]]:
 
 
 # -- LISTEN / NOTIFY --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("batch", [1, COPY_FROM], ids=["one-insert", "copy"])
-async def test_a_push_from_another_connection_wakes_a_waiting_worker_without_polling(
-    opened: Callable[..., PostgresQueue], batch: int
-) -> None:
-    worker_side, pusher = opened(), opened()
-    await worker_side.migrate()
-    await worker_side.wait_for_work(["default"], timedelta(milliseconds=50))
-    while not worker_side.listening:
-        await worker_side.wait_for_work(["default"], timedelta(milliseconds=50))
-
-    # Waits longer than the test may run: only the notification can end it in time.
-    waiting = asyncio.create_task(worker_side.wait_for_work(["default"], timedelta(minutes=5)))
-    await asyncio.sleep(0.2)
-    assert not waiting.done(), "nothing was pushed, so the worker is still waiting"
-    await pusher.push_many([a_job("wake up") for _ in range(batch)])
-
-    await waiting
-    got = await worker_side.reserve("default", limit=batch)
-    assert [r.job.payload for r in got] == ["wake up"] * batch
 
 
 async def test_a_push_to_another_queue_does_not_wake_the_worker(
@@ -364,19 +339,6 @@ def test_a_prepared_statements_value_that_is_not_true_or_false_is_refused() -> N
         open_cache(f"{PG_URL}?prepared_statements=sometimes")
 
 
-def test_the_description_has_no_password() -> None:
-    queue = PostgresQueue("postgresql://app:s3cret@db.internal:5432/app")
-    assert "s3cret" not in queue.describe()
-    assert "s3cret" not in repr(queue)
-
-
-async def test_an_unreachable_server_is_broker_unavailable() -> None:
-    queue = open_queue("postgresql://postgres@127.0.0.1:1/test", {"pool_timeout": "1s"})
-    with pytest.raises(BrokerUnavailable):
-        await queue.size("default")
-    await queue.aclose()
-
-
 async def test_workers_migrating_at_once_apply_each_migration_once(
     opened: Callable[..., PostgresQueue],
 ) -> None:
@@ -517,40 +479,6 @@ async def test_a_bulk_push_whose_notification_fails_still_succeeds(
 
     got = await queue.reserve("default", limit=COPY_FROM)
     assert [r.job.id for r in got] == ids, "committed before the notification was tried"
-
-
-SYNC = b"S\x00\x00\x00\x04"
-"""The extended protocol's Sync message: in autocommit, the statement commits on it."""
-COPY_DONE = b"c\x00\x00\x00\x04"
-"""The CopyDone message: the end of a COPY's rows, and in autocommit its commit."""
-
-
-@pytest.mark.parametrize("deliver", [True, False], ids=["commit-arrived", "commit-lost"])
-@pytest.mark.parametrize("batch", [1, COPY_FROM], ids=["one-insert", "copy"])
-async def test_a_push_whose_answer_is_lost_says_its_outcome_is_unknown(
-    opened: Callable[..., PostgresQueue], prefix: str, batch: int, deliver: bool
-) -> None:
-    direct = opened()
-    await direct.migrate()
-    server = urlsplit(PG_URL)
-    relay = CuttingRelay(server.port or 5432, SYNC if batch == 1 else COPY_DONE, deliver=deliver)
-    port = await relay.start()
-    through = urlunsplit(server._replace(netloc=f"{server.username}@127.0.0.1:{port}", query=""))
-    queue = open_queue(f"{through}?prefix={prefix}&sslmode=disable&pool_min=1&pool_max=1")
-    try:
-        assert await queue.size("default") == 0  # connected, schema checked
-        relay.armed = True
-
-        with pytest.raises(OutcomeUnknown, match="unknown"):
-            await queue.push_many([a_job(n) for n in range(batch)])
-
-        assert relay.cut
-        # Which is why it is not retried: the jobs are in exactly when the
-        # commit reached the server, and the client could not tell which.
-        assert await direct.size("default") == (batch if deliver else 0)
-    finally:
-        await queue.aclose()
-        await relay.close()
 
 
 class Greet(Job):

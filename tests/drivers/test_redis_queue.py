@@ -25,13 +25,10 @@ from rainier_queue.errors import (
     BrokerUnavailable,
     ConfigurationError,
     LeaseLost,
-    OutcomeUnknown,
-    UnknownOption,
 )
 from rainier_queue.queue import Queue
 
-from ..cutting_relay import CuttingRelay
-from ..redis_servers import RedisServers, delete_keys, free_port, shared_cluster, standalone
+from ..redis_servers import RedisServers, delete_keys, shared_cluster, standalone
 from ..services import require_port
 from ..worker.jobs import Journal, quick, worker_for
 
@@ -195,31 +192,6 @@ async def test_queue_names_with_pattern_and_hash_tag_characters_are_safe_keys(
     assert await queue.size("a") == 1
 
 
-async def test_two_prefixes_on_one_redis_never_see_each_others_jobs(
-    namespace: str, opened: list[Queue]
-) -> None:
-    mine = open_queue(f"{SHARED}?prefix=rq:{namespace}:a:")
-    theirs = open_queue(f"{SHARED}?prefix=rq:{namespace}:b:")
-    opened += [mine, theirs]
-    await mine.push(a_job())
-
-    assert await theirs.reserve("default") == []
-    assert await theirs.size("default") == 0
-    assert len(await mine.reserve("default")) == 1
-
-
-async def test_an_idle_worker_wakes_when_another_process_pushes(open_on: Any) -> None:
-    waiter, pusher = open_on(), open_on()
-    waiting = asyncio.create_task(waiter.wait_for_work(["default"], timedelta(seconds=60)))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()
-
-    await pusher.push(a_job())
-
-    await asyncio.wait_for(waiting, 30)  # a liveness bound, not a latency assertion
-    assert len(await waiter.reserve("default")) == 1
-
-
 async def test_the_report_names_the_eviction_policy_and_the_missing_persistence(
     open_on: Any,
 ) -> None:
@@ -274,21 +246,6 @@ async def test_a_redis_that_lost_its_data_is_reported_as_an_error(
         assert await queue.check_dataset() is False
     assert "lost its data" in caplog.text
     assert await queue.check_dataset() is True, "reported once, then the new epoch holds"
-
-
-async def test_an_unreachable_redis_is_broker_unavailable(opened: list[Queue]) -> None:
-    queue = open_queue(f"redis://127.0.0.1:{free_port()}/0")
-    opened.append(queue)
-
-    with pytest.raises(BrokerUnavailable, match="unreachable"):
-        await queue.push(a_job())
-
-
-def test_the_description_never_shows_the_password() -> None:
-    queue = open_queue("redis://app:hunter2@127.0.0.1:6379/0?prefix=x:")
-
-    assert "hunter2" not in queue.describe()
-    assert "hunter2" not in repr(queue)
 
 
 async def test_a_worker_on_a_cluster_drains_queues_that_live_on_different_nodes(
@@ -443,40 +400,6 @@ async def test_a_stopping_worker_also_removes_long_idle_empty_consumers_of_dead_
     assert await consumers_of(queue) == {}
 
 
-@pytest.mark.parametrize("deliver", [True, False], ids=["written", "not-written"])
-async def test_a_push_whose_answer_is_lost_says_its_outcome_is_unknown(
-    open_on: Any, namespace: str, deliver: bool
-) -> None:
-    direct = open_on()
-    relay = CuttingRelay(6379, b"EVALSHA", deliver=deliver)
-    port = await relay.start()
-    queue = open_on(f"redis://127.0.0.1:{port}/0")
-    try:
-        await queue.push(a_job())  # connected, script loaded
-        relay.armed = True
-
-        with pytest.raises(OutcomeUnknown, match="unknown"):
-            await queue.push(a_job())
-
-        assert relay.cut
-        # Which is why it is not retried: the job is queued exactly when the
-        # push reached the server, and the client cannot tell which.
-        assert await direct.size("default") == (2 if deliver else 1)
-    finally:
-        await relay.close()
-
-
-async def test_a_push_to_a_redis_that_is_down_is_a_plain_outage_safe_to_retry(
-    open_on: Any,
-) -> None:
-    queue = open_on(f"redis://127.0.0.1:{free_port()}/0")
-
-    with pytest.raises(BrokerUnavailable) as raised:
-        await queue.push(a_job())
-
-    assert not isinstance(raised.value, OutcomeUnknown), "nothing was sent"
-
-
 async def test_due_times_follow_the_servers_clock_not_the_pushing_machines(
     open_on: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -507,17 +430,6 @@ async def test_a_retry_delay_counts_from_the_servers_clock(
     assert await queue.reserve("default") == [], "not due before its delay is up"
     await asyncio.sleep(1.5)
     assert len(await queue.reserve("default")) == 1
-
-
-def test_a_misspelt_url_option_is_refused_with_a_suggestion() -> None:
-    with pytest.raises(UnknownOption, match="Did you mean `prefix`"):
-        open_queue("redis://127.0.0.1:6379/0?prefxi=app:")
-
-
-def test_a_misspelt_option_on_a_cluster_seed_url_is_refused_too() -> None:
-    # redis-py never parses a redis-cluster:// URL, so nothing else would catch it.
-    with pytest.raises(UnknownOption, match="Did you mean `prefix`"):
-        open_queue("redis-cluster://127.0.0.1:7000,127.0.0.1:7001/?prefx=app:")
 
 
 @pytest.mark.parametrize(

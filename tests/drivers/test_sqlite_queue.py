@@ -274,24 +274,6 @@ async def test_reserve_claims_up_to_the_limit_in_push_order_and_skips_delayed_jo
     await queue.aclose()
 
 
-async def test_a_push_through_another_queue_object_wakes_a_waiting_worker(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "jobs.db"
-    worker_side = SQLiteQueue(path)
-    dispatch_side = SQLiteQueue(path)
-    await worker_side.size("default")
-
-    waiting = asyncio.create_task(worker_side.wait_for_work(["default"], timedelta(minutes=10)))
-    await asyncio.sleep(0.05)
-    await dispatch_side.push(a_job())
-
-    await asyncio.wait_for(waiting, 30)  # well before its ten minutes
-    assert len(await worker_side.reserve("default")) == 1
-    await worker_side.aclose()
-    await dispatch_side.aclose()
-
-
 # -- URLs, options and errors -------------------------------------------------------
 
 
@@ -379,23 +361,3 @@ async def test_a_queue_opened_before_a_fork_works_in_the_child(tmp_path: Path) -
     assert child.exitcode == 0
     assert [r.job.payload for r in await queue.reserve("default")] == ["from the child"]
     await queue.aclose()
-
-
-async def test_an_idle_wait_ends_soon_after_another_connection_pushes(tmp_path: Path) -> None:
-    # Two queue objects on one file stand for two processes: no in-process
-    # signal passes between them, so only looking at the table can tell.
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    waiting, pushing = open_queue(url), open_queue(url)
-    try:
-        await waiting.size("default")
-        wait = asyncio.create_task(waiting.wait_for_work(["default"], timedelta(seconds=60)))
-        await asyncio.sleep(0.05)
-        assert not wait.done(), "nothing to wake for yet"
-        await pushing.push(a_job())
-
-        await asyncio.wait_for(wait, timeout=10)  # far shorter than the 60 s it was given
-
-        assert len(await waiting.reserve("default")) == 1
-    finally:
-        await waiting.aclose()
-        await pushing.aclose()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 from rainier_queue.queue import FailedJobStore
 
 from ..contract.backends import BACKENDS, Backend

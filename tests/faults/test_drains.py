@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 from rainier_queue.queue import Countable
 
 from ..contract.backends import BACKENDS, Backend

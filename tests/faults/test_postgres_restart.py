@@ -1,33 +1,27 @@
 # SPDX-License-Identifier: MIT
-"""A real worker process on a private PostgreSQL that is restarted under it.
+"""What only PostgreSQL's pool shows around a restart, on a private PostgreSQL.
 
-PostgreSQL is the production default, so a restart (a minor-version upgrade,
-a failover, a crash) must cost a pause, never a job. The worker (through the
-CLI) must sit the outage out with its capped backoff, not exit; its pooled
-connections, all dead after the restart, must be replaced; its `LISTEN`
-connection must come back, so an idle worker still hears of new pushes; and
-every job must finish exactly once: none lost, none run twice. A lease far
-longer than the outage is what makes "exactly once" a fair demand here: the
-acknowledgements that fail during the outage are retried after it, while the
-worker still holds the jobs.
+Workers riding out a PostgreSQL crash (`immediate`) and a clean restart
+(`fast`), busy and idle, with every job run exactly once, are tested with
+every other server's in test_restarts.py, on the private server the contract
+backend starts (tests/contract/backend_postgres.py).
 
-The server is one this test starts in a temporary folder on a free port
-(`tests/postgres_server.py`), never the shared one on 5432. It is stopped
-the two ways that matter: `immediate`, which is a crash as far as the data is
-concerned (the restart replays the WAL, so only what was committed comes
-back), while the worker is busy; and `fast`, the ordinary clean shutdown,
-while it is idle.
+The server here is one this test starts in a temporary folder on a free
+port (`tests/postgres_server.py`), never the shared one on 5432.
+
+One test here stays particular to PostgreSQL: a short restart under one
+worker at concurrency 24, where every settle the restart catches once
+counted as an error in a row and the worker gave up.
 
 A web process feels a restart differently: no worker loop retries for it,
 so each dispatch that lands on a dead pooled connection is an error its
-caller sees. The last test holds the pool to one such error per restart, not
+caller sees. The test here holds the pool to one such error per restart, not
 one per pooled connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +29,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 from rainier_queue.errors import BrokerUnavailable
 
 from ..postgres_server import ThrowawayPostgres
@@ -46,16 +40,12 @@ from .harness import (
     each_finished_once,
     output,
     push_slow,
-    rode_out_an_outage,
     terminate,
     until_finished,
     worker,
 )
 
 pytestmark = pytest.mark.slow
-
-OUTAGE = 2.5
-"""Seconds the server stays down: several of the worker's polls and backoffs."""
 
 
 @pytest.fixture
@@ -66,89 +56,6 @@ def server() -> Iterator[ThrowawayPostgres]:
         yield pg
     finally:
         pg.remove()
-
-
-def _start_worker(conf: Path, ledger: Path) -> subprocess.Popen[bytes]:
-    return worker(
-        conf,
-        ledger,
-        *("--concurrency", "4", "--sleep", "0.5s", "--timeout", "5s"),
-        *("--max-consecutive-errors", "200", "--max-error-backoff", "0.5s"),
-    )
-
-
-async def _restart_under(
-    proc: subprocess.Popen[bytes], server: ThrowawayPostgres, mode: str
-) -> None:
-    server.stop(mode)
-    await asyncio.sleep(OUTAGE)
-    assert proc.poll() is None, f"the worker died while PostgreSQL was down: {output(proc)}"
-    server.start()  # same port, same data folder
-
-
-@pytest.mark.timeout(120)
-async def test_a_busy_worker_rides_out_a_postgres_crash_and_restart_and_runs_every_job_once(
-    tmp_path: Path, server: ThrowawayPostgres
-) -> None:
-    url = f"{server.url}?prefix=rq_busy_"
-    conf = config(tmp_path, url, lease="30s")
-    ledger = tmp_path / "ledger.db"
-    total = 300
-    await push_slow(url, range(total))
-
-    proc = _start_worker(conf, ledger)
-    try:
-        deadline = time.monotonic() + 30
-        while len(count(ledger, "finish")) < 30:
-            assert time.monotonic() < deadline, f"the worker never got going: {output(proc)}"
-            assert proc.poll() is None, output(proc)
-            await asyncio.sleep(0.02)
-        before = set(count(ledger, "finish"))
-        assert len(before) < total, "the crash should land while jobs are still queued"
-
-        await _restart_under(proc, server, "immediate")
-
-        await until_finished(ledger, proc, set(range(total)))
-    finally:
-        code = await terminate(proc)
-
-    printed = output(proc)
-    assert code == 0, f"the worker should exit cleanly on SIGTERM: {printed}"
-    assert rode_out_an_outage(printed, "is unavailable"), printed
-    assert set(count(ledger, "finish")) - before, "some jobs finished only after the restart"
-    each_finished_once(ledger, range(total))
-    await assert_drained(url)
-
-
-@pytest.mark.timeout(120)
-async def test_an_idle_worker_rides_out_a_postgres_restart_and_takes_jobs_pushed_after_it(
-    tmp_path: Path, server: ThrowawayPostgres
-) -> None:
-    url = f"{server.url}?prefix=rq_idle_"
-    conf = config(tmp_path, url, lease="30s")
-    ledger = tmp_path / "ledger.db"
-    await push_slow(url, range(10))
-
-    proc = _start_worker(conf, ledger)
-    try:
-        await until_finished(ledger, proc, set(range(10)))
-        await asyncio.sleep(1)  # every slot free: the worker waits on its LISTEN connection
-
-        await _restart_under(proc, server, "fast")
-        await push_slow(url, range(10, 30))  # one INSERT: the small-push path
-        await push_slow(url, range(30, 100))  # COPY: the bulk path
-
-        await until_finished(ledger, proc, set(range(100)))
-    finally:
-        code = await terminate(proc)
-
-    printed = output(proc)
-    assert code == 0, f"the worker should exit cleanly on SIGTERM: {printed}"
-    assert rode_out_an_outage(printed, "is unavailable"), (
-        "its pooled connections died with the server"
-    )
-    each_finished_once(ledger, range(100))
-    await assert_drained(url)
 
 
 async def _until_open(url: str, count: int) -> None:

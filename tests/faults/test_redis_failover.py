@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 from rainier_queue.drivers.redis import RedisQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerUnavailable

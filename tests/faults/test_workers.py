@@ -3,9 +3,10 @@
 
 These run the CLI's `work` command in subprocesses, so they test what a
 user deploys: the driver's claims between processes, the worker and the
-process boundary together. One suite over every driver that other
-processes can share (memory cannot), each in a namespace of its own, as
-the contract suite does.
+process boundary together. They run on every driver of the contract suite
+(tests/contract/backends.py), each in a namespace of its own; a driver
+other processes cannot open (memory) is skipped with its reason, and so is
+one without a `backlog` for the backlog test.
 """
 
 from __future__ import annotations
@@ -20,40 +21,23 @@ from pathlib import Path
 
 import pytest
 
-from rainier_queue.drivers import open_queue
+from rainier_queue.connections import open_queue
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.queue import FailedJobStore
+from rainier_queue.queue import FailedJobListing, FailedJobStore
 
-from ..contract.backends import BACKENDS, Backend
+from ..contract.backends import Backend
 from .harness import config, count, events, output, worker
 
-pytestmark = pytest.mark.slow
-
-# Every driver other processes can share. The Redis cluster runs the same
-# driver code as single Redis; the contract suite covers it, and these long
-# tests are not repeated on it. Kafka hands out one job per partition at a
-# time, so how it shares work depends on the topic: test_kafka_workers.py.
-SHARED = [name for name in BACKENDS if name not in ("memory", "redis-cluster", "kafka")]
-
-# (jobs, processes) per driver: SQLite's single writer is held to the
-# foundation's 10,000 over 2, the servers to 20,000 over 4.
-LOAD = {"sqlite": (10_000, 2)}
-DEFAULT_LOAD = (20_000, 4)
+pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
 
 
-@pytest.fixture(params=SHARED)
-async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    backend: Backend = BACKENDS[str(request.param)]
-    if backend.check is not None:
-        backend.check()
+@pytest.fixture
+async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
     namespace = "rqf" + uuid.uuid4().hex[:10]
+    backend.setup(tmp_path, namespace, ["default"])
     yield backend.url(tmp_path, namespace)
     if backend.cleanup is not None:
         await backend.cleanup(tmp_path, namespace)
-
-
-def load_for(url: str) -> tuple[int, int]:
-    return LOAD.get(url.split(":", 1)[0], DEFAULT_LOAD)
 
 
 async def push(url: str, jobs: list[QueuedJob]) -> None:
@@ -66,10 +50,12 @@ async def push(url: str, jobs: list[QueuedJob]) -> None:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.needs("backlog")
 async def test_a_backlog_through_several_worker_processes_runs_each_job_once_or_fails_it(
-    tmp_path: Path, url: str
+    tmp_path: Path, backend: Backend, url: str
 ) -> None:
-    total, processes = load_for(url)
+    assert backend.backlog is not None
+    total, processes = backend.backlog
     ledger = tmp_path / "ledger.db"
     await push(url, [QueuedJob.create("count", {"n": n}, max_attempts=1) for n in range(total)])
 
@@ -156,7 +142,8 @@ async def test_a_worker_killed_mid_job_loses_nothing_and_others_rerun_what_it_he
     queue = open_queue(url)
     try:
         assert await queue.size("default") == 0
-        assert isinstance(queue, FailedJobStore)
+        # Every driver here lists its failed jobs (Kafka reads its failed topic).
+        assert isinstance(queue, FailedJobListing)
         assert await queue.failed_jobs() == []
     finally:
         await queue.aclose()
