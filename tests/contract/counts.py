@@ -59,7 +59,11 @@ def report(paths: list[str]) -> tuple[int, str]:
     """Collect `paths`; pytest's exit code and the report."""
     tally = _Tally(paths)
     with contextlib.redirect_stdout(io.StringIO()) as collected:
-        code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *paths], [tally])
+        # rainier_queue is imported already (by .backends): its pytest plugin cannot be
+        # rewritten for assertions, which only matters to tests, not to collecting them.
+        quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+        args = ["--collect-only", "-q", "-p", "no:cacheprovider", *quiet, *paths]
+        code = pytest.main(args, [tally])
     if code != 0:
         return int(code), collected.getvalue()
     lines: list[str] = []
