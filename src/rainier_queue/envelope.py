@@ -20,7 +20,7 @@ The JSON form, version 1:
   "max_attempts": 3,
   "available_at": "2026-12-02T13:00:00.000000Z",
   "created_at": "2026-12-02T13:00:00.000000Z",
-  "unique_key": "rq:unique:send-email:42",   // present only when a uniqueness lock was taken
+  "unique_key": "unique:send-email:42",      // present only when a uniqueness lock was taken
   "headers": {"traceparent": "00-..."}       // string to string; may be empty
 }
 ```

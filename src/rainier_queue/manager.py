@@ -162,7 +162,10 @@ class QueueManager:
         return await self._send(_require_job(job), DEFAULTS)
 
     async def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]:
-        """Dispatch several jobs with one bulk push per connection, in order.
+        """Dispatch several jobs on the default connection with one bulk push, in order.
+
+        Jobs carry no connection of their own; to send to a named connection,
+        use `pending(job).on_connection("name").send()` per job.
 
         Unique jobs whose lock is held come back as None; if a bulk push
         fails, every lock this call took is given back before the error
