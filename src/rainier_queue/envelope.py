@@ -43,10 +43,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from ._clock import utcnow
 from .entry_fields import (
+    MAX_COUNT,
     WIRE_VERSION,
     check_payload_text,
     count_field,
@@ -195,6 +196,10 @@ class QueuedJob:
         number out of range, a time that is not RFC 3339 or a version newer
         than this code is a `MalformedEntry` (a `PayloadError`) naming it.
         """
+        if type(data) is dict:
+            common = _common_envelope(cls, data)
+            if common is not None:
+                return common
         if not isinstance(data, Mapping):
             kind = "an array" if isinstance(data, list) else type(data).__name__
             raise MalformedEntry("", f"a job envelope must be a JSON object, not {kind}")
@@ -230,6 +235,63 @@ class QueuedJob:
 
 
 _ENVELOPE_FIELDS = frozenset(f.name for f in fields(QueuedJob))
+
+_Job = TypeVar("_Job", bound=QueuedJob)
+
+
+def _common_envelope(cls: type[_Job], data: dict[str, JSONValue]) -> _Job | None:
+    """`data` as a job if it is what this library writes, checked by type and range only.
+
+    Every reserve on Redis and Kafka reads its envelopes here, so this is the
+    per-job cost of the checks; anything unusual (a missing time, headers
+    that are not all text, a number out of range) returns None and goes
+    through the field-by-field reading, which names what is wrong.
+    """
+    get = data.get
+    job_id, name, queue = get("id"), get("name"), get("queue")
+    attempts, max_attempts = get("attempts"), get("max_attempts")
+    available, created = get("available_at"), get("created_at")
+    version, key, headers = get("v"), get("unique_key"), get("headers")
+    if not (
+        type(job_id) is str
+        and job_id
+        and type(name) is str
+        and name
+        and type(queue) is str
+        and queue
+        and type(attempts) is int
+        and 0 <= attempts <= MAX_COUNT
+        and type(max_attempts) is int
+        and 1 <= max_attempts <= MAX_COUNT
+        and type(available) is str
+        and type(created) is str
+        and (version is None or (type(version) is int and version == WIRE_VERSION))
+        and (key is None or type(key) is str)
+        and (not headers or (type(headers) is dict and _all_text(headers)))
+        and "payload" in data
+    ):
+        return None
+    try:
+        available_at = time_field(available, "available_at")
+        created_at = time_field(created, "created_at")
+    except MalformedEntry:
+        return None
+    return cls(
+        id=job_id,
+        name=name,
+        payload=data["payload"],
+        queue=queue,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        available_at=available_at,
+        created_at=created_at,
+        unique_key=key,
+        headers=dict(headers) if headers else {},
+    )
+
+
+def _all_text(headers: dict[str, JSONValue]) -> bool:
+    return all(type(value) is str for value in headers.values())
 
 
 # Encoders made once, not per payload: `json.dumps` with any non-default option

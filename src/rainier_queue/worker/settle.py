@@ -140,15 +140,16 @@ class Settler:
         await self._release_unique(queued)
         duration = timedelta(seconds=time.monotonic() - attempt.started)
         self._count(queued, processed=True)
-        log.info(
-            "job `%s` %s done in %.3fs (attempt %d of %d)",
-            queued.name,
-            queued.id,
-            duration.total_seconds(),
-            attempt.number,
-            attempt.context.max_attempts,
-            extra=job_fields(queued, attempt.number),
-        )
+        if log.isEnabledFor(logging.INFO):  # per job: build the record's fields only if kept
+            log.info(
+                "job `%s` %s done in %.3fs (attempt %d of %d)",
+                queued.name,
+                queued.id,
+                duration.total_seconds(),
+                attempt.number,
+                attempt.context.max_attempts,
+                extra=job_fields(queued, attempt.number),
+            )
         if self._events:  # no event is built for nobody
             await self._emit(JobProcessed(job=queued, duration=duration))
 
