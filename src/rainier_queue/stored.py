@@ -135,7 +135,7 @@ def read_columns(row: tuple[Any, ...] | list[Any]) -> QueuedJob | Malformed:
         reason = exc.reason
     except Exception as exc:
         reason = _unexpected(exc)
-    raw = {column: raw_value(value) for column, value in zip(_COLUMNS, row, strict=False)}
+    raw = {column: raw_value(value) for column, value in zip(COLUMNS, row, strict=False)}
     job_id, queue = raw.get("id"), raw.get("queue")
     return Malformed(
         reason=reason,
@@ -199,7 +199,7 @@ def _common_row(row: tuple[Any, ...] | list[Any]) -> QueuedJob | None:
     )
 
 
-_COLUMNS = (
+COLUMNS = (
     "id",
     "queue",
     "name",
@@ -211,6 +211,8 @@ _COLUMNS = (
     "created_at",
     "unique_key",
 )
+"""The SQL drivers' envelope columns, in the order `read_columns` takes them
+(the drivers' `statements.ENVELOPE`)."""
 
 
 def _usable_id(body: object) -> str | None:
@@ -229,4 +231,4 @@ def _unexpected(exc: BaseException) -> str:
     return f"could not be read ({type(exc).__name__}: {exc})"
 
 
-__all__ = ["NOT_A_JOB", "Malformed", "read_columns", "read_envelope"]
+__all__ = ["COLUMNS", "NOT_A_JOB", "Malformed", "read_columns", "read_envelope"]

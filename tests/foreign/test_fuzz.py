@@ -29,6 +29,7 @@ from rainier_queue.entry_fields import parse_json, raw_value
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import MalformedEntry
 from rainier_queue.queue import Queue
+from rainier_queue.stored import COLUMNS as ENVELOPE_COLUMNS
 from rainier_queue.stored import Malformed, read_columns, read_envelope
 
 from ..redis_servers import delete_keys
@@ -46,19 +47,6 @@ from .strategies import (
 REDIS_URL = "redis://127.0.0.1:6379/0"
 COLUMNS: tuple[str, ...] = ("payload", "headers", "attempts", "max_attempts", "available_at")
 COLUMNS += ("created_at", "unique_key", "name", "id")
-
-ENVELOPE_COLUMNS = (
-    "id",
-    "queue",
-    "name",
-    "payload",
-    "headers",
-    "attempts",
-    "max_attempts",
-    "available_at",
-    "created_at",
-    "unique_key",
-)
 
 
 pure = settings(max_examples=FUZZ_EXAMPLES, deadline=None)
