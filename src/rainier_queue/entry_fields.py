@@ -96,28 +96,29 @@ def check_depth(text: str, field: str = "payload") -> None:
     """Refuse JSON text nested deeper than `MAX_DEPTH`, without parsing it.
 
     Counting brackets is a bound on the depth and costs next to nothing, so
-    the exact walk (which skips brackets inside strings) runs only for text
-    with many of them.
+    the exact measure (which ignores brackets inside strings) runs only for
+    text with many of them. Text whose brackets do not balance is left to
+    the JSON parser, which refuses it (as too deep, if it is).
     """
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return
-    depth, in_string, escaped = 0, False, False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise MalformedEntry(field, f"is nested more than {MAX_DEPTH} levels deep")
-        elif char in "]}":
-            depth -= 1
+    # Strings out first (their brackets do not nest), then the innermost brackets
+    # away, pass after pass, each pass one level: both are regular expressions,
+    # so even a large payload with many brackets costs a few passes in C.
+    structure = _STRINGS.sub("", text)
+    for _ in range(MAX_DEPTH):
+        if "[" not in structure and "{" not in structure:
+            return
+        shallower = _INNERMOST.sub("", structure)
+        if shallower == structure:
+            return  # unbalanced: the JSON parser says what is wrong with it
+        structure = shallower
+    if "[" in structure or "{" in structure:
+        raise MalformedEntry(field, f"is nested more than {MAX_DEPTH} levels deep")
+
+
+_STRINGS = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+_INNERMOST = re.compile(r"\[[^\[\]{}]*+\]|\{[^\[\]{}]*+\}")
 
 
 def parse_json(value: object, field: str) -> object:
@@ -126,7 +127,7 @@ def parse_json(value: object, field: str) -> object:
     check_depth(text, field)
     try:
         data = STRICT_JSON.decode(text)
-    except RecursionError:  # pragma: no cover - check_depth stops this first
+    except RecursionError:  # unbalanced text too deep for the parser (check_depth passed it on)
         raise MalformedEntry(field, f"is nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
         raise MalformedEntry(field, f"is not JSON ({exc})") from None

@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: MIT
+"""The depth limit on stored JSON, measured from the text before anything is parsed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rainier_queue.entry_fields import MAX_DEPTH, check_depth, parse_json
+from rainier_queue.errors import MalformedEntry
+
+
+def _nested(levels: int) -> str:
+    return '[{"a":' * (levels // 2) + "1" + "}]" * (levels // 2)
+
+
+def test_nesting_up_to_the_limit_is_read_and_one_level_more_is_refused() -> None:
+    assert parse_json(_nested(MAX_DEPTH), "payload") is not None
+    with pytest.raises(MalformedEntry, match=f"nested more than {MAX_DEPTH} levels"):
+        check_depth(_nested(MAX_DEPTH + 2))
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    text = json.dumps({"note": "[" * 5000 + '\\" {{{ ' + "]" * 10, "deeper": [[["x"]]]})
+
+    check_depth(text)
+
+    assert parse_json(text, "payload")["deeper"] == [[["x"]]]  # type: ignore[index]
+
+
+def test_a_large_shallow_payload_with_many_brackets_is_not_refused() -> None:
+    rows = [{"id": i, "tags": ["a", "b"], "note": 'say "hi" [ok]'} for i in range(5000)]
+
+    assert parse_json(json.dumps(rows), "payload") == rows
+
+
+def test_unbalanced_text_too_deep_for_the_parser_is_refused_as_too_deep() -> None:
+    with pytest.raises(MalformedEntry, match="nested more than"):
+        parse_json("[" * 20_000, "payload")
