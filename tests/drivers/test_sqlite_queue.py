@@ -361,3 +361,27 @@ async def test_a_queue_opened_before_a_fork_works_in_the_child(tmp_path: Path) -
     assert child.exitcode == 0
     assert [r.job.payload for r in await queue.reserve("default")] == ["from the child"]
     await queue.aclose()
+
+
+async def test_a_fresh_file_locked_by_another_connection_is_opened_once_the_lock_is_gone(
+    tmp_path: Path,
+) -> None:
+    # Switching to WAL does not wait for a busy file as a write does: a worker
+    # opening a fresh file while another process held it failed at once with
+    # "database is locked" (seen when several stores opened one file together).
+    path = tmp_path / "jobs.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE other (x INTEGER)")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO other VALUES (1)")
+    queue = SQLiteQueue(path, busy_timeout=timedelta(seconds=30))
+    try:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.3, holder.execute, "COMMIT")
+
+        assert await queue.size("default") == 0
+    finally:
+        holder.close()
+        await queue.aclose()
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

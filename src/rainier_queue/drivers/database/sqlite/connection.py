@@ -22,6 +22,7 @@ import errno
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -193,13 +194,33 @@ class SQLiteThread:
         conn = sqlite3.connect(self.path, timeout=self._busy_ms / 1000, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            self._use_wal(conn)
             for name, value in self._pragmas.items():
                 conn.execute(f"PRAGMA {name} = {value}")
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Put the file in WAL mode, waiting out another connection's lock if need be.
+
+        Switching a file's journal mode does not wait for a busy file the way
+        a write does: two processes opening a fresh file at once (a worker
+        started with `--processes 2`) had one fail with "database is locked".
+        Once any of them has switched, the others find WAL already and skip it.
+        """
+        deadline = time.monotonic() + self._busy_ms / 1000
+        while True:
+            try:
+                (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+                if str(mode).lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)  # on the connection's own thread, never the event loop
 
     async def aclose(self) -> None:
         """Close the connection on its own thread, then let the thread go."""
