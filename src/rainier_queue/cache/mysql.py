@@ -60,14 +60,7 @@ class MySQLCache(Cache):
         `pool_min`, `pool_max`, `connect_timeout` and the TLS options (`ssl`,
         `ssl_ca`, `ssl_cert`, `ssl_key`, `insecure_skip_verify`) in the query."""
         settings, _ = MySQLSettings.read(url, who="the mysql cache")
-        return cls(
-            settings.url,
-            prefix=settings.prefix,
-            pool_min=settings.pool_min,
-            pool_max=settings.pool_max,
-            connect_timeout=settings.connect_timeout,
-            tls=settings.tls,
-        )
+        return cls(settings.url, **settings.keywords())
 
     def __init__(
         self,

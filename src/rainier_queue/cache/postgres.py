@@ -63,17 +63,7 @@ class PostgresCache(Cache):
         `pool_max`, `pool_timeout` and `prepared_statements` in the query (the rest
         goes to libpq)."""
         settings, _ = PostgresSettings.read(url, who="the postgres cache")
-        pool = settings.pool
-        return cls(
-            settings.dsn,
-            prefix=settings.prefix,
-            schema=settings.schema,
-            pool_min=pool.min_size,
-            pool_max=pool.max_size,
-            pool_timeout=pool.timeout,
-            prepared_statements=pool.prepared_statements,
-            insecure_skip_verify=settings.insecure_skip_verify,
-        )
+        return cls(settings.dsn, **settings.keywords())
 
     def __init__(
         self,

@@ -162,12 +162,8 @@ class MySQLQueue(DatabaseQueue):
         return cls(
             settings.url,
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
-            prefix=settings.prefix,
             migrate=parse_flag(own.get("migrate", True), setting="migrate"),
-            pool_min=settings.pool_min,
-            pool_max=settings.pool_max,
-            connect_timeout=settings.connect_timeout,
-            tls=settings.tls,
+            **settings.keywords(),
         )
 
     def __init__(

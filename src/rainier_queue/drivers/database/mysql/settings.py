@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypedDict
 
 from ....durations import parse_duration
 from ..._options import merge_options
@@ -23,6 +23,16 @@ from .connection import TLS_OPTIONS, ClientTLS, ServerAddress, int_option
 
 DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
 DEFAULT_POOL_MAX = 10
+
+
+class MySQLKeywords(TypedDict):
+    """What `MySQLQueue` and `MySQLCache` both take, by the same names."""
+
+    prefix: str
+    pool_min: int
+    pool_max: int
+    connect_timeout: timedelta
+    tls: ClientTLS | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,5 +80,15 @@ class MySQLSettings:
         )
         return settings, {key: value for key, value in merged.items() if key in extra}
 
+    def keywords(self) -> MySQLKeywords:
+        """The constructor keywords the queue and its store share (both take these names)."""
+        return {
+            "prefix": self.prefix,
+            "pool_min": self.pool_min,
+            "pool_max": self.pool_max,
+            "connect_timeout": self.connect_timeout,
+            "tls": self.tls,
+        }
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_POOL_MAX", "MySQLSettings"]
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_POOL_MAX", "MySQLKeywords", "MySQLSettings"]

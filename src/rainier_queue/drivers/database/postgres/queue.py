@@ -272,18 +272,11 @@ class PostgresQueue(DatabaseQueue):
             url, options, who="the `postgres` driver", extra=QUEUE_OPTIONS
         )
         lease = own.get("lease")
-        pool = settings.pool
         return cls(
             settings.dsn,
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
-            prefix=settings.prefix,
-            schema=settings.schema,
             migrate=parse_flag(own.get("migrate", True), setting="migrate"),
-            pool_min=pool.min_size,
-            pool_max=pool.max_size,
-            pool_timeout=pool.timeout,
-            prepared_statements=pool.prepared_statements,
-            insecure_skip_verify=settings.insecure_skip_verify,
+            **settings.keywords(),
         )
 
     def __init__(

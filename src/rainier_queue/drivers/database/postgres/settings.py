@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from datetime import timedelta
+from typing import Any, ClassVar, Self, TypedDict
 
 from ....durations import parse_duration
 from ....errors import ConfigurationError
@@ -23,6 +24,18 @@ from ....flags import parse_flag
 from ..._options import merge_options
 from ..schema import DEFAULT_PREFIX
 from .connection import DEFAULT_POOL_TIMEOUT, PoolSettings, split_url
+
+
+class PostgresKeywords(TypedDict):
+    """What `PostgresQueue` and `PostgresCache` both take, by the same names."""
+
+    prefix: str
+    schema: str | None
+    pool_min: int
+    pool_max: int
+    pool_timeout: timedelta
+    prepared_statements: bool
+    insecure_skip_verify: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +96,18 @@ class PostgresSettings:
         )
         return settings, {key: value for key, value in merged.items() if key in extra}
 
+    def keywords(self) -> PostgresKeywords:
+        """The constructor keywords the queue and its store share (both take these names)."""
+        return {
+            "prefix": self.prefix,
+            "schema": self.schema,
+            "pool_min": self.pool.min_size,
+            "pool_max": self.pool.max_size,
+            "pool_timeout": self.pool.timeout,
+            "prepared_statements": self.pool.prepared_statements,
+            "insecure_skip_verify": self.insecure_skip_verify,
+        }
+
 
 def whole_number(value: object, *, setting: str) -> int:
     """A whole-number option from a URL's query or a config table."""
@@ -94,4 +119,4 @@ def whole_number(value: object, *, setting: str) -> int:
         raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
 
 
-__all__ = ["PostgresSettings", "whole_number"]
+__all__ = ["PostgresKeywords", "PostgresSettings", "whole_number"]
