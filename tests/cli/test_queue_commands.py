@@ -106,6 +106,46 @@ def test_retry_by_id_reports_an_id_it_cannot_find_with_exit_1(cli: Cli) -> None:
     assert cli.sizes("default") == {"default": 1}
 
 
+def fail_two(cli: Cli) -> tuple[str, str]:
+    """Dispatch two jobs that fail, run them, and return their ids, oldest first."""
+    cli("dispatch", "boom")
+    cli("dispatch", "boom")
+    assert cli("work", "--stop-when-empty").code == 1
+    newest, oldest = (f["id"] for f in cli.failed())
+    return oldest, newest
+
+
+def test_retry_and_forget_take_the_short_id_the_failed_table_shows(cli: Cli) -> None:
+    first, second = fail_two(cli)
+    shown = cli("failed").stdout
+    short = "…" + first[-12:]
+    assert short in shown
+
+    retried = cli("retry", short)
+    forgot = cli("forget", second[:23])  # the start of an id works too, if it is unique
+
+    assert retried.code == 0, retried.output
+    assert f"retried {first}" in retried.stdout
+    assert forgot.code == 0, forgot.output
+    assert f"forgot {second}" in forgot.stdout
+    assert cli.failed() == []
+    assert cli.sizes("default") == {"default": 1}
+
+
+def test_a_part_of_an_id_that_fits_several_failed_jobs_is_refused_naming_them(cli: Cli) -> None:
+    first, second = fail_two(cli)
+    shared = next(n for n in range(len(first), 0, -1) if first[:n] == second[:n])
+    assert shared >= 6, "two UUIDv7s made a moment apart share their time prefix"
+
+    retried = cli("retry", first[:shared])
+
+    assert retried.code == 1, retried.output
+    assert "part of 2 failed jobs' ids" in retried.stderr
+    assert first in retried.stderr
+    assert second in retried.stderr
+    assert len(cli.failed()) == 2, "nothing was guessed"
+
+
 def test_forget_deletes_a_failed_job_for_good(cli: Cli) -> None:
     job_id = fail_one(cli)
 

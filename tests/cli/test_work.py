@@ -50,8 +50,11 @@ def test_a_failing_job_makes_the_worker_exit_1_and_shows_up_in_failed(cli: Cli) 
     assert failed["error"].startswith("RuntimeError: the card was declined")
     table = cli("failed")
     assert table.code == 0, table.output
-    assert failed["id"] in table.stdout
+    assert "…" + failed["id"][-12:] in table.stdout, "the id's random last part"
+    assert failed["id"] not in table.stdout
     assert "the card was declined" in table.stdout
+    wide = cli("failed", "--wide")
+    assert failed["id"] in wide.stdout
 
 
 def test_the_worker_refuses_to_start_when_its_timeout_outlives_the_lease(db_url: str) -> None:
@@ -258,8 +261,10 @@ def test_the_failed_table_never_folds_an_id_on_an_80_column_terminal(cli: Cli) -
     [failed] = cli.failed()
 
     shown = on_terminal(cli.args("failed"), columns=80)
+    wide = on_terminal(cli.args("failed", "--wide"), columns=80)
 
-    assert failed["id"] in shown, "the whole id on one line, as retry takes it"
+    assert "…" + failed["id"][-12:] in shown, "the short id on one line, as retry takes it"
+    assert failed["id"] in wide, "the whole id on one line"
 
 
 def on_terminal(args: list[str], *, columns: int) -> str:

@@ -3,8 +3,9 @@
 
 Each one that destroys jobs (`clear`, `flush`) refuses to run without
 `--yes`, and says how many jobs it would take, because there is no undo.
-`retry` and `forget` take ids as `failed` prints them and report each one
-they could not find (exit 1), so a typo is not mistaken for success.
+`retry` and `forget` take ids as `failed` prints them (short or whole, see
+`failed_ids`) and report each one they could not find (exit 1), so a typo
+is not mistaken for success.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections.abc import Awaitable, Callable
 
 import click
 
-from ..queue import FailedJobStore, Migratable, Queue
+from ..queue import FailedJobListing, FailedJobStore, Migratable, Queue
 from .exit_codes import ExitCode
+from .failed_ids import SEARCHED, lookup
 from .loading import Loaded
 from .output import Problem, echo, note
 from .runtime import State, failed_store, run_command, warn_if_private
@@ -65,7 +67,7 @@ def retry(state: State, ids: tuple[str, ...], retry_all: bool, queue: str | None
             where = f" from queue `{queue}`" if queue else ""
             echo(f"retried {count} failed job(s){where}")
             return 0
-        return await _each(ids, store.retry_failed, "retried")
+        return await _each(ids, store, store.retry_failed, "retried")
 
     run_command(state, body)
 
@@ -93,7 +95,8 @@ def forget(state: State, ids: tuple[str, ...]) -> None:
     """Delete failed jobs by ID, for good."""
 
     async def body(loaded: Loaded) -> int:
-        return await _each(ids, _store(loaded, state).forget_failed, "forgot")
+        store = _store(loaded, state)
+        return await _each(ids, store, store.forget_failed, "forgot")
 
     run_command(state, body)
 
@@ -164,18 +167,46 @@ def _store(loaded: Loaded, state: State) -> FailedJobStore:
     return store
 
 
-async def _each(ids: tuple[str, ...], action: Callable[[str], Awaitable[bool]], verb: str) -> int:
+async def _each(
+    ids: tuple[str, ...],
+    store: FailedJobListing,
+    action: Callable[[str], Awaitable[bool]],
+    verb: str,
+) -> int:
     missing = 0
-    for job_id in ids:
-        if await action(job_id):
+    for given in ids:
+        job_id = given if await action(given) else await _whole_id(store, given)
+        if job_id is None:
+            missing += 1
+        elif job_id == given or await action(job_id):
             echo(f"{verb} {job_id}")
-        else:
+        else:  # gone between the lookup and the action: retried or forgotten elsewhere
             missing += 1
             click.echo(f"error: no failed job has id {job_id}", err=True)
     if missing:
         note(f"{len(ids) - missing} of {len(ids)} done")
         return ExitCode.JOB_FAILED
     return 0
+
+
+async def _whole_id(store: FailedJobListing, given: str) -> str | None:
+    """The one failed job `given` is a short form of, or None after saying why not."""
+    found = await lookup(store, given)
+    if len(found.matches) == 1:
+        return found.matches[0]
+    if found.matches:
+        listed = ", ".join(found.matches[:5]) + (", ..." if len(found.matches) > 5 else "")
+        click.echo(
+            f"error: {given} is part of {len(found.matches)} failed jobs' ids ({listed}); "
+            "give more of it, or the whole id (`failed --wide`)",
+            err=True,
+        )
+        return None
+    where = "" if found.searched_all else f" among the newest {SEARCHED} failed jobs"
+    click.echo(
+        f"error: no failed job has id {given}{where}; `failed --wide` lists whole ids", err=True
+    )
+    return None
 
 
 __all__ = ["clear", "flush", "forget", "migrate", "retry"]

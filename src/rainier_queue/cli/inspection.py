@@ -15,6 +15,7 @@ import click
 
 from ..envelope import format_time
 from ..queue import Countable, FailedJob, QueueCounts
+from .failed_ids import short_id
 from .loading import Loaded
 from .output import Problem, echo, first_line, note, stdout_console, table
 from .runtime import State, failed_listing, run_command, warn_if_private
@@ -86,9 +87,15 @@ def _known_queues(loaded: Loaded) -> list[str]:
     "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many to show."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the failed jobs as JSON.")
+@click.option(
+    "--wide", is_flag=True, help="Show whole ids (the table shows each id's random last part)."
+)
 @click.pass_obj
-def failed(state: State, queue: str | None, limit: int, as_json: bool) -> None:
-    """List failed jobs, newest first: id, name, queue, attempts, when, and the error."""
+def failed(state: State, queue: str | None, limit: int, as_json: bool, wide: bool) -> None:
+    """List failed jobs, newest first: id, name, queue, attempts, when, and the error.
+
+    `retry` and `forget` take an id as shown here, short or whole.
+    """
 
     async def body(loaded: Loaded) -> int:
         target = loaded.queue(state.settings.connection)
@@ -103,7 +110,7 @@ def failed(state: State, queue: str | None, limit: int, as_json: bool) -> None:
             return 0
         rows = [
             (
-                _shown(f.job.id),
+                _shown(f.job.id if wide else short_id(f.job.id)),
                 _shown(f.job.name),
                 _shown(f.job.queue),
                 f"{f.job.attempts}/{f.job.max_attempts}",
