@@ -111,6 +111,8 @@ def run_adapter(
     timeout: float,
     workload: str = "throughput",
     rate: float = 50.0,
+    sleep_ms: float = 0.0,
+    enqueue: str = "push_many",
 ) -> dict[str, Any]:
     """One run of one adapter in its own subprocess; its JSON result."""
     tag = secrets.token_hex(4)
@@ -124,6 +126,10 @@ def run_adapter(
         command.append("--rss")
     if workload == "latency":
         command += ["--rate", str(rate)]
+    if sleep_ms:
+        command += ["--sleep-ms", str(sleep_ms)]
+    if enqueue != "push_many":
+        command += ["--enqueue", enqueue]
     proc = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, env=adapter_env(tag, backend)
     )

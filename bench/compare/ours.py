@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Our adapter for bench.compare: push_many in batches of 1000, CLI workers, on every driver.
 
+`--enqueue dispatch_many` enqueues through the public `QueueManager.dispatch_many`
+with real `Job` objects instead, in the same batches: what an application
+pays, building, checking and encoding each job included.
+
 Run by the project's venv: `python -m bench.compare.ours --backend postgres ...`.
 The backends are the drivers' URLs below. `memory://` lives inside one
 process, so on that backend there is no separate enqueue: one process
@@ -13,18 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
-from rainier_queue import QueuedJob
+from rainier_queue import QueuedJob, QueueManager
 from rainier_queue.connections import open_queue
 
 from ..latency import cleanup
 from .ours_jobs import Incr
-from .peers._common import MYSQL_DSN, PG_DSN, REDIS_URL, Adapter, main, tag
+from .peers._common import ENQUEUE_ENV, MYSQL_DSN, PG_DSN, REDIS_URL, Adapter, main, tag
 
 BATCH = 1000
 BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka")
@@ -76,16 +82,34 @@ class Ours(Adapter):
         return asyncio.run(self._enqueue())
 
     async def _enqueue(self) -> float:
-        jobs = [QueuedJob.create(Incr.name, {"n": n}, max_attempts=1) for n in range(self.jobs)]
         queue = open_queue(self.url())
         try:
             await queue.size("default")  # connect (and create tables) outside the timing
+            if os.environ.get(ENQUEUE_ENV) == "dispatch_many":
+                return await self._dispatch_many(QueueManager(queue))
+            jobs = [QueuedJob.create(Incr.name, {"n": n}, max_attempts=1) for n in range(self.jobs)]
             started = time.perf_counter()
             for i in range(0, len(jobs), BATCH):
                 await queue.push_many(jobs[i : i + BATCH])
             return time.perf_counter() - started
         finally:
             await queue.aclose()
+
+    async def _dispatch_many(self, manager: QueueManager) -> float:
+        """Build the `Job`s and dispatch them, all inside the clock, as an application does."""
+        started = time.perf_counter()
+        for i in range(0, self.jobs, BATCH):
+            await manager.dispatch_many([Incr(n=n) for n in range(i, min(i + BATCH, self.jobs))])
+        return time.perf_counter() - started
+
+    def after_drain(self) -> dict[str, Any]:
+        """What an emptied queue leaves on disk: PostgreSQL's table and indexes, SQLite's files."""
+        if self.backend == "postgres":
+            return asyncio.run(_postgres_sizes(self.url()))
+        if self.backend == "sqlite":
+            files = [Path(f"{sqlite_path()}{suffix}") for suffix in ("", "-wal")]
+            return {"file_bytes": sum(f.stat().st_size for f in files if f.exists())}
+        return {}
 
     def worker_commands(self) -> list[list[str]]:
         if self.backend == "memory":
@@ -108,6 +132,31 @@ class Ours(Adapter):
                     Path(f"{sqlite_path()}{suffix}").unlink()
         elif self.backend != "memory":
             asyncio.run(cleanup(self.url()))
+
+
+async def _postgres_sizes(url: str) -> dict[str, Any]:
+    import psycopg
+
+    base, _, _ = url.partition("?")
+    jobs = f"rqcmp_{tag()}_jobs"
+    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT pg_table_size(c.oid), pg_indexes_size(c.oid), "
+            "coalesce(s.n_dead_tup, 0), coalesce(s.n_tup_hot_upd, 0), coalesce(s.n_tup_upd, 0) "
+            "FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
+            "WHERE c.oid = to_regclass(%s)",
+            (jobs,),
+        )
+        row = await cursor.fetchone()
+    if row is None:
+        return {}
+    table, indexes, dead, hot, updates = row
+    return {
+        "table_bytes": table,
+        "index_bytes": indexes,
+        "dead_rows": dead,
+        "hot_update_share": round(hot / updates, 3) if updates else None,
+    }
 
 
 if __name__ == "__main__":

@@ -374,6 +374,9 @@ def markdown_block(result: Row, chart: str | None) -> str:
                 f"{start} | {end} | {growth} |"
             )
         lines.append("")
+    from .grid_report import markdown as grid_markdown  # it imports this module
+
+    lines += grid_markdown(result)
     if chart:
         lines += [f"![End-to-end jobs/s per system, per backend]({chart})", ""]
     return "\n".join(lines)

@@ -52,15 +52,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import report
+from . import grid_report, report
 from .adapters import ROOT, compile_bytecode, console, draw_chart, ensure_peers_venv
+from .grid import backlog, concurrency_cells, enqueue_ways, io_bound
 from .workloads import MEMORY_PEERS, latency, memory, now, throughput
 
 RESULTS = ROOT / "bench" / "results"
 CHART = RESULTS / "compare.png"
 LATEST = RESULTS / "latest.json"
 COMMAND_ENV = "RQBENCH_COMMAND"  # set by `make bench` so the README names the command typed
-WORKLOADS = ("throughput", "latency", "memory")
+WORKLOADS = ("throughput", "latency", "memory", "grid", "io", "enqueue", "backlog")
+QUICK = {
+    "jobs": 2000,
+    "rounds": 1,
+    "latency_samples": 100,
+    "grid_jobs": 5000,
+    "io_jobs": 3000,
+    "backlog": 50_000,
+}
+"""`--quick`: every workload but memory, small and once, for day-to-day checks."""
 
 
 def command_line(argv: list[str], typed: str | None = None) -> str:
@@ -114,6 +124,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help=f"peers in the memory run ({', '.join(MEMORY_PEERS)}, or none) [%(default)s]",
     )
     parser.add_argument("--memory-timeout", type=float, default=600.0, help="s [%(default)s]")
+    parser.add_argument("--grid-jobs", type=int, default=20_000, help="[%(default)s]")
+    parser.add_argument(
+        "--grid-concurrency", default="8,32", help="per process, comma-separated [%(default)s]"
+    )
+    parser.add_argument(
+        "--grid-peers", type=int, default=2, help="at most this many peers a backend [%(default)s]"
+    )
+    parser.add_argument("--io-jobs", type=int, default=10_000, help="[%(default)s]")
+    parser.add_argument("--io-concurrency", type=int, default=64, help="[%(default)s]")
+    parser.add_argument("--io-sleep-ms", type=float, default=20.0, help="[%(default)s]")
+    parser.add_argument("--backlog", type=int, default=1_000_000, help="jobs [%(default)s]")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small and once: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()),
+    )
     parser.add_argument("--chart", type=Path, default=CHART, help="PNG path [bench/results/...]")
     parser.add_argument("--no-chart", action="store_true")
     parser.add_argument(
@@ -125,6 +151,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="rewrite the <!-- bench:start/end --> block of this README [README.md]",
     )
     args = parser.parse_args(argv)
+    if args.quick:
+        given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
+        for key, value in QUICK.items():
+            if key not in given:
+                setattr(args, key, value)
+        if "workloads" not in given:
+            args.workloads = ",".join(w for w in WORKLOADS if w != "memory")
 
     def split(text: str | None) -> list[str] | None:
         if text is None:
@@ -135,6 +168,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     unknown = set(args.workloads) - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown workloads {sorted(unknown)}; choose from {', '.join(WORKLOADS)}")
+    try:
+        args.grid_concurrency = [int(c) for c in split(args.grid_concurrency) or []]
+    except ValueError:
+        parser.error("--grid-concurrency takes whole numbers, such as 8,32")
     args.backend = split(args.backend)
     args.only = split(args.only)
     args.memory_backends = split(args.memory_backends) or []
@@ -175,10 +212,21 @@ def main(argv: list[str] | None = None) -> None:
             "latency_rate": args.latency_rate,
             "latency_samples": args.latency_samples,
             "memory_jobs": args.memory_jobs,
+            "grid_jobs": args.grid_jobs,
+            "grid_concurrency": args.grid_concurrency,
+            "io_jobs": args.io_jobs,
+            "io_concurrency": args.io_concurrency,
+            "io_sleep_ms": args.io_sleep_ms,
+            "backlog": args.backlog,
+            "quick": args.quick,
         },
         "throughput": [],
         "latency": [],
         "memory": [],
+        "grid": [],
+        "io": [],
+        "enqueue": [],
+        "backlog": [],
     }
     with out.open("a") as sink:
         if "throughput" in args.workloads:
@@ -187,10 +235,18 @@ def main(argv: list[str] | None = None) -> None:
             result["latency"] = latency(args, sink)
         if "memory" in args.workloads:
             result["memory"] = memory(args, sink)
+        if "grid" in args.workloads:
+            result["grid"] = concurrency_cells(args, sink, result["throughput"])
+        if "io" in args.workloads:
+            result["io"] = io_bound(args, sink)
+        if "enqueue" in args.workloads:
+            result["enqueue"] = enqueue_ways(args, sink)
+        if "backlog" in args.workloads:
+            result["backlog"] = backlog(args, sink)
     result["summaries"] = report.summaries(result["throughput"])
     result["names"] = {
         r["system"]: report.system_name(r["system"])
-        for kind in ("throughput", "latency", "memory")
+        for kind in ("throughput", "latency", "memory", "grid", "io", "backlog")
         for r in result[kind]
     }
 
@@ -214,6 +270,8 @@ def main(argv: list[str] | None = None) -> None:
     if result["memory"]:
         title = f"{p['memory_jobs']:,} jobs through one worker process"
         console.print(report.memory_table(result["memory"], title))
+    for table in grid_report.tables(result):
+        console.print(table)
 
     chart: str | None = None
     if rows and not args.no_chart and not args.no_peers and draw_chart(result, args.chart):
@@ -227,8 +285,8 @@ def main(argv: list[str] | None = None) -> None:
         report.write_readme(args.write_readme, result, chart)
         console.print(f"rewrote the bench block of {args.write_readme}")
     failed = [
-        f"{r['system']} ({r['backend']}, {kind})"
-        for kind in ("throughput", "latency", "memory")
+        f"{r.get('system', report.OURS)} ({r['backend']}, {kind})"
+        for kind in ("throughput", "latency", "memory", "grid", "io", "enqueue", "backlog")
         for r in result[kind]
         if not r["ok"]
     ]

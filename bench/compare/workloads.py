@@ -58,6 +58,8 @@ class Runs:
     first_job: list[float] = field(default_factory=list)
     worker_cpu: list[float] = field(default_factory=list)
     server_cpu: list[float] = field(default_factory=list)
+    start: list[float] = field(default_factory=list)
+    end: list[float] = field(default_factory=list)
     runs: int = 0
     errors: list[str] = field(default_factory=list)
     last: dict[str, Any] = field(default_factory=dict)
@@ -73,7 +75,10 @@ class Runs:
         first_job = report.median(self.first_job) if self.ok else None
         worker_cpu = report.median(self.worker_cpu) if self.ok else None
         server_cpu = report.median(self.server_cpu) if self.ok else None
+        start = report.median(self.start) if self.ok else None
+        end = report.median(self.end) if self.ok else None
         return {
+            **self.last,
             "system": self.system,
             "backend": self.backend,
             "ok": self.ok,
@@ -85,6 +90,8 @@ class Runs:
             "first_job_s": round(first_job, 3) if first_job is not None else None,
             "worker_cpu_us": round(worker_cpu, 1) if worker_cpu is not None else None,
             "server_cpu_us": round(server_cpu, 1) if server_cpu is not None else None,
+            "start_jobs_s": round(start, 1) if start is not None else None,
+            "end_jobs_s": round(end, 1) if end is not None else None,
             "errors": self.errors,
         }
 
@@ -98,10 +105,17 @@ def emit(sink: TextIO, row: dict[str, Any]) -> None:
     sink.flush()
 
 
-def choose(args: argparse.Namespace, quiet: bool = False) -> list[tuple[str, str, str]]:
+def choose(
+    args: argparse.Namespace,
+    quiet: bool = False,
+    pairs: set[tuple[str, str]] | None = None,
+) -> list[tuple[str, str, str]]:
+    """The (system, backend, adapter) triples to run; `pairs` narrows them further."""
     chosen: list[tuple[str, str, str]] = []
     for system, backend, module in SYSTEMS:
         if args.backend and backend not in args.backend:
+            continue
+        if pairs is not None and (system, backend) not in pairs:
             continue
         if args.only is not None and system != OURS and system not in args.only:
             continue
@@ -121,22 +135,45 @@ def partitions_of(backend: str) -> dict[str, int]:
     return {"partitions": report.KAFKA_PARTITIONS} if backend == "kafka" else {}
 
 
-def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
-    chosen = choose(args)
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One throughput setting: today's configuration, or a cell of the grid."""
+
+    name: str = ""
+    jobs: int | None = None
+    concurrency: int | None = None
+    sleep_ms: float = 0.0
+    pairs: set[tuple[str, str]] | None = None
+    rounds: int | None = None
+
+
+def throughput(
+    args: argparse.Namespace, sink: TextIO, setting: Setting = Setting()
+) -> list[dict[str, Any]]:
+    chosen = choose(args, quiet=bool(setting.name), pairs=setting.pairs)
     runs = {(s, b): Runs(s, b) for s, b, _ in chosen}
-    common = {"jobs": args.jobs, "processes": args.processes, "concurrency": args.concurrency}
-    for round_no in range(1, args.rounds + 1):
+    jobs = setting.jobs or args.jobs
+    concurrency = setting.concurrency or args.concurrency
+    rounds = setting.rounds or args.rounds
+    common: dict[str, Any] = {"jobs": jobs, "processes": args.processes, "concurrency": concurrency}
+    if setting.name:
+        common["setting"] = setting.name
+    if setting.sleep_ms:
+        common["sleep_ms"] = setting.sleep_ms
+    label = f"{setting.name}: " if setting.name else ""
+    for round_no in range(1, rounds + 1):
         for system, backend, module in chosen:
-            console.print(f"throughput round {round_no}/{args.rounds}: {system} ({backend}) ...")
+            console.print(f"{label}throughput round {round_no}/{rounds}: {system} ({backend}) ...")
             processes = 1 if backend == "memory" else args.processes
             result = run_adapter(
                 system,
                 backend,
                 module,
-                jobs=args.jobs,
+                jobs=jobs,
                 processes=processes,
-                concurrency=args.concurrency,
+                concurrency=concurrency,
                 timeout=args.timeout,
+                sleep_ms=setting.sleep_ms,
             )
             entry = runs[system, backend]
             entry.runs += 1
@@ -153,13 +190,13 @@ def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                 **partitions_of(backend),
                 "ok": ok,
                 "counter": result.get("counter"),
-                "counter_ok": result.get("counter") == args.jobs,
+                "counter_ok": result.get("counter") == jobs,
             }
             if ok:
                 if result.get("enqueue_s"):
-                    row["enqueue_jobs_s"] = round(args.jobs / result["enqueue_s"], 1)
+                    row["enqueue_jobs_s"] = round(jobs / result["enqueue_s"], 1)
                     entry.enqueue.append(row["enqueue_jobs_s"])
-                row["e2e_jobs_s"] = round(args.jobs / result["drain_s"], 1)
+                row["e2e_jobs_s"] = round(jobs / result["drain_s"], 1)
                 entry.e2e.append(row["e2e_jobs_s"])
                 if result.get("steady_s"):
                     row["steady_jobs_s"] = round(result["steady_jobs"] / result["steady_s"], 1)
@@ -168,25 +205,31 @@ def throughput(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                     ("first_job_s", entry.first_job),
                     ("worker_cpu_us", entry.worker_cpu),
                     ("server_cpu_us", entry.server_cpu),
+                    ("start_jobs_s", entry.start),
+                    ("end_jobs_s", entry.end),
                 ):
                     if result.get(key) is not None:
                         row[key] = result[key]
                         into.append(result[key])
+                for key in ("table_bytes", "index_bytes", "dead_rows", "hot_update_share"):
+                    if key in result:
+                        row[key] = entry.last[key] = result[key]
+                if "file_bytes" in result:
+                    row["file_bytes"] = entry.last["file_bytes"] = result["file_bytes"]
             else:
                 row["error"] = result.get("error")
                 entry.errors.append(str(result.get("error")))
             emit(sink, row)
-    rows = [{**entry.row(), **partitions_of(entry.backend)} for entry in runs.values()]
+    rows = [{**entry.row(), **partitions_of(entry.backend), **common} for entry in runs.values()]
     for row in rows:
+        row["processes"] = 1 if row["backend"] == "memory" else args.processes
         emit(
             sink,
             {
                 "type": "result",
                 "workload": "throughput",
                 **row,
-                **common,
-                "processes": 1 if row["backend"] == "memory" else args.processes,
-                "rounds": args.rounds,
+                "rounds": rounds,
                 "counter_ok": row["ok"],
             },
         )

@@ -373,3 +373,135 @@ def test_the_command_shown_leaves_out_write_readme(argv: list[str], typed: str, 
     from bench.compare.run import command_line
 
     assert command_line(argv, typed) == shown
+
+
+def test_drain_marks_give_the_rate_at_the_start_and_at_the_end() -> None:
+    from bench.compare.peers._common import Marks
+
+    marks = Marks(10_000)
+    for count, at in ((100, 1.0), (1000, 2.0), (9000, 10.0), (10_000, 12.0)):
+        marks.poll(count, at)
+    assert marks.rates() == {"start_jobs_s": 900.0, "end_jobs_s": 500.0}
+    unfinished = Marks(10_000)
+    unfinished.poll(5000, 1.0)
+    assert unfinished.rates() == {}
+
+
+def test_grid_contenders_are_the_peers_near_the_fastest_and_none_failed() -> None:
+    from bench.compare.grid import contenders
+
+    base = [
+        row(OURS, "redis", 9000.0),
+        row("huey", "redis", 6000.0),
+        row("taskiq", "redis", 4000.0),
+        row("dramatiq", "redis", 3900.0),
+        row("rq", "redis", 400.0),
+        row("pgqueuer", "postgres", None),
+        row("procrastinate", "postgres", 450.0),
+    ]
+    assert contenders(base, limit=2) == {
+        ("huey", "redis"),
+        ("taskiq", "redis"),
+        ("procrastinate", "postgres"),
+    }
+    assert contenders(base, limit=1) == {("huey", "redis"), ("procrastinate", "postgres")}
+    assert contenders([], limit=2) is None, "no run to choose by: every peer"
+
+
+def grid_result() -> dict[str, Any]:
+    def cell(system: str, backend: str, e2e: float | None, setting: str, **more: Any) -> Any:
+        return {**row(system, backend, e2e), "setting": setting, "jobs": 20_000, **more}
+
+    return result(
+        grid=[
+            cell(OURS, "redis", 12_000.0, "concurrency 8"),
+            cell("huey", "redis", 4000.0, "concurrency 8", enqueue_jobs_s=8000.0),
+            cell(OURS, "redis", 9000.0, "concurrency 32"),
+            cell("taskiq", "redis", 6000.0, "concurrency 32"),
+        ],
+        io=[
+            {
+                **row(OURS, "redis", 5000.0),
+                "setting": "I/O-bound",
+                "jobs": 10_000,
+                "concurrency": 64,
+            },
+            {
+                **row("saq", "redis", 2000.0),
+                "setting": "I/O-bound",
+                "jobs": 10_000,
+                "concurrency": 64,
+            },
+        ],
+        enqueue=[
+            {
+                "backend": "redis",
+                "ok": True,
+                "push_many_jobs_s": 100_000.0,
+                "dispatch_many_jobs_s": 80_000.0,
+                "push_over_dispatch": 1.25,
+            },
+        ],
+        backlog=[
+            {
+                **row(OURS, "redis", 7000.0),
+                "jobs": 1_000_000,
+                "start_jobs_s": 10_000.0,
+                "end_jobs_s": 9000.0,
+            },
+            {
+                **row(OURS, "postgres", 5000.0),
+                "jobs": 1_000_000,
+                "start_jobs_s": 6000.0,
+                "end_jobs_s": 3000.0,
+                "table_bytes": 2**20,
+                "index_bytes": 2**21,
+                "hot_update_share": 0.9,
+            },
+        ],
+    )
+
+
+def test_the_grid_gives_ours_over_the_fastest_peer_at_every_setting() -> None:
+    from bench.compare.grid_report import grid_lines
+
+    lines = [line for line in grid_lines(grid_result()) if line[0] == "redis"]
+
+    settings = {line[1]: line[2:] for line in lines}
+    assert settings["end to end, 5,000 jobs, c8 (today's)"] == ("FAILED", "Huey", "500", "-")
+    assert settings["end to end, 20,000 jobs, c8"] == ("12,000", "Huey", "4,000", "3.00\u00d7")
+    assert settings["end to end, 20,000 jobs, c32"] == ("9,000", "taskiq", "6,000", "1.50\u00d7")
+    assert settings["end to end, 10,000 jobs, I/O-bound (20 ms), c64"][-1] == "2.50\u00d7"
+    assert settings["enqueue through dispatch_many"] == ("80,000", "Huey", "8,000", "10.00\u00d7")
+    # Latency is the peer's milliseconds over ours; no peer ran, so no ratio.
+    assert settings["pickup latency p50, ms (peer ÷ ours)"] == ("1.7", "none ran", "-", "-")
+
+
+def test_the_backlog_table_compares_the_end_of_a_drain_with_its_start_and_the_small_cell() -> None:
+    from bench.compare.grid_report import backlog_lines
+
+    redis, postgres = backlog_lines(grid_result())
+
+    assert redis[:7] == [
+        "Redis",
+        "1,000,000",
+        "10,000",
+        "9,000",
+        "0.90\u00d7",
+        "14,400",
+        "0.69\u00d7",
+    ]
+    assert postgres[4] == "0.50\u00d7"
+    assert postgres[7] == "table 1.0 MiB, indexes 2.0 MiB, HOT updates 90%"
+
+
+def test_the_readme_block_carries_the_grid_tables(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{START}\n{END}\n")
+
+    report.write_readme(readme, grid_result(), None)
+
+    block = readme.read_text()
+    assert "| Redis | end to end, 20,000 jobs, c32 | 9,000 | taskiq | 6,000 | 1.50\u00d7 |" in block
+    assert "| Redis | 1,000,000 | 10,000 | 9,000 | 0.90\u00d7 |" in block
+    assert "| Redis | 100,000 | 80,000 | 1.25\u00d7 |" in block

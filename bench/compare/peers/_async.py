@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import weakref
 from typing import cast
 from urllib.parse import urlsplit
 
-from ._common import REDIS_URL, counter_key
+from ._common import REDIS_URL, SLEEP_ENV, counter_key
+
+_SLEEP_S = float(os.environ.get(SLEEP_ENV) or 0) / 1000
+"""The I/O-bound workload's wait per job (a call to a slow service), before the INCR."""
 
 
 class _Counter(asyncio.Protocol):
@@ -94,8 +98,10 @@ async def _connect() -> _Counter:
 
 
 async def incr_counter() -> int:
-    """INCR the run's counter; the new count."""
+    """INCR the run's counter (after the I/O-bound workload's sleep, if any); the new count."""
     global _incr
+    if _SLEEP_S:
+        await asyncio.sleep(_SLEEP_S)
     loop = asyncio.get_running_loop()
     connecting = _connections.get(loop)
     if connecting is None or (connecting.done() and _broken(connecting)):

@@ -36,6 +36,8 @@ MYSQL_DSN = "mysql://root@127.0.0.1:3306/test"
 KEY_ENV = "RQCOMPARE_KEY"
 TAG_ENV = "RQCOMPARE_TAG"
 BACKEND_ENV = "RQCOMPARE_BACKEND"  # for adapters that serve more than one backend
+SLEEP_ENV = "RQCOMPARE_SLEEP_MS"  # the I/O-bound workload: each job awaits a sleep this long
+ENQUEUE_ENV = "RQCOMPARE_ENQUEUE"  # ours only: "push_many" (default) or "dispatch_many"
 SETTLE = 0.5  # seconds the counter must stay at N once reached
 STEADY = (0.1, 0.9)  # steady state: the rate between these fractions of N, past start-up and tail
 
@@ -58,6 +60,35 @@ class Steady:
         if low is None or high is None or high - low < 0.05:
             return None
         return self.marks[1] - self.marks[0], high - low
+
+
+class Marks:
+    """When the counter first reached each fraction of N: drain rates at the start and the end.
+
+    A drain that slows as it goes (an index growing dead entries at its head,
+    a table bloating) shows as an end rate below the start rate; the steady
+    rate alone averages the two.
+    """
+
+    FRACTIONS = (0.01, 0.1, 0.9, 1.0)
+
+    def __init__(self, jobs: int) -> None:
+        self.marks = [max(1, int(jobs * f)) for f in self.FRACTIONS]
+        self.times: list[float | None] = [None] * len(self.marks)
+
+    def poll(self, count: int, now: float) -> None:
+        for i, mark in enumerate(self.marks):
+            if self.times[i] is None and count >= mark:
+                self.times[i] = now
+
+    def rates(self) -> dict[str, float]:
+        """jobs/s between 1% and 10% of N (start) and between 90% and 100% (end)."""
+        out: dict[str, float] = {}
+        for key, (a, b) in (("start_jobs_s", (0, 1)), ("end_jobs_s", (2, 3))):
+            ta, tb = self.times[a], self.times[b]
+            if ta is not None and tb is not None and tb - ta >= 0.05:
+                out[key] = round((self.marks[b] - self.marks[a]) / (tb - ta), 1)
+        return out
 
 
 def counter_key() -> str:
@@ -100,6 +131,10 @@ class Adapter:
 
     def teardown(self) -> None:
         """Drop schema / delete keys."""
+
+    def after_drain(self) -> dict[str, Any]:
+        """What is worth reporting about the store once every job ran (sizes left behind)."""
+        return {}
 
     def push_one(self, seq: int, pushed_at: float) -> None:
         """Latency workload: push one job that calls `latency_check.record(seq, pushed_at)`.
@@ -147,6 +182,11 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
     try:
         adapter.setup()
         result["enqueue_s"] = adapter.enqueue()
+        if args.workload == "enqueue":  # the bulk enqueue alone; nothing is worked
+            result["ok"] = result["enqueue_s"] is not None
+            if not result["ok"]:
+                result["error"] = "this adapter has no separate enqueue on this backend"
+            return result
         commands = adapter.worker_commands()
         started = time.perf_counter()
         procs = [
@@ -155,12 +195,14 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
         ]
         sampler = RssSampler([p.pid for p in procs]) if args.rss else None
         steady = Steady(args.jobs)
+        marks = Marks(args.jobs)
         cpu = CpuWindow([p.pid for p in procs], adapter.backend, steady.marks)
         deadline = time.monotonic() + args.timeout
         count = 0
         while True:
             count = int(client.get(key) or 0)
             steady.poll(count, time.perf_counter())
+            marks.poll(count, time.perf_counter())
             cpu.poll(count)
             if count and "first_job_s" not in result:
                 result["first_job_s"] = time.perf_counter() - started
@@ -182,6 +224,7 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
         if (window := steady.seconds()) is not None:
             result["steady_jobs"], result["steady_s"] = window
         result.update(cpu.summary())
+        result.update(marks.rates())
         if sampler is not None:
             sampler.finish()
             result.update(sampler.summary())
@@ -191,6 +234,9 @@ def run(adapter_cls: type[Adapter], args: argparse.Namespace) -> dict[str, Any]:
         if count != args.jobs and "error" not in result:
             result["error"] = f"counter is {count}, expected {args.jobs}"
         result["ok"] = "error" not in result
+        _stop(procs)
+        if result["ok"]:
+            result.update(adapter.after_drain())
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
@@ -296,13 +342,21 @@ def main(adapter_cls: type[Adapter]) -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--backend", default="", help="for adapters that serve more than one")
     parser.add_argument(
-        "--workload", default="throughput", choices=["throughput", "memory", "latency"]
+        "--workload",
+        default="throughput",
+        choices=["throughput", "memory", "latency", "enqueue"],
+    )
+    parser.add_argument("--sleep-ms", type=float, default=0.0, help="I/O-bound: each job sleeps")
+    parser.add_argument(
+        "--enqueue", default="push_many", help="ours: push_many or dispatch_many [%(default)s]"
     )
     parser.add_argument("--rate", type=float, default=50.0, help="latency: jobs pushed per second")
     parser.add_argument("--rss", action="store_true", help="sample the workers' resident memory")
     args = parser.parse_args()
     # Module-level names (queue names, the backend) are read from the environment at import.
     os.environ[TAG_ENV] = args.tag
+    os.environ[SLEEP_ENV] = str(args.sleep_ms)
+    os.environ[ENQUEUE_ENV] = args.enqueue
     if args.backend:
         os.environ[BACKEND_ENV] = args.backend
     if adapter_cls.__module__ == "__main__":

@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: MIT
+"""The settings users pick, beyond the one `make bench` started with: the grid.
+
+A margin measured at one setting says little about the next: more
+concurrency per process moves the bottleneck from the worker to the
+server, a deep backlog grows indexes and dead rows, an application
+dispatches `Job` objects rather than pushing ready envelopes, and real jobs
+wait on I/O. So besides today's throughput run, `bench.compare.run` runs:
+
+- **concurrency** cells: `--grid-jobs` jobs at concurrency 8 and at 32 per
+  process, ours beside the peers that came near the fastest in today's run
+  (`contenders`), so the slow peers do not take the time budget;
+- **io**: each job awaits a 20 ms sleep before its count, at concurrency
+  64, ours beside the asyncio peers (the ones a job can await in);
+- **enqueue**: ours through the driver's `push_many` and through the
+  public `QueueManager.dispatch_many` with real `Job` objects, interleaved;
+- **backlog**: ours alone with `--backlog` jobs queued (1,000,000 by
+  default) on PostgreSQL, Redis and SQLite, with the drain rate over its
+  first and last tenth and what the emptied store leaves behind. No peer
+  runs here: enqueueing a million jobs through the slowest peers' bulk
+  APIs alone takes longer than the whole benchmark may.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from . import report
+from .adapters import console, run_adapter
+from .report import OURS
+from .workloads import Setting, choose, emit, now, throughput
+
+ASYNC_PEERS = frozenset({"taskiq", "saq", "pgqueuer", "procrastinate"})
+"""Peers whose jobs are coroutines: the I/O-bound workload's sleep is awaited, as ours is."""
+
+IO_BACKENDS = ("postgres", "redis")
+"""Where the asyncio peers run."""
+
+BACKLOG_BACKENDS = ("sqlite", "postgres", "redis")
+ENQUEUE_BACKENDS = ("sqlite", "postgres", "mysql", "redis")
+GRID_BACKENDS = ("sqlite", "postgres", "mysql", "redis")
+
+NEAR = 0.5
+"""A peer is a contender in the grid if its end-to-end rate today was at least this
+fraction of the fastest peer's on that backend."""
+
+
+def contenders(base: list[dict[str, Any]], limit: int) -> set[tuple[str, str]] | None:
+    """(peer, backend) pairs worth running in the grid: near the fastest today, at most `limit`.
+
+    None (every peer) when today's run did not happen, so there is nothing to
+    choose by.
+    """
+    if not base:
+        return None
+    chosen: set[tuple[str, str]] = set()
+    for backend in {r["backend"] for r in base}:
+        peers = sorted(
+            (r for r in base if r["backend"] == backend and r["system"] != OURS and r["ok"]),
+            key=lambda r: r["e2e_jobs_s"] or 0,
+            reverse=True,
+        )
+        if not peers:
+            continue
+        best = peers[0]["e2e_jobs_s"] or 0
+        chosen |= {
+            (r["system"], backend) for r in peers[:limit] if (r["e2e_jobs_s"] or 0) >= NEAR * best
+        }
+    return chosen
+
+
+def _ours_on(backends: tuple[str, ...]) -> set[tuple[str, str]]:
+    return {(OURS, b) for b in backends}
+
+
+def concurrency_cells(
+    args: argparse.Namespace, sink: TextIO, base: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`--grid-jobs` jobs at each of `--grid-concurrency`, ours beside the contenders."""
+    peers = contenders(base, args.grid_peers)
+    rows: list[dict[str, Any]] = []
+    for concurrency in args.grid_concurrency:
+        pairs = _ours_on(GRID_BACKENDS)
+        if peers is None:
+            pairs |= {(s, b) for s, b, _ in choose(args, quiet=True) if b in GRID_BACKENDS}
+        else:
+            pairs |= {p for p in peers if p[1] in GRID_BACKENDS}
+        setting = Setting(
+            name=f"concurrency {concurrency}",
+            jobs=args.grid_jobs,
+            concurrency=concurrency,
+            pairs=pairs,
+        )
+        rows += throughput(args, sink, setting)
+    return rows
+
+
+def io_bound(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    """Jobs that await `--io-sleep-ms` each, at `--io-concurrency`, beside the asyncio peers."""
+    pairs = _ours_on(IO_BACKENDS) | {
+        (s, b) for s, b, _ in choose(args, quiet=True) if s in ASYNC_PEERS and b in IO_BACKENDS
+    }
+    setting = Setting(
+        name=f"I/O-bound, {args.io_sleep_ms:g} ms sleep",
+        jobs=args.io_jobs,
+        concurrency=args.io_concurrency,
+        sleep_ms=args.io_sleep_ms,
+        pairs=pairs,
+    )
+    return throughput(args, sink, setting)
+
+
+def backlog(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    """Ours alone, `--backlog` jobs queued, drained to the end: start and end rates, sizes."""
+    setting = Setting(
+        name=f"backlog {args.backlog:,}",
+        jobs=args.backlog,
+        pairs=_ours_on(BACKLOG_BACKENDS),
+        rounds=1,
+    )
+    saved = args.timeout
+    args.timeout = max(args.timeout, args.backlog / 500)  # a million jobs take minutes
+    try:
+        return throughput(args, sink, setting)
+    finally:
+        args.timeout = saved
+
+
+def enqueue_ways(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
+    """Ours, `--grid-jobs` jobs through push_many and through dispatch_many, interleaved."""
+    backends = [b for _, b, _ in choose(args, quiet=True, pairs=_ours_on(ENQUEUE_BACKENDS))]
+    rates: dict[tuple[str, str], list[float]] = {}
+    errors: dict[str, list[str]] = {b: [] for b in backends}
+    for round_no in range(1, args.rounds + 1):
+        for backend in backends:
+            for way in ("push_many", "dispatch_many"):
+                console.print(f"enqueue round {round_no}/{args.rounds}: {way} ({backend}) ...")
+                result = run_adapter(
+                    OURS,
+                    backend,
+                    "bench.compare.ours",
+                    jobs=args.grid_jobs,
+                    processes=1,
+                    concurrency=1,
+                    timeout=args.timeout,
+                    workload="enqueue",
+                    enqueue=way,
+                )
+                ok = bool(result.get("ok")) and bool(result.get("enqueue_s"))
+                row: dict[str, Any] = {
+                    "type": "run",
+                    "workload": "enqueue",
+                    "at": now(),
+                    "round": round_no,
+                    "backend": backend,
+                    "way": way,
+                    "jobs": args.grid_jobs,
+                    "ok": ok,
+                }
+                if ok:
+                    row["enqueue_jobs_s"] = round(args.grid_jobs / result["enqueue_s"], 1)
+                    rates.setdefault((backend, way), []).append(row["enqueue_jobs_s"])
+                else:
+                    errors[backend].append(str(result.get("error")))
+                emit(sink, row)
+    rows: list[dict[str, Any]] = []
+    for backend in backends:
+        push = report.median(rates.get((backend, "push_many"), []))
+        dispatch = report.median(rates.get((backend, "dispatch_many"), []))
+        row = {
+            "backend": backend,
+            "jobs": args.grid_jobs,
+            "ok": not errors[backend] and push is not None and dispatch is not None,
+            "push_many_jobs_s": push,
+            "dispatch_many_jobs_s": dispatch,
+            "push_over_dispatch": round(push / dispatch, 3) if push and dispatch else None,
+            "errors": errors[backend],
+        }
+        rows.append(row)
+        emit(sink, {"type": "result", "workload": "enqueue", "rounds": args.rounds, **row})
+    return rows
+
+
+__all__ = ["backlog", "concurrency_cells", "contenders", "enqueue_ways", "io_bound"]
