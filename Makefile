@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install demo check lint typecheck pytest test counts clean bench fuzz venv-python
+.PHONY: help install demo check lint typecheck pytest test counts clean bench bench-quick fuzz venv-python
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -63,10 +63,14 @@ clean:  ## remove caches, the venv, the demo's database and built packages
 	rm -f examples/quickstart/demo.db examples/quickstart/demo.db-wal examples/quickstart/demo.db-shm
 
 BENCH_ARGS ?=
-bench: install  ## the comparison with peers: throughput, latency, memory (<15 min; BENCH_ARGS=...)
+bench: install  ## the comparison with peers and the grid of settings (about 20 min; BENCH_ARGS=...)
 	scripts/services.sh postgres mariadb redis
 	RQBENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
 		$(BIN)/python -m bench.compare.run $(BENCH_ARGS)
+
+bench-quick: install  ## the comparison, every workload but memory, small and once (a few minutes)
+	scripts/services.sh postgres mariadb redis
+	RQBENCH_COMMAND="make bench-quick" $(BIN)/python -m bench.compare.run --quick $(BENCH_ARGS)
 
 fuzz: install  ## the read-path fuzz tests, long profile (RAINIER_QUEUE_FUZZ=long)
 	RAINIER_QUEUE_FUZZ=long $(BIN)/pytest tests/foreign/test_fuzz.py
