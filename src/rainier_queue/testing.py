@@ -36,9 +36,19 @@ def _class_of(job_type: JobType) -> type[Job]:
     return job_type.job_class if isinstance(job_type, JobFunction) else job_type
 
 
-def not_faking() -> AssertionError:
+class NotFaking(AssertionError, AttributeError):
+    """An assertion made on a manager that pushes rather than records.
+
+    An `AssertionError`, so the test fails and says why; also an
+    `AttributeError`, since a real manager has no such method: `hasattr` and
+    `getattr(manager, name, default)` answer False and the default rather
+    than raise.
+    """
+
+
+def not_faking() -> NotFaking:
     """The error for an assertion made on a manager that pushes rather than records."""
-    return AssertionError(
+    return NotFaking(
         "this assertion needs a faking manager: build it with QueueManager.fake(); "
         "a real manager pushes jobs and records nothing"
     )
@@ -132,4 +142,4 @@ ASSERTIONS = frozenset(
 )
 """The public names of `FakeAssertions`: on a real manager each raises `not_faking()`."""
 
-__all__ = ["ASSERTIONS", "FakeAssertions", "JobType", "RecordingQueue", "not_faking"]
+__all__ = ["NotFaking", "ASSERTIONS", "FakeAssertions", "JobType", "RecordingQueue", "not_faking"]

@@ -84,6 +84,9 @@ async def test_a_real_manager_records_nothing_and_has_no_recording_branch() -> N
         manager.assert_pushed(Report)  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match="dispach"):
         manager.dispach  # type: ignore[attr-defined]  # noqa: B018
+    # Asking whether it has an assertion is a question, not an assertion: no error.
+    assert not hasattr(manager, "assert_pushed")
+    assert getattr(manager, "assert_nothing_pushed", None) is None
 
 
 APPLICATION_TESTS = """
