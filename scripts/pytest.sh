@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The test suite, with its one long test running beside the rest.
+#
+# Why: the scheduler's acceptance test (tests/faults/test_scheduler_acceptance.py)
+# runs three scheduler processes per store for about two minutes, one tick a
+# second, and spends nearly all of that waiting. Run in line, it adds its two
+# minutes to every CI run; run beside the others, it costs a few percent of
+# one core. Its output is printed after the main run, and the script fails if
+# either run failed.
+#
+# Usage: scripts/pytest.sh [pytest arguments]   (arguments go to the main run only;
+# with arguments, the acceptance test runs in line as pytest selects it)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+
+if [ "$#" -gt 0 ]; then
+    exec "$BIN/pytest" "$@"
+fi
+
+log=$(mktemp -t rq-acceptance.XXXXXX.log)
+"$BIN/pytest" -m scheduler_acceptance -p no:cacheprovider >"$log" 2>&1 &
+beside=$!
+trap 'kill "$beside" 2>/dev/null; rm -f "$log"' INT TERM
+
+"$BIN/pytest" -m "not scheduler_acceptance"
+main=$?
+
+wait "$beside"
+acceptance=$?
+echo
+echo "---- the scheduler acceptance test, run beside the rest (exit $acceptance) ----"
+cat "$log"
+rm -f "$log"
+# Exit 5 is "no tests collected": the marker matched nothing, which is no failure.
+if [ "$acceptance" -eq 5 ]; then acceptance=0; fi
+if [ "$main" -ne 0 ]; then exit "$main"; fi
+exit "$acceptance"
