@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import inspect
 import typing
+import weakref
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from datetime import timedelta
@@ -316,9 +317,25 @@ def _build_job_function(fn: JobFn, options: dict[str, Any]) -> JobFunction[Any]:
     return JobFunction(job_class, public_sig)
 
 
+_ASYNC_HANDLERS: weakref.WeakKeyDictionary[type[Job], tuple[object, bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def is_async_handler(job_class: type[Job]) -> bool:
-    """Whether the job's `handle` is a coroutine function (else it runs in a thread)."""
-    return inspect.iscoroutinefunction(job_class.handle)
+    """Whether the job's `handle` is a coroutine function (else it runs in a thread).
+
+    Asked for every job the worker runs, so the answer is kept per class,
+    beside the `handle` it was given for: a class whose `handle` is replaced
+    later is asked again.
+    """
+    handle = job_class.handle
+    known = _ASYNC_HANDLERS.get(job_class)
+    if known is not None and known[0] is handle:
+        return known[1]
+    answer = inspect.iscoroutinefunction(handle)
+    _ASYNC_HANDLERS[job_class] = (handle, answer)
+    return answer
 
 
 def _kebab(name: str) -> str:

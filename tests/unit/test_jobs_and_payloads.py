@@ -374,3 +374,22 @@ def test_microseconds_since_the_epoch_allow_for_any_offset_and_round_trip() -> N
     assert to_micros(datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)) == -1
     naive = datetime(2026, 12, 2, 13, 0)  # local time, as datetime.astimezone reads it
     assert to_micros(naive) == to_micros(naive.astimezone(UTC))
+
+
+def test_whether_a_handler_is_async_is_answered_again_when_it_is_replaced() -> None:
+    from rainier_queue.job import is_async_handler
+
+    class Swapped(Job):
+        name = "swapped"
+
+        async def handle(self, ctx: JobContext) -> None:
+            return None
+
+    assert is_async_handler(Swapped)
+    assert is_async_handler(Swapped), "asked twice, the same answer"
+
+    def plain(self: Job, ctx: JobContext) -> None:
+        return None
+
+    Swapped.handle = plain  # type: ignore[assignment,method-assign]
+    assert not is_async_handler(Swapped)
