@@ -91,6 +91,7 @@ def concurrency_cells(
             jobs=args.grid_jobs,
             concurrency=concurrency,
             pairs=pairs,
+            rounds=args.grid_rounds,
         )
         rows += throughput(args, sink, setting)
     return rows
@@ -107,6 +108,7 @@ def io_bound(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
         concurrency=args.io_concurrency,
         sleep_ms=args.io_sleep_ms,
         pairs=pairs,
+        rounds=args.grid_rounds,
     )
     return throughput(args, sink, setting)
 
@@ -132,10 +134,11 @@ def enqueue_ways(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]
     backends = [b for _, b, _ in choose(args, quiet=True, pairs=_ours_on(ENQUEUE_BACKENDS))]
     rates: dict[tuple[str, str], list[float]] = {}
     errors: dict[str, list[str]] = {b: [] for b in backends}
-    for round_no in range(1, args.rounds + 1):
+    rounds = args.grid_rounds or args.rounds
+    for round_no in range(1, rounds + 1):
         for backend in backends:
             for way in ("push_many", "dispatch_many"):
-                console.print(f"enqueue round {round_no}/{args.rounds}: {way} ({backend}) ...")
+                console.print(f"enqueue round {round_no}/{rounds}: {way} ({backend}) ...")
                 result = run_adapter(
                     OURS,
                     backend,
@@ -178,7 +181,7 @@ def enqueue_ways(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]
             "errors": errors[backend],
         }
         rows.append(row)
-        emit(sink, {"type": "result", "workload": "enqueue", "rounds": args.rounds, **row})
+        emit(sink, {"type": "result", "workload": "enqueue", "rounds": rounds, **row})
     return rows
 
 

@@ -231,9 +231,11 @@ def markdown(result: Row) -> list[str]:
     """The grid's part of the README block."""
     lines: list[str] = []
     grid = grid_lines(result)
+    p = result["params"]
     if grid:
         lines += [
-            "The grid: ours over the fastest peer at each setting (2 worker processes; "
+            "The grid: ours over the fastest peer at each setting (2 worker processes, medians "
+            f"of {p.get('grid_rounds', p['rounds'])} interleaved rounds; "
             "`cN` is the concurrency per process; pickup latency is the peer's milliseconds "
             f"over ours, so above 1{TIMES} is ours ahead there too; a peer ran in a grid cell "
             "if it came within half of the fastest peer in the run above):",

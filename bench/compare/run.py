@@ -131,6 +131,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--grid-peers", type=int, default=2, help="at most this many peers a backend [%(default)s]"
     )
+    parser.add_argument(
+        "--grid-rounds", type=int, help="rounds of the grid, io and enqueue runs [--rounds]"
+    )
     parser.add_argument("--io-jobs", type=int, default=10_000, help="[%(default)s]")
     parser.add_argument("--io-concurrency", type=int, default=64, help="[%(default)s]")
     parser.add_argument("--io-sleep-ms", type=float, default=20.0, help="[%(default)s]")
@@ -213,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
             "latency_samples": args.latency_samples,
             "memory_jobs": args.memory_jobs,
             "grid_jobs": args.grid_jobs,
+            "grid_rounds": args.grid_rounds or args.rounds,
             "grid_concurrency": args.grid_concurrency,
             "io_jobs": args.io_jobs,
             "io_concurrency": args.io_concurrency,
