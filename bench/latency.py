@@ -2,7 +2,8 @@
 """Push-to-start latency: how long an idle worker takes to start a job just pushed.
 
 For each driver URL, one worker runs in its own process through the CLI
-(`python -m rainier_queue ... work --concurrency 4 --sleep 1s`), the way it
+(`python -m rainier_queue ... work --concurrency 4 --sleep 1s`, or the
+`--concurrency` given), the way it
 is deployed. This process then pushes jobs one at a time at a fixed rate;
 each job carries `time.time()` from just before its push (`pushed_at`) and
 its handler appends that, next to `time.time()` at its own start, to a
@@ -168,9 +169,11 @@ async def pace(queue: Queue, path: Path, rate: float, samples: int) -> None:
         await queue.push(envelope(seq))
 
 
-async def measure_in_process(url: str, path: Path, rate: float, samples: int) -> dict[int, float]:
+async def measure_in_process(
+    url: str, path: Path, rate: float, samples: int, *, concurrency: int = CONCURRENCY
+) -> dict[int, float]:
     queue = open_queue(url)
-    worker = Worker(queue, registry, WorkerOptions(concurrency=CONCURRENCY, sleep=SLEEP))
+    worker = Worker(queue, registry, WorkerOptions(concurrency=concurrency, sleep=SLEEP))
     running = asyncio.ensure_future(worker.run())
     try:
         await pace(queue, path, rate, samples)
@@ -182,10 +185,12 @@ async def measure_in_process(url: str, path: Path, rate: float, samples: int) ->
         await queue.aclose()
 
 
-async def measure_cli(url: str, path: Path, rate: float, samples: int) -> dict[int, float]:
+async def measure_cli(
+    url: str, path: Path, rate: float, samples: int, *, concurrency: int = CONCURRENCY
+) -> dict[int, float]:
     command = [
         *("-m", "rainier_queue", "--app", APP, "--url", url, "--quiet", "work"),
-        *("--concurrency", str(CONCURRENCY), "--sleep", f"{SLEEP.total_seconds():g}s"),
+        *("--concurrency", str(concurrency), "--sleep", f"{SLEEP.total_seconds():g}s"),
     ]
     env = {**os.environ, OUT_ENV: str(path)}
     proc = await asyncio.create_subprocess_exec(
@@ -287,7 +292,9 @@ async def _delete_redis(base: str, prefix: str) -> None:
         await client.aclose()
 
 
-async def run_one(url: str, rate: float, samples: int, clean: bool) -> Result:
+async def run_one(
+    url: str, rate: float, samples: int, clean: bool, *, concurrency: int = CONCURRENCY
+) -> Result:
     scheme = scheme_of(url)
     in_process = scheme == "memory"
     result = Result(
@@ -302,7 +309,7 @@ async def run_one(url: str, rate: float, samples: int, clean: bool) -> Result:
             path = Path(tmp) / "samples.txt"
             os.environ[OUT_ENV] = str(path)  # for the in-process worker
             measure = measure_in_process if in_process else measure_cli
-            found = await measure(url, path, rate, samples)
+            found = await measure(url, path, rate, samples, concurrency=concurrency)
         result.latencies_ms = [ms for seq, ms in found.items() if seq >= 0]
     except Skipped as exc:
         result.skipped = str(exc)
@@ -317,13 +324,13 @@ async def run_one(url: str, rate: float, samples: int, clean: bool) -> Result:
     return result
 
 
-def render(results: list[Result], rate: float, samples: int) -> None:
+def render(results: list[Result], rate: float, samples: int, concurrency: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(
         title=f"push-to-start latency, {samples} jobs at {rate:g}/s, "
-        f"concurrency {CONCURRENCY}, sleep {SLEEP.total_seconds():g}s (ms)"
+        f"concurrency {concurrency}, sleep {SLEEP.total_seconds():g}s (ms)"
     )
     table.add_column("driver")
     for name in ("samples", "p50", "p90", "p99", "max"):
@@ -350,7 +357,7 @@ def render(results: list[Result], rate: float, samples: int) -> None:
 async def run_all(urls: list[str], args: argparse.Namespace, clean: bool) -> list[Result]:
     results: list[Result] = []
     for url in urls:
-        result = await run_one(url, args.rate, args.samples, clean)
+        result = await run_one(url, args.rate, args.samples, clean, concurrency=args.concurrency)
         if args.json:
             print(json.dumps(result.summary()), flush=True)
         results.append(result)
@@ -366,15 +373,21 @@ def main() -> None:
         action="append",
         help="measure this queue (repeatable) instead of the default five; not cleaned up",
     )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=CONCURRENCY,
+        help=f"the worker's --concurrency [{CONCURRENCY}]",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line per driver")
     args = parser.parse_args()
-    if args.rate <= 0 or args.samples < 1:
-        parser.error("--rate must be positive and --samples at least 1")
+    if args.rate <= 0 or args.samples < 1 or args.concurrency < 1:
+        parser.error("--rate must be positive, --samples and --concurrency at least 1")
     with tempfile.TemporaryDirectory() as tmp:
         urls = args.url or default_urls(Path(tmp))
         results = asyncio.run(run_all(urls, args, clean=not args.url))
     if not args.json:
-        render(results, args.rate, args.samples)
+        render(results, args.rate, args.samples, args.concurrency)
 
 
 if __name__ == "__main__":

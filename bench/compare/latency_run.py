@@ -18,11 +18,13 @@ from typing import Any
 
 from rainier_queue.drivers import scheme_of
 
-from ..latency import Skipped, cleanup, measure_cli, measure_in_process, probe
+from ..latency import CONCURRENCY, Skipped, cleanup, measure_cli, measure_in_process, probe
 from .latency_check import OUT_ENV, summary
 
 
-async def measure(url: str, rate: float, samples: int, settle: float = 0.5) -> dict[str, Any]:
+async def measure(
+    url: str, rate: float, samples: int, settle: float = 0.5, *, concurrency: int = CONCURRENCY
+) -> dict[str, Any]:
     """One latency run on `url`: percentiles in ms, or ok=False with the reason."""
     in_process = scheme_of(url) == "memory"
     out: dict[str, Any] = {"ok": False, "expected": samples, "samples": 0}
@@ -33,7 +35,7 @@ async def measure(url: str, rate: float, samples: int, settle: float = 0.5) -> d
             path = Path(tmp) / "samples.txt"
             os.environ[OUT_ENV] = str(path)  # for the in-process worker
             run = measure_in_process if in_process else measure_cli
-            await run(url, path, rate, samples)
+            await run(url, path, rate, samples, concurrency=concurrency)
             await asyncio.sleep(settle)  # a late double start shows up here
             out.update(summary(path, samples))
     except Skipped as exc:

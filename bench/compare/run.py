@@ -55,7 +55,7 @@ from typing import Any
 from . import grid_report, report
 from .adapters import ROOT, compile_bytecode, console, draw_chart, ensure_peers_venv
 from .grid import backlog, concurrency_cells, enqueue_ways, io_bound
-from .workloads import MEMORY_PEERS, latency, memory, now, throughput
+from .workloads import LATENCY_CONCURRENCY, MEMORY_PEERS, latency, memory, now, throughput
 
 RESULTS = ROOT / "bench" / "results"
 CHART = RESULTS / "compare.png"
@@ -111,6 +111,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--latency-rate", type=float, default=50.0, help="[%(default)s]/s")
     parser.add_argument("--latency-samples", type=int, default=300, help="[%(default)s]")
+    parser.add_argument(
+        "--latency-concurrency",
+        type=int,
+        default=LATENCY_CONCURRENCY,
+        help="the idle worker's concurrency, every system [%(default)s]",
+    )
     parser.add_argument(
         "--no-latency-peers", dest="latency_peers", action="store_false", help="ours only"
     )
@@ -188,8 +194,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
             report.replace_block(args.write_readme.read_text(), "")
         except (OSError, ValueError) as exc:
             parser.error(f"--write-readme {args.write_readme}: {exc}")
-    if args.jobs < 1 or args.rounds < 1 or args.memory_jobs < 1 or args.latency_samples < 1:
+    if min(args.jobs, args.rounds, args.memory_jobs, args.latency_samples) < 1:
         parser.error("--jobs, --rounds, --memory-jobs and --latency-samples must be positive")
+    if args.latency_concurrency < 1:
+        parser.error("--latency-concurrency must be positive")
     return args
 
 
@@ -214,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
             "rounds": args.rounds,
             "latency_rate": args.latency_rate,
             "latency_samples": args.latency_samples,
+            "latency_concurrency": args.latency_concurrency,
             "memory_jobs": args.memory_jobs,
             "grid_jobs": args.grid_jobs,
             "grid_rounds": args.grid_rounds or args.rounds,
@@ -269,7 +278,10 @@ def main(argv: list[str] | None = None) -> None:
             )
         console.print(report.throughput_table(rows, backend, title))
     if result["latency"]:
-        title = f"{p['latency_samples']} jobs at {p['latency_rate']:g}/s, idle worker"
+        title = (
+            f"{p['latency_samples']} jobs at {p['latency_rate']:g}/s, idle worker, "
+            f"concurrency {p.get('latency_concurrency', LATENCY_CONCURRENCY)}"
+        )
         console.print(report.latency_table(result["latency"], title))
     if result["memory"]:
         title = f"{p['memory_jobs']:,} jobs through one worker process"

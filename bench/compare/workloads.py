@@ -42,7 +42,7 @@ SYSTEMS: list[tuple[str, str, str]] = [
     (OURS, "kafka", "bench.compare.ours_kafka"),
 ]
 LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
-LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker
+LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker by default
 MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
 
 
@@ -265,7 +265,14 @@ def latency(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
         for system, backend, module in plan:
             console.print(f"latency: {system} ({backend}) ...")
             if system == OURS:
-                out = asyncio.run(measure(urls[backend], args.latency_rate, args.latency_samples))
+                out = asyncio.run(
+                    measure(
+                        urls[backend],
+                        args.latency_rate,
+                        args.latency_samples,
+                        concurrency=args.latency_concurrency,
+                    )
+                )
             else:
                 out = run_adapter(
                     system,
@@ -273,7 +280,7 @@ def latency(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
                     module,
                     jobs=args.latency_samples,
                     processes=1,
-                    concurrency=LATENCY_CONCURRENCY,
+                    concurrency=args.latency_concurrency,
                     timeout=args.timeout,
                     workload="latency",
                     rate=args.latency_rate,

@@ -5,8 +5,8 @@ A job queue in the database the application already runs needs no new
 infrastructure to operate, back up or secure, and a job row is as durable
 as any other row. What it costs: every reserve and settle is a write
 transaction, so throughput is the database's write rate, not a broker's;
-and idle workers poll (each dialect may add a faster wake-up, such as
-PostgreSQL's `LISTEN`).
+and idle workers poll (each dialect may add a faster wake-up: PostgreSQL's
+`LISTEN`, or datagrams between the processes of one machine, `nearby.py`).
 
 The semantics are `MemoryQueue`'s, in SQL:
 
@@ -78,7 +78,8 @@ MAX_CLAIM_PASSES = 100
 """How many claims one reserve makes at most while it keeps meeting rows that are not jobs."""
 
 POLL_INTERVAL = timedelta(milliseconds=100)
-"""How often an idle worker looks for work pushed by another process (SQLite, MySQL)."""
+"""How often an idle worker looks for work pushed by another process (SQLite, MySQL): the
+fallback behind the wake-ups of `nearby.py`, and all a worker on another machine has."""
 
 
 class DatabaseQueue(Queue):
@@ -98,9 +99,15 @@ class DatabaseQueue(Queue):
         prefix: str = DEFAULT_PREFIX,
         migrate: bool = True,
         schema: str | None = None,
+        poll_interval: timedelta = POLL_INTERVAL,
     ) -> None:
         if lease <= timedelta(0):
             raise ConfigurationError(f"`lease` must be longer than zero (got {lease})")
+        if poll_interval <= timedelta(0):
+            raise ConfigurationError(
+                f"`poll_interval` must be longer than zero (got {poll_interval})"
+            )
+        self._poll_interval = poll_interval
         self._dialect = dialect
         self._tables = Tables.for_prefix(prefix, schema)
         self._sql = Statements.build(self._tables, dialect)
@@ -292,11 +299,14 @@ class DatabaseQueue(Queue):
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
-        """Look for due work every `POLL_INTERVAL` until `timeout`; return once some is due.
+        """Look for due work every `poll_interval` until `timeout`; return once some is due.
 
-        A push from another process is heard of only by looking (PostgreSQL
-        overrides this with LISTEN/NOTIFY), so an idle worker looks often:
-        one indexed read of the soonest due time, a few times a second.
+        A push from this process, or (where the dialect has a rendezvous)
+        from another process on this machine, cuts the wait between looks
+        short. Anything else (a push from another machine, a wake-up that
+        was lost) is found by looking, so an idle worker looks often: one
+        indexed read of the soonest due time, a few times a second.
+        PostgreSQL overrides this with LISTEN/NOTIFY.
         """
         if not queues:
             await self._dialect.wait(queues, timeout)
@@ -311,17 +321,19 @@ class DatabaseQueue(Queue):
         loop = asyncio.get_running_loop()
         ends = loop.time() + timeout.total_seconds()
         while True:
+            # Taken before looking: a push heard between the look and the wait ends the wait.
+            mark = self._dialect.wake_mark()
             now, due = await self._run(soonest, write=False)
             if due is not None and due <= now:
                 return
             left = ends - loop.time()
             if left <= 0:
                 return
-            wait = min(left, POLL_INTERVAL.total_seconds())
+            wait = min(left, self._poll_interval.total_seconds())
             if due is not None:
                 # Wake when the next delayed job comes due or the next lease ends.
                 wait = min(wait, (due - now) / 1_000_000)
-            await self._dialect.wait(queues, timedelta(seconds=wait))
+            await self._dialect.wait_after(mark, queues, timedelta(seconds=wait))
 
     # -- settling --------------------------------------------------------------
 

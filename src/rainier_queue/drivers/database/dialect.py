@@ -11,7 +11,7 @@ What is left differs by database, and it is short:
 | column types           | `INTEGER`, `TEXT`     | `BIGINT`, identity   | `VARCHAR(191)`, ...  |
 | "is there a table"     | `sqlite_master`       | `information_schema` | `information_schema` |
 | running a transaction  | one connection thread | a psycopg pool       | an aiomysql pool     |
-| hearing about new work | an in-process signal  | `LISTEN` / `NOTIFY`  | an in-process signal |
+| hearing about new work | a signal + datagrams  | `LISTEN` / `NOTIFY`  | a signal + datagrams |
 | migrating concurrently | the write lock        | an advisory lock     | `GET_LOCK`           |
 
 A dialect supplies those and nothing else. The queue's operations are
@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 from ..._clock import to_micros, utcnow
 from ..._wakeup import Wakeup
+from .nearby import Rendezvous
 
 T = TypeVar("T")
 
@@ -81,8 +82,11 @@ class Dialect(abc.ABC):
     table_exists_sql: ClassVar[str]
     """A query with one `?` (the table name) that returns a row iff the table exists."""
 
-    def __init__(self, *, wakeup: Wakeup | None = None) -> None:
+    def __init__(self, *, wakeup: Wakeup | None = None, nearby: Rendezvous | None = None) -> None:
         self._wakeup = wakeup or Wakeup()
+        self._nearby = nearby
+        """The wake-up channel to other processes on this machine (`nearby.py`), if any."""
+        self._listening = False
         self._converted: dict[str, str] = {}
 
     def sql(self, text: str) -> str:
@@ -131,8 +135,33 @@ class Dialect(abc.ABC):
         """
 
     def pushed(self) -> None:
-        """A push committed: wake this process's idle workers now."""
+        """A push committed: wake this process's idle workers now, and those of other
+        processes on this machine where the dialect has a `Rendezvous`."""
         self._wakeup.notify()
+        if self._nearby is not None:
+            self._nearby.signal()
+
+    def wake_mark(self) -> int:
+        """Call before looking for work: a mark for `wait_after`.
+
+        The first call also starts hearing pushes from other processes on
+        this machine, where the dialect can (`nearby.py`).
+        """
+        if self._nearby is not None and not self._listening:
+            self._listening = True
+            self._nearby.listen()
+        return self._wakeup.heard
+
+    async def wait_after(self, mark: int, queues: Sequence[str], timeout: timedelta) -> None:
+        """`wait`, but at once if a push was heard since `wake_mark` gave `mark`, so a push
+        that lands between looking and waiting is not slept through."""
+        await self._wakeup.wait(timeout, since=mark)
+
+    def stop_listening(self) -> None:
+        """Leave the rendezvous, if `wake_mark` joined it (for `aclose`)."""
+        if self._nearby is not None and self._listening:
+            self._listening = False
+            self._nearby.release()
 
     async def wait(self, queues: Sequence[str], timeout: timedelta) -> None:
         """Return when work may have arrived on `queues`, or after `timeout`.

@@ -18,9 +18,15 @@ workers never queue up behind each other's claims. What it costs:
   DELETE and a COMMIT. aiomysql is pure Python, so each trip also costs
   client CPU. Throughput is thousands of jobs a second on a small machine,
   not a broker's hundreds of thousands.
-- **Polling across processes.** There is no LISTEN/NOTIFY. A push wakes
-  idle workers in the pushing process at once; workers elsewhere see it at
-  their next poll (or when a delayed job or a lease comes due).
+- **Polling across machines.** There is no LISTEN/NOTIFY. A push wakes
+  idle workers in the pushing process at once, and those of other
+  processes on the same machine through a datagram each (`nearby.py`: a
+  UNIX socket per waiting process in a private temp folder named for the
+  server's host, port and database as the URL spells them). Workers on
+  other machines see it at their next poll, every `poll_interval` (100 ms,
+  so 50 ms late on average; each look is one indexed read per idle
+  worker), or when a delayed job or a lease comes due. Each push lists the
+  folder and sends one datagram per waiting process on its machine.
 - **Migrations are not transactional.** DDL commits on its own in MySQL, so
   the migration steps run under a named lock (`GET_LOCK`) instead of inside
   one transaction, and each step tolerates finding its table or index made
@@ -51,9 +57,10 @@ from ....errors import BrokerUnavailable, ConfigurationError
 from ....flags import parse_flag
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
 from ....stored import Malformed, read_columns
-from .. import DatabaseQueue, Quarantined, _lost
+from .. import POLL_INTERVAL, DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Work
 from ..dialect import Session as SessionProtocol
+from ..nearby import shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
 from ..statements import ENVELOPE
 from .connection import (
@@ -72,7 +79,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-QUEUE_OPTIONS = frozenset({"lease", "migrate"})
+QUEUE_OPTIONS = frozenset({"lease", "migrate", "poll_interval", "local_wakeup"})
 """The options the queue takes beyond its server's (`MySQLSettings.OPTIONS`)."""
 
 _MIGRATION_LOCK_WAIT = 60
@@ -98,8 +105,12 @@ class MySQLDialect(Dialect):
         "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
     )
 
-    def __init__(self, pool: MySQLPool) -> None:
-        super().__init__(wakeup=wakeup_for(pool.address))
+    def __init__(self, pool: MySQLPool, *, local_wakeup: bool = True) -> None:
+        address = pool.address
+        wakeup = wakeup_for(address)
+        identity = f"mysql:{address.host.lower()}:{address.port}/{address.database}"
+        nearby = shared_rendezvous(identity, wakeup.notify) if local_wakeup else None
+        super().__init__(wakeup=wakeup, nearby=nearby)
         self.pool = pool
 
     @override
@@ -129,6 +140,7 @@ class MySQLDialect(Dialect):
 
     @override
     async def aclose(self) -> None:
+        self.stop_listening()
         await self.pool.aclose()
 
     @override
@@ -153,16 +165,23 @@ class MySQLQueue(DatabaseQueue):
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`mysql://user:password@host:3306/database` (or `mariadb://`), options in the
         URL's query or in `options` (which win): `lease`, `prefix`, `migrate`,
-        `pool_min`, `pool_max`, `connect_timeout`, and TLS: `ssl`, `ssl_ca`,
+        `pool_min`, `pool_max`, `connect_timeout`, `poll_interval` (how often an
+        idle worker looks for work, 100ms), `local_wakeup` (wake idle workers of
+        other processes on this machine, true), and TLS: `ssl`, `ssl_ca`,
         `ssl_cert`, `ssl_key`, `insecure_skip_verify`."""
         settings, own = MySQLSettings.read(
             url, options, who="the `mysql` driver", extra=QUEUE_OPTIONS
         )
         lease = own.get("lease")
+        poll = own.get("poll_interval")
         return cls(
             settings.url,
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
             migrate=parse_flag(own.get("migrate", True), setting="migrate"),
+            poll_interval=(
+                POLL_INTERVAL if poll is None else parse_duration(poll, setting="poll_interval")
+            ),
+            local_wakeup=parse_flag(own.get("local_wakeup", True), setting="local_wakeup"),
             **settings.keywords(),
         )
 
@@ -177,6 +196,8 @@ class MySQLQueue(DatabaseQueue):
         pool_max: int = DEFAULT_POOL_MAX,
         connect_timeout: timedelta = DEFAULT_CONNECT_TIMEOUT,
         tls: ClientTLS | None = None,
+        poll_interval: timedelta = POLL_INTERVAL,
+        local_wakeup: bool = True,
     ) -> None:
         check_prefix(prefix)
         address, query = ServerAddress.from_url(url, what="the mysql driver")
@@ -192,7 +213,13 @@ class MySQLQueue(DatabaseQueue):
             connect_timeout=connect_timeout,
             client_tls=tls,
         )
-        super().__init__(MySQLDialect(pool), lease=lease, prefix=prefix, migrate=migrate)
+        super().__init__(
+            MySQLDialect(pool, local_wakeup=local_wakeup),
+            lease=lease,
+            prefix=prefix,
+            migrate=migrate,
+            poll_interval=poll_interval,
+        )
         jobs = self._tables.jobs
         # The server's clock is read inside the claim itself (it is fixed for
         # the length of one statement), which saves a round trip per reserve.

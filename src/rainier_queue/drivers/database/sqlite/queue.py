@@ -14,9 +14,15 @@ processes on one machine share the file safely. What it costs:
   every worker on the file, since each commit waits for the disk.
 - **One machine.** SQLite's locking is not safe on a network filesystem, so
   workers on other machines cannot share the file. Use PostgreSQL then.
-- **Polling across processes.** A push in this process wakes its idle
-  workers at once; a push from another process is seen at the workers'
-  next poll (or when a delayed job or a lease comes due, whichever is first).
+- **Wake-ups on one machine, and a poll behind them.** A push wakes idle
+  workers in this process at once, and those of other processes through a
+  datagram each (`nearby.py`: a UNIX socket per waiting process in a
+  private temp folder named for the file). That is a hint: every idle
+  worker also looks every `poll_interval` (100 ms), which is what finds a
+  push when the datagrams cannot be sent (Windows, workers of another
+  user, a temp dir that cannot be used), at the cost of latency only.
+  Each push lists that folder and sends one datagram per waiting process,
+  and every idle process woken runs one indexed read.
 - **No transactional enqueue.** The queue has its own connection, so a push
   does not join the application's transaction even on the same file.
 
@@ -40,8 +46,9 @@ from ...._wakeup import Wakeup
 from ....durations import parse_duration
 from ....flags import parse_flag
 from ....queue import DEFAULT_LEASE, Capabilities
-from .. import DatabaseQueue
+from .. import POLL_INTERVAL, DatabaseQueue
 from ..dialect import Dialect, Row, Work
+from ..nearby import Rendezvous, shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
 from .connection import SQLiteThread, resolve_file
 from .settings import SQLiteSettings
@@ -53,7 +60,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-QUEUE_OPTIONS = frozenset({"lease", "migrate"})
+QUEUE_OPTIONS = frozenset({"lease", "migrate", "poll_interval", "local_wakeup"})
 """The options the queue takes beyond its file's (`SQLiteSettings.OPTIONS`)."""
 
 DEFAULT_BUSY_TIMEOUT = timedelta(seconds=5)
@@ -69,11 +76,16 @@ _WAKEUPS: weakref.WeakValueDictionary[str, Wakeup] = weakref.WeakValueDictionary
 workers waiting on another object over the same file in this process."""
 
 
-def _wakeup_for(path: str) -> Wakeup:
-    wakeup = _WAKEUPS.get(path)
+def _identity(path: str) -> str:
+    """The file as every process names it: links resolved, so two spellings meet."""
+    return f"sqlite:{os.path.realpath(path)}"
+
+
+def _wakeup_for(identity: str) -> Wakeup:
+    wakeup = _WAKEUPS.get(identity)
     if wakeup is None:
         wakeup = Wakeup()
-        _WAKEUPS[path] = wakeup
+        _WAKEUPS[identity] = wakeup
     return wakeup
 
 
@@ -146,8 +158,19 @@ class SQLiteDialect(Dialect):
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
     )
 
-    def __init__(self, path: str, *, busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT) -> None:
-        super().__init__(wakeup=_wakeup_for(path))
+    def __init__(
+        self,
+        path: str,
+        *,
+        busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT,
+        local_wakeup: bool = True,
+    ) -> None:
+        identity = _identity(path)
+        wakeup = _wakeup_for(identity)
+        nearby: Rendezvous | None = None
+        if local_wakeup:
+            nearby = shared_rendezvous(identity, wakeup.notify)
+        super().__init__(wakeup=wakeup, nearby=nearby)
         self.path = path
         # synchronous=FULL: a push that returned is on disk, even across a
         # power cut (NORMAL, WAL's usual partner, can lose the last commits).
@@ -166,6 +189,7 @@ class SQLiteDialect(Dialect):
 
     @override
     async def aclose(self) -> None:
+        self.stop_listening()
         await self._thread.aclose()
 
     @override
@@ -188,17 +212,24 @@ class SQLiteQueue(DatabaseQueue):
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`sqlite:///relative.db` or `sqlite:////absolute/path.db`, options in the URL's
-        query or in `options` (which win): `lease`, `prefix`, `busy_timeout`, `migrate`."""
+        query or in `options` (which win): `lease`, `prefix`, `busy_timeout`, `migrate`,
+        `poll_interval` (how often an idle worker looks for work, 100ms) and
+        `local_wakeup` (wake idle workers of other processes on this machine, true)."""
         settings, own = SQLiteSettings.read(
             url, options, who="the `sqlite` driver", extra=QUEUE_OPTIONS
         )
         lease = own.get("lease")
+        poll = own.get("poll_interval")
         return cls(
             settings.path,
             lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
             prefix=settings.prefix,
             busy_timeout=settings.busy_timeout or DEFAULT_BUSY_TIMEOUT,
             migrate=parse_flag(own.get("migrate", True), setting="migrate"),
+            poll_interval=(
+                POLL_INTERVAL if poll is None else parse_duration(poll, setting="poll_interval")
+            ),
+            local_wakeup=parse_flag(own.get("local_wakeup", True), setting="local_wakeup"),
         )
 
     def __init__(
@@ -209,14 +240,17 @@ class SQLiteQueue(DatabaseQueue):
         prefix: str = DEFAULT_PREFIX,
         busy_timeout: timedelta = DEFAULT_BUSY_TIMEOUT,
         migrate: bool = True,
+        poll_interval: timedelta = POLL_INTERVAL,
+        local_wakeup: bool = True,
     ) -> None:
         check_prefix(prefix)
         self.path = resolve_file(path)
         super().__init__(
-            SQLiteDialect(self.path, busy_timeout=busy_timeout),
+            SQLiteDialect(self.path, busy_timeout=busy_timeout, local_wakeup=local_wakeup),
             lease=lease,
             prefix=prefix,
             migrate=migrate,
+            poll_interval=poll_interval,
         )
 
 
