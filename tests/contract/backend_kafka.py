@@ -104,6 +104,7 @@ BACKEND = Backend(
         for name in (
             "test_a_push_from_another_process_ends_an_idle_wait_for_work",
             "test_a_push_from_another_process_is_reserved_by_an_idle_wait_and_reserve",
+            "test_an_idle_worker_starts_a_job_pushed_from_another_process",
         )
     },
 )

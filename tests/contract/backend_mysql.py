@@ -63,4 +63,5 @@ BACKEND = Backend(
     unreachable_url=_unreachable_url,
     cut=Cut(3306, _relayed_url, pushes=[(3, COMMIT)]),
     private_server=_Private,
+    wake_only={"poll_interval": "60s"},  # a push from another process must be heard
 )

@@ -116,6 +116,10 @@ class Backend:
     prepare: Callable[[Path, str, Sequence[str]], None] | None = None
     """Make what the named queues of a namespace need before the first push (Kafka's
     topics); None when a queue comes into being by being used."""
+    wake_only: Mapping[str, Any] = field(default_factory=dict)
+    """Options under which an idle wait ends within the wake-up tests' bound only by being
+    woken, for a driver that also polls: its poll pushed out to a minute. Empty where
+    nothing but a wake-up ends a wait anyway."""
     lacks: Mapping[str, str] = field(default_factory=dict)
     """Hook (or ability, such as `processes`: being opened by another process) -> why this
     driver cannot give it. The tests that need it are skipped here with that reason."""

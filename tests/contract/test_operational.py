@@ -5,14 +5,16 @@ Credentials never show; a server that is not there is `BrokerUnavailable`
 and nothing was sent; a push whose answer is lost says its outcome is
 unknown and is not resent; a misspelt option is refused with a suggestion;
 namespaces never see each other's jobs; a push from another process wakes
-an idle worker. Each driver gives what these need through its Backend hooks
-(backends.py); one that cannot give a hook says why, and the tests that need
-it are skipped on it with that reason.
+an idle worker, on a driver that also polls with its poll a minute apart
+(`Backend.wake_only`), so only a wake-up passes. Each driver gives what
+these need through its Backend hooks (backends.py); one that cannot give a
+hook says why, and the tests that need it are skipped on it with that reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import subprocess
@@ -26,6 +28,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from rainier_queue import Dependencies, Job, JobContext, JobRegistry, Worker, WorkerOptions
 from rainier_queue.connections import open_queue as open_url
 from rainier_queue.drivers import DriverContext
 from rainier_queue.errors import BrokerUnavailable, OutcomeUnknown, QueueError, UnknownOption
@@ -33,6 +36,7 @@ from rainier_queue.queue import FailedJobStore, Queue, Reservation
 
 from ..cutting_relay import CuttingRelay
 from .backends import SECRET, Backend
+from .conftest import OpenQueue
 from .jobs import a_job
 
 T = TypeVar("T")
@@ -281,25 +285,25 @@ async def drain(queue: Queue, count: int) -> list[Any]:
 # -- a push from another process wakes an idle worker ------------------------------------
 
 PUSH_FROM_ANOTHER_PROCESS = """
-import asyncio, sys
+import asyncio, json, sys
 from rainier_queue.connections import open_queue
 from rainier_queue.envelope import QueuedJob
 
-async def main(url: str, count: int) -> None:
+async def main(url: str, count: int, payload: object) -> None:
     queue = open_queue(url)
     try:
-        await queue.push_many([QueuedJob.create("woken", "wake up") for _ in range(count)])
+        await queue.push_many([QueuedJob.create("woken", payload) for _ in range(count)])
     finally:
         await queue.aclose()
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])))
 """
 
 
-async def push_from_another_process(url: str, count: int) -> None:
+async def push_from_another_process(url: str, count: int, payload: object = "wake up") -> None:
     done = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-c", PUSH_FROM_ANOTHER_PROCESS, url, str(count)],
+        [sys.executable, "-c", PUSH_FROM_ANOTHER_PROCESS, url, str(count), json.dumps(payload)],
         capture_output=True,
         timeout=120,
     )
@@ -326,8 +330,9 @@ async def an_idle_wait(start: Callable[[], Coroutine[Any, Any, T]]) -> asyncio.T
 @pytest.mark.needs("processes")
 @pytest.mark.parametrize("count", [1, 40], ids=["one-job", "a-batch"])
 async def test_a_push_from_another_process_ends_an_idle_wait_for_work(
-    backend: Backend, tmp_path: Path, namespace: str, queue: Queue, count: int
+    backend: Backend, tmp_path: Path, namespace: str, open_queue: OpenQueue, count: int
 ) -> None:
+    queue = open_queue(**backend.wake_only)
     waiting = await an_idle_wait(lambda: queue.wait_for_work(["default"], LONG))
 
     await push_from_another_process(backend.url(tmp_path, namespace), count)
@@ -338,11 +343,44 @@ async def test_a_push_from_another_process_ends_an_idle_wait_for_work(
 
 @pytest.mark.needs("processes")
 async def test_a_push_from_another_process_is_reserved_by_an_idle_wait_and_reserve(
-    backend: Backend, tmp_path: Path, namespace: str, queue: Queue
+    backend: Backend, tmp_path: Path, namespace: str, open_queue: OpenQueue
 ) -> None:
+    queue = open_queue(**backend.wake_only)
     waiting = await an_idle_wait(lambda: queue.wait_and_reserve("default", LONG, limit=5))
 
     await push_from_another_process(backend.url(tmp_path, namespace), 1)
 
     got = await asyncio.wait_for(waiting, WOKEN_WITHIN)  # a liveness bound, not a latency
     assert [r.job.payload for r in got] == ["wake up"]
+
+
+class Woken(Job):
+    name = "woken"
+    text: str
+
+    async def handle(self, ctx: JobContext) -> None:
+        ctx.resolve(asyncio.Event).set()
+
+
+@pytest.mark.needs("processes")
+async def test_an_idle_worker_starts_a_job_pushed_from_another_process(
+    backend: Backend, tmp_path: Path, namespace: str, open_queue: OpenQueue
+) -> None:
+    """The whole path, as deployed: a worker that sleeps a minute (on a driver that also
+    polls, its poll a minute apart too) runs a job pushed by another process at once."""
+    backend.setup(tmp_path, namespace, ["default"])
+    queue = open_queue(**backend.wake_only)
+    ran = asyncio.Event()
+    options = WorkerOptions(sleep=LONG, concurrency=4)
+    worker = Worker(queue, JobRegistry([Woken]), options, dependencies=Dependencies([ran]))
+    running = asyncio.create_task(worker.run())
+    try:
+        await queue.size("default")  # connected, and the tables or topics exist
+        await asyncio.sleep(1)  # the worker is in its idle wait
+        assert not running.done()
+        await push_from_another_process(backend.url(tmp_path, namespace), 1, {"text": "hi"})
+        await asyncio.wait_for(ran.wait(), WOKEN_WITHIN)  # a liveness bound, not a latency
+    finally:
+        worker.stop(now=True)
+        await asyncio.wait_for(running, 60)
+    assert worker.stats.total == 1
