@@ -201,11 +201,17 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
             script = self._script(scripts.PUSH)
             await self._pushes.script(script, names, args, what="push jobs", job_ids=ids)
 
-        pushes = [push_to(q, pairs) for q, pairs in by_queue.items()]
-        if self._replicated is None:
-            await asyncio.gather(*pushes)
+        if len(by_queue) == 1:
+            # The usual case, one queue: awaited here rather than as a task of its own,
+            # which would send it a loop turn later (latency) for a task's cost (CPU).
+            [(queue, pairs)] = by_queue.items()
+            await push_to(queue, pairs)
         else:
-            raise_first(await asyncio.gather(*pushes, return_exceptions=True))
+            pushes = [push_to(q, pairs) for q, pairs in by_queue.items()]
+            if self._replicated is None:
+                await asyncio.gather(*pushes)
+            else:
+                raise_first(await asyncio.gather(*pushes, return_exceptions=True))
         if self.cluster:
             await self._wake_cluster(tokens)
         return [job.id for job in jobs]
