@@ -25,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from rainier_queue.drivers import DriverContext, open_queue
 from rainier_queue.drivers.database.nearby import SUFFIX, Rendezvous, folder_for
 from rainier_queue.drivers.database.sqlite import SQLiteQueue
 from rainier_queue.envelope import QueuedJob
+from rainier_queue.errors import ConfigurationError, UnknownOption
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "getuid"), reason="UNIX datagram sockets are a POSIX feature"
@@ -185,3 +187,26 @@ def test_a_path_too_long_for_a_socket_turns_the_channel_off(tmp_path: Path) -> N
     assert "longer than a socket path" in rendezvous.off
     rendezvous.signal()  # nor does this
     rendezvous.release()
+
+
+async def test_with_local_wakeup_off_a_waiting_process_makes_no_socket(tmp_path: Path) -> None:
+    path = str(tmp_path / "queue.db")
+    queue = SQLiteQueue(path, local_wakeup=False, poll_interval=timedelta(milliseconds=20))
+    try:
+        await queue.wait_for_work(["default"], timedelta(milliseconds=100))
+        assert sockets(path) == []
+        await queue.push(QueuedJob.create("x", None))  # and a push sends nothing
+        await asyncio.wait_for(queue.wait_for_work(["default"], LONG), WITHIN)  # the poll
+    finally:
+        await queue.aclose()
+
+
+@pytest.mark.parametrize("value", ["0s", "-1s"])
+def test_the_poll_interval_must_be_longer_than_zero(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigurationError, match="poll_interval"):
+        open_queue(f"sqlite:///{tmp_path / 'queue.db'}?poll_interval={value}", {}, DriverContext())
+
+
+def test_a_misspelt_poll_interval_is_refused_with_a_suggestion(tmp_path: Path) -> None:
+    with pytest.raises(UnknownOption, match="poll_interval"):
+        open_queue(f"sqlite:///{tmp_path / 'queue.db'}?poll_intervall=1s", {}, DriverContext())
