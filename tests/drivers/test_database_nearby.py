@@ -162,6 +162,7 @@ async def test_a_channel_that_cannot_be_used_leaves_the_poll_with_one_warning(
 def test_a_rendezvous_wakes_another_process(short_tmp: Path) -> None:
     heard = threading.Event()
     listener = Rendezvous("the-database", heard.set, base=str(short_tmp))
+    listener.join()
     listener.listen()
     try:
         assert listener.listening
@@ -181,6 +182,7 @@ def test_a_path_too_long_for_a_socket_turns_the_channel_off(tmp_path: Path) -> N
     deep = tmp_path / ("d" * 120)
     deep.mkdir()
     rendezvous = Rendezvous("the-database", lambda: None, base=str(deep))
+    rendezvous.join()
     rendezvous.listen()  # does not raise
     assert not rendezvous.listening
     assert rendezvous.off is not None

@@ -147,8 +147,10 @@ class Dialect(abc.ABC):
         The first call also starts hearing pushes from other processes on
         this machine, where the dialect can (`nearby.py`).
         """
-        if self._nearby is not None and not self._listening:
-            self._listening = True
+        if self._nearby is not None:
+            if not self._listening:
+                self._listening = True
+                self._nearby.join()
             self._nearby.listen()
         return self._wakeup.heard
 

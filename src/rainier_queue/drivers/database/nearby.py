@@ -88,9 +88,10 @@ class Unusable(Exception):
 class Rendezvous:
     """The wake-up channel of one database between the processes of one machine.
 
-    One per database per process, shared by its queues: `listen` on behalf of
-    an idle worker (from then on, a datagram calls `on_signal`), `signal`
-    after a push commits, `release` once per `listen` when a queue closes.
+    One per database per process, shared by its queues. A queue that waits
+    `join`s once and calls `listen` before each wait (from then on, a
+    datagram calls `on_signal`); it `release`s when it closes, and the last
+    release closes the socket. A push calls `signal` once it has committed.
     """
 
     def __init__(
@@ -99,7 +100,9 @@ class Rendezvous:
         self.folder = folder_for(identity, base)
         self._on_signal = on_signal
         self._lock = threading.Lock()
-        self._listeners = 0
+        self._members = 0
+        self._pid = os.getpid()
+        """The process the socket below belongs to: after a fork, the parent's."""
         self._socket: socket.socket | None = None
         self._path: str | None = None
         self._thread: threading.Thread | None = None
@@ -111,7 +114,7 @@ class Rendezvous:
     @property
     def listening(self) -> bool:
         """Whether this process has a socket in the folder now."""
-        return self._path is not None
+        return self._path is not None and self._pid == os.getpid()
 
     @property
     def off(self) -> str | None:
@@ -120,10 +123,18 @@ class Rendezvous:
 
     # -- the waiting side ------------------------------------------------------------
 
-    def listen(self) -> None:
-        """Make sure this process hears pushes from the others; never raises."""
+    def join(self) -> None:
+        """One more queue waits on this database in this process (`release` when closed)."""
         with self._lock:
-            self._listeners += 1
+            self._members += 1
+
+    def listen(self) -> None:
+        """Make sure this process hears pushes from the others; cheap once it does, and
+        never raises."""
+        if self._off is not None or self.listening:
+            return
+        with self._lock:
+            self._forget_parent()
             if self._socket is not None or self._off is not None:
                 return
             try:
@@ -134,10 +145,11 @@ class Rendezvous:
                 self._turn_off(f"{type(exc).__name__}: {exc}")
 
     def release(self) -> None:
-        """One `listen` fewer; the last one closes the socket and removes its file."""
+        """One `join` fewer; the last closes this process's socket and removes its file."""
         with self._lock:
-            self._listeners = max(0, self._listeners - 1)
-            if self._listeners or self._socket is None:
+            self._forget_parent()
+            self._members = max(0, self._members - 1)
+            if self._members or self._socket is None:
                 return
             sock, path, thread = self._socket, self._path, self._thread
             self._socket = self._path = self._thread = None
@@ -150,8 +162,19 @@ class Rendezvous:
         with contextlib.suppress(OSError):
             os.unlink(path)
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+            thread.join(timeout=1)
         sock.close()
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the socket, its file and its thread are the parent's. Close
+        the child's copy of the descriptor and leave the file alone."""
+        if self._pid == os.getpid():
+            return
+        inherited, self._socket, self._path, self._thread = self._socket, None, None, None
+        self._pid = os.getpid()
+        if inherited is not None:
+            with contextlib.suppress(OSError):
+                inherited.close()
 
     def _bind(self) -> None:
         family = getattr(socket, "AF_UNIX", None)
@@ -214,7 +237,7 @@ class Rendezvous:
         except OSError as exc:
             self._turn_off(f"cannot list {self.folder}: {exc}")
             return
-        own = self._path
+        own = self._path if self._pid == os.getpid() else None
         for name in names:
             if not name.endswith(SUFFIX):
                 continue
