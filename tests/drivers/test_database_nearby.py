@@ -66,8 +66,16 @@ def short_tmp() -> Iterator[Path]:
         yield Path(folder)
 
 
+def folder_of(path: str) -> str:
+    return folder_for(f"sqlite:{os.path.realpath(path)}")
+
+
+def folder_exists(path: str) -> bool:
+    return os.path.exists(folder_of(path))
+
+
 def sockets(path: str) -> list[str]:
-    folder = folder_for(f"sqlite:{os.path.realpath(path)}")
+    folder = folder_of(path)
     try:
         return sorted(name for name in os.listdir(folder) if name.endswith(SUFFIX))
     except FileNotFoundError:
@@ -104,6 +112,7 @@ async def test_every_waiting_process_is_woken_by_one_push(tmp_path: Path) -> Non
                 proc.wait()
         await queue.aclose()
     assert sockets(path) == [], "each process removed its socket as it closed its queue"
+    assert not folder_exists(path), "and the last one removed the folder"
 
 
 async def test_a_socket_left_by_a_killed_process_is_removed_by_the_next_push(
@@ -126,12 +135,14 @@ async def test_a_socket_left_by_a_killed_process_is_removed_by_the_next_push(
 
 
 async def test_a_channel_that_cannot_be_used_leaves_the_poll_with_one_warning(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    short_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The user's folder is one that others may write to (say, made by someone else
     # in a shared temp dir): the channel refuses it, and nothing else changes.
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_tmp
     shared = temp / f"rainier-queue-{os.getuid()}"
     shared.mkdir()
     shared.chmod(0o777)
@@ -175,7 +186,7 @@ def test_a_rendezvous_wakes_another_process(short_tmp: Path) -> None:
         assert heard.wait(WITHIN)
     finally:
         listener.release()
-    assert os.listdir(listener.folder) == [], "the last release removes the socket"
+    assert not os.path.exists(listener.folder), "the last release removes the socket and folder"
 
 
 def test_a_path_too_long_for_a_socket_turns_the_channel_off(tmp_path: Path) -> None:

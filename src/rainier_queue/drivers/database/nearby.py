@@ -27,8 +27,9 @@ which one is idle).
 Where: `<temp dir>/rainier-queue-<uid>/<hash of the database>/<pid>-<random>`.
 The folder is the user's own (mode 0700, refused if someone else owns it or
 may write to it), so no other user can hear or send these hints; a hash
-keeps the path far below the 104 bytes a socket path may have. A process
-killed with SIGKILL leaves its socket file behind; a send to it is refused
+keeps the path far below the 104 bytes a socket path may have. The last
+process to leave a database's folder removes it. A process killed with
+SIGKILL leaves its socket file behind; a send to it is refused
 (`ECONNREFUSED`, since nothing is bound there), and the sender removes it.
 """
 
@@ -161,6 +162,8 @@ class Rendezvous:
             s.sendto(_STOP, path)
         with contextlib.suppress(OSError):
             os.unlink(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(self.folder)  # only if it is empty: one folder per database is not left
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=1)
         sock.close()
@@ -180,14 +183,22 @@ class Rendezvous:
         family = getattr(socket, "AF_UNIX", None)
         if family is None:
             raise Unusable("this platform has no UNIX sockets")
-        self._make_folder()
         path = os.path.join(self.folder, f"{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}")
         if len(os.fsencode(path)) > MAX_SOCKET_PATH:
             raise Unusable(f"the socket path {path!r} is longer than a socket path may be")
         sock = socket.socket(family, socket.SOCK_DGRAM)
         try:
-            sock.bind(path)
-        except OSError:
+            for last in (False, True):
+                self._make_folder()
+                try:
+                    sock.bind(path)
+                    break
+                except FileNotFoundError:
+                    # The last process to leave removed the folder between our making
+                    # it and binding in it: make it again, once.
+                    if last:
+                        raise
+        except BaseException:
             sock.close()
             raise
         self._socket, self._path = sock, path
