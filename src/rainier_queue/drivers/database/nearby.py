@@ -189,8 +189,8 @@ class Rendezvous:
         sock = socket.socket(family, socket.SOCK_DGRAM)
         try:
             for last in (False, True):
-                self._make_folder()
                 try:
+                    self._make_folder()
                     sock.bind(path)
                     break
                 except FileNotFoundError:
