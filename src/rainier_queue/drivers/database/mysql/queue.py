@@ -108,7 +108,8 @@ class MySQLDialect(Dialect):
     def __init__(self, pool: MySQLPool, *, local_wakeup: bool = True) -> None:
         address = pool.address
         wakeup = wakeup_for(address)
-        identity = f"mysql:{address.host.lower()}:{address.port}/{address.database}"
+        # Spelt as `wakeup_for` keys it, so one rendezvous serves one `Wakeup`.
+        identity = f"mysql:{address.host}:{address.port}/{address.database}"
         nearby = shared_rendezvous(identity, wakeup.notify) if local_wakeup else None
         super().__init__(wakeup=wakeup, nearby=nearby)
         self.pool = pool
