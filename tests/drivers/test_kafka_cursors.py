@@ -5,7 +5,9 @@ Kafka keeps nothing per record, so what the driver knows is done is a cursor
 per group and partition in the lock store, set to offset + 1 when a job is
 acknowledged. These pin that an acknowledgement moves it and drops the
 record's delivery count; that clear moves it to the end and counts what it
-skipped; that each group has its own and gets every job; that a partition
+skipped, and that a worker holding a partition (trusting the cursor it moved
+last, so as not to read it before every job) honours a clear made by another
+process; that each group has its own and gets every job; that a partition
 never read starts at its earliest record, not its end, which would skip the
 jobs pushed before any worker looked; that a cursor behind the earliest
 record is a lost range (test_kafka_retention.py has the broker test); and
@@ -14,20 +16,42 @@ that a reservation Kafka did not make cannot settle.
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from typing_extensions import override
 
+from rainier_queue.cache import LockManager
 from rainier_queue.cache.memory import MemoryCache
+from rainier_queue.cache.sqlite import SQLiteCache
 from rainier_queue.drivers.kafka import KafkaPosition, KafkaQueue
 from rainier_queue.drivers.kafka.names import attempts_key, cursor_key
-from rainier_queue.drivers.kafka.partitions import lost_range
+from rainier_queue.drivers.kafka.partitions import CLEARED, lost_range
 from rainier_queue.errors import LeaseLost
 from rainier_queue.queue import Reservation
 
 from ..kafka_broker import KafkaBroker
 from .conftest import Opener, a_job, settings, shared_locks
+
+
+class CountingCache(MemoryCache):
+    """A memory store that counts the reads of each key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: Counter[str] = Counter()
+
+    @override
+    async def get(self, key: str) -> bytes | None:
+        self.reads[key] += 1
+        return await super().get(key)
+
 
 # -- without a broker --------------------------------------------------------------------
 
@@ -117,20 +141,104 @@ async def test_a_partition_never_read_starts_at_its_earliest_record(
     assert got.job.id == job.id
 
 
-async def test_a_job_cleared_while_its_partition_was_held_does_not_come_back_as_a_retry(
+async def test_a_job_cleared_while_it_ran_does_not_come_back_as_a_retry(
     topics: Any, open_kafka: Opener
 ) -> None:
     locks = shared_locks()
     holder, other = open_kafka(locks), open_kafka(locks)
-    await holder.push_many([a_job(), a_job(), a_job()])
-    [first] = await holder.reserve("default")
-    await holder.acknowledge(first)  # the holder keeps the lease and knows the cursor
+    await holder.push_many([a_job(), a_job()])
+    [running] = await holder.reserve("default")
 
-    await other.clear("default")  # from another process, while the partition is held
-    stale = await holder.reserve("default")
-    for held in stale:  # a record the clear skipped, handed out from the cached cursor
-        with pytest.raises(LeaseLost, match="not retried"):
-            await holder.release(held)
+    await other.clear("default")  # from another process, while the job runs
+    with pytest.raises(LeaseLost, match="not retried"):
+        await holder.release(running)  # a retry would land past the new cursor
 
     assert await other.size("default") == 0
-    assert await open_kafka(locks).reserve("default") == [], "the cleared job stays cleared"
+    assert await holder.reserve("default") == [], "the cleared job stays cleared"
+
+
+CLEAR = """
+import asyncio, sys
+from rainier_queue.connections import open_queue
+
+async def main(url: str) -> None:
+    queue = open_queue(url)
+    try:
+        print(await queue.clear("default"))
+    finally:
+        await queue.aclose()
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+async def clear_from_another_process(tansu: KafkaBroker, prefix: str, store: Path) -> int:
+    """Clear `default` from a process of its own, sharing the SQLite lock store `store`."""
+    url = tansu.url(topic_prefix=prefix, batch_bytes="1", locks=f"sqlite:///{store}")
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", CLEAR, url],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return int(done.stdout)
+
+
+async def test_a_holder_hands_out_no_job_another_process_cleared(
+    tansu: KafkaBroker, topics: Any, open_kafka: Opener, prefix: str, tmp_path: Path
+) -> None:
+    store = tmp_path / "locks.db"
+    async with SQLiteCache(store) as cache:
+        holder = open_kafka(LockManager(cache))
+        await holder.push_many([a_job(), a_job(), a_job()])
+        [first] = await holder.reserve("default")
+        await holder.acknowledge(first)  # the holder keeps the lease and its copy of the cursor
+
+        assert await clear_from_another_process(tansu, prefix, store) == 2
+
+        assert await holder.reserve("default") == [], "the holder honours the other's clear"
+        assert await holder.size("default") == 0
+        later = a_job()
+        await holder.push(later)
+        [got] = await holder.reserve("default")
+        assert got.job.id == later.id
+        assert got.job.attempts == 1
+        await holder.acknowledge(got)
+        await holder.release_partitions()
+
+
+async def test_a_clear_mark_whose_cursor_never_moved_is_a_first_delivery(
+    topics: Any, open_kafka: Opener, prefix: str
+) -> None:
+    # A clear moves the cursor, then marks the record it pointed at. A mark with the
+    # cursor still at its record (the topic was made again, offsets came round)
+    # must not hold the partition up.
+    locks = shared_locks()
+    queue = open_kafka(locks)
+    job = a_job()
+    await queue.push(job)
+    await locks.cache.put(cursor_key("rainier", prefix + "default", 0), b"0")
+    mark = attempts_key("rainier", prefix + "default", 0, 0)
+    await locks.cache.put(mark, str(CLEARED).encode())
+
+    [got] = await queue.reserve("default")
+
+    assert got.job.id == job.id
+    assert got.job.attempts == 1
+
+
+async def test_a_holder_does_not_read_the_cursor_before_every_job(
+    topics: Any, open_kafka: Opener, prefix: str
+) -> None:
+    # Honouring a clear must not cost the hot path a round trip per job: the holder
+    # reads the cursor when it takes the partition, then trusts the one it moves.
+    cache = CountingCache()
+    queue = open_kafka(shared_locks(cache))
+    await queue.push_many([a_job() for _ in range(10)])
+    for _ in range(10):
+        [got] = await queue.reserve("default")
+        await queue.acknowledge(got)
+
+    key = cursor_key("rainier", prefix + "default", 0)
+    assert cache.reads[key] <= 2, cache.reads[key]

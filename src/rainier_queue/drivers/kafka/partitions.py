@@ -15,6 +15,14 @@ move of it is a compare-and-set from the value read when the job was handed
 out. That is the fence: if a lease lapsed and two workers ran one record,
 only the first to settle moves the cursor; the other gets `LeaseLost`.
 
+A worker that holds a partition and moved its cursor last trusts its own
+copy instead of reading it before every job, which would cost a round trip
+per job. Only a `clear` moves a cursor under a holder, so a clear leaves a
+mark where the holder will look anyway: it writes `CLEARED` as the delivery
+count of the record at the cursor it moved, and counting the delivery of
+that record (a round trip every hand-out makes already) finds the mark, so
+the holder reads the cursor afresh instead of handing out a cleared job.
+
 Records read ahead of the cursor are kept per partition while the consumer
 reads on. A log never changes what is at an offset, so what was read stays
 good after the lease is given back and taken again: the buffer is checked
@@ -34,6 +42,7 @@ from datetime import datetime, timedelta
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka import errors as kx
 
+from ...errors import BrokerUnavailable
 from ...locks import Cache, Lock, LockManager
 from .client import KafkaClients, translated
 from .names import attempts_key, cursor_key, lease_name
@@ -51,6 +60,16 @@ READ_AHEAD = 500
 
 FETCH_SLICE = 0.02
 """Seconds between looks at whether the broker has answered an empty fetch."""
+
+CLEARED = 1 << 40
+"""The delivery count a `clear` writes for the record at the cursor it moved.
+
+Far above any real count, so a holder that counts a delivery of that record
+knows another process cleared past it (see the module docstring).
+"""
+
+CLEAR_TRIES = 100
+"""Compare-and-set attempts a clear makes on one cursor that workers keep moving."""
 
 
 @dataclass(eq=False, slots=True)
@@ -252,9 +271,63 @@ class Partitions:
         state.cursor, state.cursor_known = (offset, True) if moved else (None, False)
         return moved
 
-    async def count_delivery(self, state: PartitionState, offset: int) -> int:
+    async def count_delivery(self, state: PartitionState, offset: int) -> int | None:
+        """Count one more delivery of the record at `offset`; None if a clear passed it.
+
+        None means the cursor this worker trusted is stale: another process
+        cleared the queue and moved it past the record. The caller places
+        the partition again, which reads the cursor the clear left.
+        """
         key = self.attempts_key(state.tp.topic, state.tp.partition, offset)
-        return await self.cache.increment(key, 1, ATTEMPTS_TTL)
+        count = await self.cache.increment(key, 1, ATTEMPTS_TTL)
+        if count < CLEARED:
+            return count
+        cursor = await self.read_cursor(state.tp.topic, state.tp.partition)
+        if cursor is not None and cursor > offset:
+            state.cursor_known = False
+            return None
+        # A mark the cursor does not bear out (the topic was deleted and made again
+        # since, so its offsets came round again): this is the record's first delivery.
+        await self.cache.put(key, b"1", ATTEMPTS_TTL)
+        return 1
+
+    async def skip_to(self, state: PartitionState, cursor: int | None, end: int) -> int | None:
+        """Move the cursor from `cursor` (as read) to `end`, for a clear; the value it replaced.
+
+        A compare-and-set, read again and retried while workers move the
+        cursor meanwhile (each retry finds it further on, so it ends), and
+        never a move backwards: a cursor at or past `end` stays, and is what
+        comes back. None means there was no cursor (never read).
+
+        The cursor moves first and the record it pointed at is marked
+        `CLEARED` after. A crash between the two leaves a holder that may
+        hand out that one record from its own copy of the cursor (its
+        settle is refused, and it is never retried); the other order would
+        leave a mark on a record whose cursor never moved, which the holder
+        would take for a clear that did not happen.
+        """
+        topic, partition = state.tp.topic, state.tp.partition
+        key = self.cursor_key(topic, partition)
+        state.cursor_known = False  # this process reads it afresh too
+        for _ in range(CLEAR_TRIES):
+            if cursor is not None and cursor >= end:
+                return cursor
+            value = str(end).encode()
+            if cursor is None:
+                moved = await self.cache.add(key, value)
+            else:
+                moved = await self.cache.replace_if(key, str(cursor).encode(), value)
+            if moved:
+                if cursor is not None:
+                    mark = self.attempts_key(topic, partition, cursor)
+                    await self.cache.put(mark, str(CLEARED).encode(), ATTEMPTS_TTL)
+                return cursor
+            cursor = await self.read_cursor(topic, partition)
+        raise BrokerUnavailable(
+            f"the cursor of partition {partition} of topic {topic!r} moved {CLEAR_TRIES} times "
+            "while the queue was being cleared, each time before the clear could move it; "
+            "clear the queue again (the partitions already cleared stay cleared)"
+        )
 
     async def uncount_delivery(self, state: PartitionState, offset: int) -> None:
         key = self.attempts_key(state.tp.topic, state.tp.partition, offset)
@@ -419,4 +492,4 @@ class Partitions:
             state.positioned, state.from_start, state.next_offset = True, False, earliest
 
 
-__all__ = ["ATTEMPTS_TTL", "Delivery", "PartitionState", "Partitions", "lost_range"]
+__all__ = ["ATTEMPTS_TTL", "CLEARED", "Delivery", "PartitionState", "Partitions", "lost_range"]

@@ -379,14 +379,18 @@ class KafkaQueue(Queue):
     async def clear(self, queue: str) -> int:
         """Move every cursor to the end of the log and say how many jobs that skipped.
 
-        Nothing is deleted: a log removes records only by its retention.
+        Nothing is deleted: a log removes records only by its retention. A
+        worker holding a partition meanwhile finds the clear's mark when it
+        counts its next delivery, and reads the cursor again (partitions.py).
         """
         skipped = 0
-        for state, end, _cursor, waiting in await self._lag(queue):
+        for state, end, cursor, waiting, running in await self._lag_and_running(queue):
+            start = end - waiting - running  # the first record waiting, when any is
+            moved_from = await self._partitions.skip_to(state, cursor, end)
+            if moved_from is not None and moved_from > start:
+                # Workers ran some of them while the clear looked: those were not skipped.
+                waiting = max(0, waiting - (moved_from - start))
             skipped += waiting
-            await self._partitions.cache.put(
-                self._partitions.cursor_key(state.tp.topic, state.tp.partition), str(end).encode()
-            )
             state.not_before = None
         return skipped
 

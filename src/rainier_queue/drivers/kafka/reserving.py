@@ -252,6 +252,11 @@ class Reserver:
                 return None
             state.not_before = None
             delivered = await self._partitions.count_delivery(state, record.offset)
+            if delivered is None:
+                # Cleared by another process while this worker held the partition and
+                # trusted its own copy of the cursor: read on from where the clear left it.
+                await self._partitions.place(state)
+                continue
             state.buffer.popleft()
             token = new_token()
             lease = self.settings.lease
