@@ -92,6 +92,9 @@ rebalance state machine is worse than none.
   payload, pointing at the original (failing.py).
 - The reservation carries the record's position; the job's payload is never
   touched.
+- An idle worker polls its partitions' end offsets a few times a second and
+  wakes when one that no live worker holds grew (waking.py), not when a busy
+  worker's partition did.
 - A stopping worker calls `on_worker_stop`, which gives back its leases and
   its seats.
 

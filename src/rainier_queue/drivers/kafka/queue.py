@@ -25,6 +25,7 @@ from .membership import Membership
 from .names import KafkaPosition, failed_topic_name, topic_name
 from .partitions import Delivery, Partitions, PartitionState
 from .reserving import Reserver
+from .waking import Waker
 
 if TYPE_CHECKING:
     from .. import DriverContext
@@ -94,6 +95,7 @@ class KafkaQueue(Queue):
         self._failures = FailedRecords(self._clients)
         self._failed_topics = FailedTopics(self._clients, settings)
         self._reserver = Reserver(self._partitions, self._membership, settings, self._failures)
+        self._waker = Waker(self._clients, self._partitions)
 
     @property
     @override
@@ -177,6 +179,20 @@ class KafkaQueue(Queue):
         topic = self.topic_for(queue)
         numbers = await self._partitions_of(topic, queue)
         return await self._reserver.reserve(topic, numbers, queue, limit)
+
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        """Return once a record lands on a partition of `queues` that no live worker holds.
+
+        Polls the partitions' end offsets (waking.py); a partition another
+        worker holds is passed over, so an idle worker beside a busy one
+        does not wake for the busy one's work.
+        """
+        topics = {
+            self.topic_for(queue): await self._partitions_of(self.topic_for(queue), queue)
+            for queue in queues
+        }
+        await self._waker.wait(topics, timeout)
 
     # -- settling ------------------------------------------------------------------
 
