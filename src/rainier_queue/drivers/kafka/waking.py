@@ -20,6 +20,11 @@ each new record is looked at once, never again by the next wait.
 A partition whose next job is delayed ends the wait when the job comes due,
 if this worker knows of it; a due time already past does not (another worker
 holds that partition, or the reserve that follows will look at it anyway).
+
+The first look of a wait comes one poll after it starts (unless this is the
+first wait, which needs the end offsets to compare with): most waits of a
+busy worker are cut short by one of its jobs ending, and need not cost the
+broker a request each.
 """
 
 from __future__ import annotations
@@ -52,9 +57,12 @@ class Waker:
         loop = asyncio.get_running_loop()
         ends_at = loop.time() + timeout.total_seconds()
         tps = [TopicPartition(topic, n) for topic, numbers in topics.items() for n in numbers]
+        # The first look waits a poll, unless there is nothing yet to compare with.
+        look = any(tp not in self._seen for tp in tps)
         while True:
-            if tps and await self._arrived(tps):
+            if look and tps and await self._arrived(tps):
                 return
+            look = True
             left = ends_at - loop.time()
             if left <= 0:
                 return
