@@ -212,12 +212,21 @@ class KafkaQueue(Queue):
     async def _advance(self, state: PartitionState, delivery: Delivery, job_id: str) -> None:
         """Move the cursor past the delivered record; `LeaseLost` if it was moved meanwhile."""
         offset = delivery.record.offset
-        # The partition stays busy until the cursor has moved: a reserve running
-        # meanwhile must neither give the lease back nor hand out the next record
-        # from a cursor that is about to change.
-        moved = await self._partitions.commit(state, delivery.cursor, offset + 1)
-        self._done(state)
-        await self._partitions.forget_deliveries(state, offset)
+
+        async def commit() -> bool:
+            # The partition stays busy until the cursor has moved: a reserve running
+            # meanwhile must neither give the lease back nor hand out the next record
+            # from a cursor that is about to change.
+            moved = await self._partitions.commit(state, delivery.cursor, offset + 1)
+            self._done(state)
+            return moved
+
+        # The delivery count is dropped alongside, not after: the settle (and the
+        # worker's next reserve, which waits for it) costs one round trip, not two.
+        # A crash between the two can only leave a record whose job ran to its end
+        # counted one delivery short, should it run again; a job that crashes its
+        # worker never gets here, so the count that stops a poison pill holds.
+        moved, _ = await asyncio.gather(commit(), self._partitions.forget_deliveries(state, offset))
         if not moved:
             raise LeaseLost(
                 f"job {job_id}: the cursor of partition {state.tp.partition} of topic "
