@@ -20,6 +20,7 @@ import asyncio
 import subprocess
 import sys
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,8 @@ from rainier_queue.cache import LockManager
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.cache.sqlite import SQLiteCache
 from rainier_queue.drivers.kafka import KafkaPosition, KafkaQueue
-from rainier_queue.drivers.kafka.names import attempts_key, cursor_key
-from rainier_queue.drivers.kafka.partitions import CLEARED, lost_range
+from rainier_queue.drivers.kafka.names import cursor_key
+from rainier_queue.drivers.kafka.partitions import Cursor, lost_range
 from rainier_queue.errors import LeaseLost
 from rainier_queue.queue import Reservation
 
@@ -41,16 +42,49 @@ from .conftest import Opener, a_job, settings, shared_locks
 
 
 class CountingCache(MemoryCache):
-    """A memory store that counts the reads of each key."""
+    """A memory store that counts the reads and the writes of each key."""
 
     def __init__(self) -> None:
         super().__init__()
         self.reads: Counter[str] = Counter()
+        self.writes: Counter[str] = Counter()
 
     @override
     async def get(self, key: str) -> bytes | None:
         self.reads[key] += 1
         return await super().get(key)
+
+    @override
+    async def put(self, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        self.writes[key] += 1
+        await super().put(key, value, ttl)
+
+    @override
+    async def add(self, key: str, value: bytes, ttl: timedelta | None = None) -> bool:
+        self.writes[key] += 1
+        return await super().add(key, value, ttl)
+
+    @override
+    async def replace_if(
+        self, key: str, expected: bytes, value: bytes, ttl: timedelta | None = None
+    ) -> bool:
+        self.writes[key] += 1
+        return await super().replace_if(key, expected, value, ttl)
+
+    @override
+    async def forget(self, key: str) -> bool:
+        self.writes[key] += 1
+        return await super().forget(key)
+
+    @override
+    async def forget_if(self, key: str, expected: bytes) -> bool:
+        self.writes[key] += 1
+        return await super().forget_if(key, expected)
+
+    @override
+    async def increment(self, key: str, by: int = 1, ttl: timedelta | None = None) -> int:
+        self.writes[key] += 1
+        return await super().increment(key, by, ttl)
 
 
 # -- without a broker --------------------------------------------------------------------
@@ -86,8 +120,6 @@ async def test_acknowledging_moves_the_cursor_past_the_record(
     assert isinstance(got.handle, KafkaPosition)
     cursor = await locks.cache.get(cursor_key("rainier", prefix + "default", 0))
     assert cursor == str(got.handle.offset + 1).encode()
-    delivered = attempts_key("rainier", prefix + "default", 0, got.handle.offset)
-    assert await locks.cache.get(delivered) is None, "the delivery count went with the record"
     assert await queue.size("default") == 0
     assert await queue.reserve("default") == []
 
@@ -208,31 +240,31 @@ async def test_a_holder_hands_out_no_job_another_process_cleared(
         await holder.release_partitions()
 
 
-async def test_a_clear_mark_whose_cursor_never_moved_is_a_first_delivery(
+async def test_a_hand_out_counts_its_delivery_in_the_cursor_before_the_job_runs(
     topics: Any, open_kafka: Opener, prefix: str
 ) -> None:
-    # A clear moves the cursor, then marks the record it pointed at. A mark with the
-    # cursor still at its record (the topic was made again, offsets came round)
-    # must not hold the partition up.
     locks = shared_locks()
     queue = open_kafka(locks)
-    job = a_job()
-    await queue.push(job)
-    await locks.cache.put(cursor_key("rainier", prefix + "default", 0), b"0")
-    mark = attempts_key("rainier", prefix + "default", 0, 0)
-    await locks.cache.put(mark, str(CLEARED).encode())
+    await queue.push(a_job())
 
     [got] = await queue.reserve("default")
 
-    assert got.job.id == job.id
-    assert got.job.attempts == 1
+    key = cursor_key("rainier", prefix + "default", 0)
+    assert await locks.cache.get(key) == b"0:1", "a worker that dies now has the delivery counted"
+    await queue.release(got, count_attempt=False)  # handed back unstarted
+    assert await locks.cache.get(key) == b"0", "a job handed back unstarted is not counted"
+    [again] = await queue.reserve("default")
+    assert again.job.attempts == 1
+    await queue.acknowledge(again)
+    assert await locks.cache.get(key) == b"1"
 
 
 async def test_a_holder_does_not_read_the_cursor_before_every_job(
     topics: Any, open_kafka: Opener, prefix: str
 ) -> None:
     # Honouring a clear must not cost the hot path a round trip per job: the holder
-    # reads the cursor when it takes the partition, then trusts the one it moves.
+    # reads the cursor when it takes the partition, then trusts the one it moves,
+    # and a job costs two writes, both to the cursor (hand-out, acknowledgement).
     cache = CountingCache()
     queue = open_kafka(shared_locks(cache))
     await queue.push_many([a_job() for _ in range(10)])
@@ -242,3 +274,14 @@ async def test_a_holder_does_not_read_the_cursor_before_every_job(
 
     key = cursor_key("rainier", prefix + "default", 0)
     assert cache.reads[key] <= 2, cache.reads[key]
+    assert cache.writes[key] == 20, cache.writes
+    assert cache.writes.total() - cache.writes[key] <= 4, cache.writes  # leases, seat
+
+
+def test_a_cursor_reads_back_as_written_and_refuses_what_is_not_one() -> None:
+    for cursor in (Cursor(0), Cursor(41), Cursor(41, 3)):
+        assert Cursor.decode(cursor.encode(), "t", 0) == cursor
+    assert Cursor(41).encode() == b"41", "no deliveries: the plain offset"
+    for raw in (b"x", b"-1", b"4:-2", b"4:x", b"\xff"):
+        with pytest.raises(ValueError, match="cursor of partition 2 of topic 'jobs'"):
+            Cursor.decode(raw, "jobs", 2)

@@ -22,7 +22,6 @@ from rainier_queue.drivers import DriverContext, open_queue
 from rainier_queue.drivers.kafka import KafkaQueue
 from rainier_queue.drivers.kafka.config import read_settings
 from rainier_queue.drivers.kafka.names import (
-    attempts_key,
     cursor_key,
     failed_topic_name,
     lease_name,
@@ -91,11 +90,9 @@ def test_a_failed_topic_is_read_back_as_its_queue_and_no_other_topic_is() -> Non
     assert queue_of_failed_topic("jobs.", "jobs..ff.failed") is None, "not UTF-8"
 
 
-def test_cursor_lease_and_attempt_keys_name_the_group_topic_and_partition() -> None:
+def test_cursor_and_lease_keys_name_the_group_topic_and_partition() -> None:
     assert cursor_key("checkout", "jobs.default", 3) == "kafka-cursor:checkout:jobs.default:3"
     assert lease_name("checkout", "jobs.default", 3) == "kafka:checkout:jobs.default:3"
-    assert attempts_key("g", "jobs", 0, 10) == "kafka-attempts:g:jobs:0:10"
-    assert attempts_key("g", "jobs", 0, 10) != attempts_key("g", "jobs", 0, 11)
     assert cursor_key("checkout", "t", 3) != cursor_key("analytics", "t", 3)
 
 

@@ -23,7 +23,7 @@ from .failed_topics import FailedTopics
 from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, failed_topic_name, topic_name
-from .partitions import Delivery, Partitions, PartitionState
+from .partitions import Cursor, Delivery, Partitions, PartitionState
 from .reserving import Reserver
 from .waking import Waker
 
@@ -211,22 +211,14 @@ class KafkaQueue(Queue):
 
     async def _advance(self, state: PartitionState, delivery: Delivery, job_id: str) -> None:
         """Move the cursor past the delivered record; `LeaseLost` if it was moved meanwhile."""
-        offset = delivery.record.offset
-
-        async def commit() -> bool:
-            # The partition stays busy until the cursor has moved: a reserve running
-            # meanwhile must neither give the lease back nor hand out the next record
-            # from a cursor that is about to change.
-            moved = await self._partitions.commit(state, delivery.cursor, offset + 1)
-            self._done(state)
-            return moved
-
-        # The delivery count is dropped alongside, not after: the settle (and the
-        # worker's next reserve, which waits for it) costs one round trip, not two.
-        # A crash between the two can only leave a record whose job ran to its end
-        # counted one delivery short, should it run again; a job that crashes its
-        # worker never gets here, so the count that stops a poison pill holds.
-        moved, _ = await asyncio.gather(commit(), self._partitions.forget_deliveries(state, offset))
+        # The partition stays busy until the cursor has moved: a reserve running
+        # meanwhile must neither give the lease back nor hand out the next record
+        # from a cursor that is about to change. One write: the cursor on the next
+        # record, with no delivery of it counted yet.
+        moved = await self._partitions.commit(
+            state, delivery.cursor, Cursor(delivery.record.offset + 1)
+        )
+        self._done(state)
         if not moved:
             raise LeaseLost(
                 f"job {job_id}: the cursor of partition {state.tp.partition} of topic "
@@ -241,7 +233,6 @@ class KafkaQueue(Queue):
             return
         state.cursor_known = False
         self._done(state)
-        await self._partitions.forget_deliveries(state, delivery.record.offset)
         raise LeaseLost(
             f"job {job_id}: the cursor of partition {state.tp.partition} of topic "
             f"{state.tp.topic!r} moved while the job ran (the queue was cleared, or another "
@@ -283,7 +274,7 @@ class KafkaQueue(Queue):
             # Handed back unrun (a stopping worker): the cursor never moved, so the
             # record stays where it is, keeps its place in the order, and the
             # delivery is not counted.
-            await self._partitions.uncount_delivery(state, delivery.record.offset)
+            await self._partitions.undeliver(state, delivery)
             state.buffer.appendleft(delivery.record)
             self._done(state)
             return
@@ -339,7 +330,7 @@ class KafkaQueue(Queue):
 
     # -- size and clear ------------------------------------------------------------
 
-    async def _lag(self, queue: str) -> list[tuple[PartitionState, int, int | None, int]]:
+    async def _lag(self, queue: str) -> list[tuple[PartitionState, int, Cursor | None, int]]:
         """Per partition: (state, end offset, cursor, waiting records other than a running one)."""
         return [
             (state, end, cursor, waiting)
@@ -348,7 +339,7 @@ class KafkaQueue(Queue):
 
     async def _lag_and_running(
         self, queue: str
-    ) -> list[tuple[PartitionState, int, int | None, int, bool]]:
+    ) -> list[tuple[PartitionState, int, Cursor | None, int, bool]]:
         """`_lag`, and whether the record at each partition's cursor is out with a worker."""
         topic = self.topic_for(queue)
         states = await self._partitions.of(topic, await self._partitions_of(topic, queue))
@@ -360,20 +351,19 @@ class KafkaQueue(Queue):
         out = []
         for state in states:
             cursor = await self._partitions.read_cursor(topic, state.tp.partition)
-            start = max(cursor, starts[state.tp]) if cursor is not None else starts[state.tp]
-            waiting = max(0, ends[state.tp] - start)
-            running = bool(waiting) and await self._running_at(state, start)
+            at = starts[state.tp] if cursor is None else max(cursor.offset, starts[state.tp])
+            waiting = max(0, ends[state.tp] - at)
+            running = bool(waiting) and await self._running_at(state, cursor, at)
             out.append((state, ends[state.tp], cursor, waiting - running, running))
         return out
 
-    async def _running_at(self, state: PartitionState, offset: int) -> bool:
-        """Whether the record at the cursor is out with a worker whose lease still holds."""
+    async def _running_at(self, state: PartitionState, cursor: Cursor | None, offset: int) -> bool:
+        """Whether the record at `offset`, the cursor, is out with a worker whose lease holds."""
         if state.delivery is not None and state.delivery.record.offset == offset:
             return True
-        part = self._partitions
-        key = part.attempts_key(state.tp.topic, state.tp.partition, offset)
-        if await part.cache.get(key) is None:
+        if cursor is None or cursor.offset != offset or not cursor.delivered:
             return False
+        part = self._partitions
         return await self.locks.is_held(part.lease_name(state.tp.topic, state.tp.partition))
 
     @override
@@ -412,9 +402,9 @@ class KafkaQueue(Queue):
         for state, end, cursor, waiting, running in await self._lag_and_running(queue):
             start = end - waiting - running  # the first record waiting, when any is
             moved_from = await self._partitions.skip_to(state, cursor, end)
-            if moved_from is not None and moved_from > start:
+            if moved_from is not None and moved_from.offset > start:
                 # Workers ran some of them while the clear looked: those were not skipped.
-                waiting = max(0, waiting - (moved_from - start))
+                waiting = max(0, waiting - (moved_from.offset - start))
             skipped += waiting
             state.not_before = None
         return skipped
