@@ -395,8 +395,8 @@ class KafkaQueue(Queue):
         """Move every cursor to the end of the log and say how many jobs that skipped.
 
         Nothing is deleted: a log removes records only by its retention. A
-        worker holding a partition meanwhile finds the clear's mark when it
-        counts its next delivery, and reads the cursor again (partitions.py).
+        worker holding a partition meanwhile finds out at its next hand-out,
+        a compare-and-set from its own copy of the cursor (partitions.py).
         """
         skipped = 0
         for state, end, cursor, waiting, running in await self._lag_and_running(queue):
