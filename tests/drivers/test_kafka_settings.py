@@ -4,7 +4,7 @@
 A URL names the brokers, the lock store and the options, and a table of
 options wins over its query; an option misspelt is refused with the right
 spelling, and credentials become SASL settings that never show in a
-description or a repr. Topics, cursors, leases and delivery counts are named
+description or a repr. Topics, cursors and leases are named
 from the prefix, group, queue and partition: two queues or two groups that
 met in one name would share jobs or a cursor, so these pin that they never
 do, and that a queue name Kafka cannot spell is escaped.
