@@ -10,7 +10,7 @@ few atomic operations on keys with a time to live, so that is the port:
 - `add`: set if absent (acquire),
 - `replace_if`: set only if the value is still what we think (extend),
 - `forget_if`: delete only if the value is still ours (release),
-- `increment`: an atomic counter (Kafka delivery counts).
+- `increment`: an atomic counter.
 
 A lock is a lease, not a mutex: if its holder overruns the TTL, a second
 holder can take it. Every operation after acquire carries the owner's

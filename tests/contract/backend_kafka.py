@@ -96,15 +96,4 @@ BACKEND = Backend(
             " tests/faults/test_kafka_workers.py runs a backlog over six partitions"
         ),
     },
-    known_failures={
-        name: (
-            "the Kafka queue keeps the port's default wait_for_work, a plain sleep: a push"
-            " does not end it, and an idle worker finds the job only at its next poll"
-        )
-        for name in (
-            "test_a_push_from_another_process_ends_an_idle_wait_for_work",
-            "test_a_push_from_another_process_is_reserved_by_an_idle_wait_and_reserve",
-            "test_an_idle_worker_starts_a_job_pushed_from_another_process",
-        )
-    },
 )

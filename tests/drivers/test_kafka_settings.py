@@ -4,7 +4,7 @@
 A URL names the brokers, the lock store and the options, and a table of
 options wins over its query; an option misspelt is refused with the right
 spelling, and credentials become SASL settings that never show in a
-description or a repr. Topics, cursors, leases and delivery counts are named
+description or a repr. Topics, cursors and leases are named
 from the prefix, group, queue and partition: two queues or two groups that
 met in one name would share jobs or a cursor, so these pin that they never
 do, and that a queue name Kafka cannot spell is escaped.
@@ -22,7 +22,6 @@ from rainier_queue.drivers import DriverContext, open_queue
 from rainier_queue.drivers.kafka import KafkaQueue
 from rainier_queue.drivers.kafka.config import read_settings
 from rainier_queue.drivers.kafka.names import (
-    attempts_key,
     cursor_key,
     failed_topic_name,
     lease_name,
@@ -91,11 +90,9 @@ def test_a_failed_topic_is_read_back_as_its_queue_and_no_other_topic_is() -> Non
     assert queue_of_failed_topic("jobs.", "jobs..ff.failed") is None, "not UTF-8"
 
 
-def test_cursor_lease_and_attempt_keys_name_the_group_topic_and_partition() -> None:
+def test_cursor_and_lease_keys_name_the_group_topic_and_partition() -> None:
     assert cursor_key("checkout", "jobs.default", 3) == "kafka-cursor:checkout:jobs.default:3"
     assert lease_name("checkout", "jobs.default", 3) == "kafka:checkout:jobs.default:3"
-    assert attempts_key("g", "jobs", 0, 10) == "kafka-attempts:g:jobs:0:10"
-    assert attempts_key("g", "jobs", 0, 10) != attempts_key("g", "jobs", 0, 11)
     assert cursor_key("checkout", "t", 3) != cursor_key("analytics", "t", 3)
 
 

@@ -78,12 +78,14 @@ rebalance state machine is worse than none.
   retention has overtaken is reported as lost jobs (an error naming the
   partition and the offsets) and the partition rejoins at its earliest record.
 - `attempts` is what the record carries plus how many times this offset was
-  handed out (a counter in the lock store, kept 24 hours), so a job that
-  kills its worker every time still reaches its last attempt and the failed
-  topic.
-- Every cursor move is a compare-and-set from the value read when the job
+  handed out, which the cursor counts (`offset:deliveries`, written before
+  the job runs), so a job that kills its worker every time still reaches its
+  last attempt and the failed topic.
+- Every cursor move is a compare-and-set from the value written when the job
   was handed out, so a worker whose lease lapsed cannot settle over the one
-  that took the partition: it gets `LeaseLost`.
+  that took the partition (it gets `LeaseLost`), and a worker holding a
+  partition honours a `clear` from another process at its next hand-out.
+  A job costs two writes to the lock store, both to the cursor.
 - A job handed back unrun by a stopping worker stays where it is (the cursor
   never moved) without its delivery counted, and keeps its place in order.
 - A record that is not a job is produced to the failed topic, as it was,
@@ -92,6 +94,9 @@ rebalance state machine is worse than none.
   payload, pointing at the original (failing.py).
 - The reservation carries the record's position; the job's payload is never
   touched.
+- An idle worker polls its partitions' end offsets a few times a second and
+  wakes when one that no live worker holds grew (waking.py), not when a busy
+  worker's partition did.
 - A stopping worker calls `on_worker_stop`, which gives back its leases and
   its seats.
 

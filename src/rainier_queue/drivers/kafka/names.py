@@ -102,13 +102,8 @@ def lease_name(group: str, topic: str, partition: int) -> str:
 
 
 def cursor_key(group: str, topic: str, partition: int) -> str:
-    """The cache key holding the next offset the group will read from a partition."""
+    """The cache key holding the next offset the group will run in a partition (partitions.py)."""
     return f"kafka-cursor:{group}:{topic}:{partition}"
-
-
-def attempts_key(group: str, topic: str, partition: int, offset: int) -> str:
-    """The cache key counting deliveries of the record at one offset."""
-    return f"kafka-attempts:{group}:{topic}:{partition}:{offset}"
 
 
 def member_name(group: str, topic: str, seat: int) -> str:
@@ -148,7 +143,6 @@ __all__ = [
     "FAILED_SUFFIX",
     "KafkaPosition",
     "attempt_number",
-    "attempts_key",
     "check_prefix",
     "cursor_key",
     "decode_queue",

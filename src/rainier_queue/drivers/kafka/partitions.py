@@ -10,10 +10,20 @@ partition it is not serving, so a second worker process finds idle
 partitions to take instead of waiting out a lease. How many it may take is
 its fair share (sharing.py); this module only takes and gives back.
 
-The cursor (the next offset to run) lives in the lock store too, and every
-move of it is a compare-and-set from the value read when the job was handed
-out. That is the fence: if a lease lapsed and two workers ran one record,
-only the first to settle moves the cursor; the other gets `LeaseLost`.
+The cursor lives in the lock store too: the next offset to run, and how
+many times the record there has been handed out (`Cursor`). Every move of
+it is a compare-and-set from the value this worker last wrote or read.
+Handing a job out is one (it counts the delivery, before the job runs, so a
+job that crashes its worker every time still reaches its last attempt), and
+settling it is another. That is the fence: if a lease lapsed and two
+workers ran one record, only the first to settle moves the cursor; the
+other gets `LeaseLost`. It is also how a `clear` from another process
+reaches a worker holding the partition: the holder trusts its own copy of
+the cursor rather than reading it before every job (a round trip per job),
+and its next hand-out, a compare-and-set from that copy, fails on the
+cursor the clear moved, so it reads the cursor afresh and hands out none of
+the cleared jobs. Two round trips per job, both on one key, and no key per
+record to forget.
 
 Records read ahead of the cursor are kept per partition while the consumer
 reads on. A log never changes what is at an offset, so what was read stays
@@ -34,14 +44,12 @@ from datetime import datetime, timedelta
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka import errors as kx
 
+from ...errors import BrokerUnavailable
 from ...locks import Cache, Lock, LockManager
 from .client import KafkaClients, translated
-from .names import attempts_key, cursor_key, lease_name
+from .names import cursor_key, lease_name
 
 log = logging.getLogger("rainier_queue.kafka")
-
-ATTEMPTS_TTL = timedelta(hours=24)
-"""How long a delivery count outlives the delivery it counts."""
 
 FIRST_FETCH = 2.0
 """Seconds a reserve may wait, at most, for the broker to answer a partition just placed."""
@@ -52,6 +60,43 @@ READ_AHEAD = 500
 FETCH_SLICE = 0.02
 """Seconds between looks at whether the broker has answered an empty fetch."""
 
+CLEAR_TRIES = 100
+"""Compare-and-set attempts a clear makes on one cursor that workers keep moving."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """A partition's cursor as the lock store keeps it.
+
+    `offset` is the next record to run, and `delivered` how many times that
+    record has been handed out. Written as `offset`, or `offset:delivered`
+    once the record has been handed out.
+    """
+
+    offset: int
+    delivered: int = 0
+
+    def encode(self) -> bytes:
+        text = f"{self.offset}:{self.delivered}" if self.delivered else str(self.offset)
+        return text.encode()
+
+    @classmethod
+    def decode(cls, raw: bytes, topic: str, partition: int) -> Cursor:
+        """The cursor `raw` holds; a `ValueError` naming the partition if it holds none."""
+        try:
+            offset, _, delivered = raw.decode().partition(":")
+            cursor = cls(int(offset), int(delivered or "0"))
+        except (UnicodeDecodeError, ValueError):
+            cursor = cls(-1, -1)
+        if cursor.offset < 0 or cursor.delivered < 0:
+            raise ValueError(
+                f"the lock store holds {raw[:20]!r} as the cursor of partition {partition} of "
+                f"topic {topic!r}, which is not an offset (or an offset and a delivery count); "
+                "delete the key to read the partition from its earliest record, or `clear` "
+                "the queue to skip to its end"
+            )
+        return cursor
+
 
 @dataclass(eq=False, slots=True)
 class Delivery:
@@ -59,8 +104,8 @@ class Delivery:
 
     token: str
     record: ConsumerRecord[bytes, bytes]
-    cursor: int | None
-    """The cursor as read when the job was handed out; settling moves it from exactly this."""
+    cursor: Cursor
+    """The cursor as the hand-out wrote it; settling moves it from exactly this."""
     deadline: float
     """Monotonic time the lease runs out unless renewed."""
 
@@ -79,7 +124,7 @@ class PartitionState:
     from_start: bool = False
     """Positioned at the earliest record because the group never read this partition."""
     resumed: bool = False
-    cursor: int | None = None
+    cursor: Cursor | None = None
     """The cursor as last read from the lock store, or as this process last moved it."""
     cursor_known: bool = False
     """`cursor` is current: this process moved it last, holding the lease ever since."""
@@ -225,44 +270,71 @@ class Partitions:
     def cursor_key(self, topic: str, partition: int) -> str:
         return cursor_key(self.group, topic, partition)
 
-    def attempts_key(self, topic: str, partition: int, offset: int) -> str:
-        return attempts_key(self.group, topic, partition, offset)
-
-    async def read_cursor(self, topic: str, partition: int) -> int | None:
-        """The next offset the group will run in a partition; None if it never read one."""
+    async def read_cursor(self, topic: str, partition: int) -> Cursor | None:
+        """The group's cursor in a partition; None if it never read one."""
         raw = await self.cache.get(self.cursor_key(topic, partition))
-        if raw is None:
-            return None
-        try:
-            return int(raw.decode())
-        except (UnicodeDecodeError, ValueError):
-            raise ValueError(
-                f"the lock store holds {raw[:20]!r} as the cursor of partition {partition} of "
-                f"topic {topic!r}, which is not an offset"
-            ) from None
+        return None if raw is None else Cursor.decode(raw, topic, partition)
 
-    async def commit(self, state: PartitionState, expected: int | None, offset: int) -> bool:
-        """Move the cursor to `offset` if it is still `expected`; False if somebody moved it."""
+    async def commit(self, state: PartitionState, expected: Cursor | None, new: Cursor) -> bool:
+        """Move the cursor to `new` if it is still `expected`; False if somebody moved it."""
         key = self.cursor_key(state.tp.topic, state.tp.partition)
-        value = str(offset).encode()
         if expected is None:
-            moved = await self.cache.add(key, value)
+            moved = await self.cache.add(key, new.encode())
         else:
-            moved = await self.cache.replace_if(key, str(expected).encode(), value)
-        state.cursor, state.cursor_known = (offset, True) if moved else (None, False)
+            moved = await self.cache.replace_if(key, expected.encode(), new.encode())
+        state.cursor, state.cursor_known = (new, True) if moved else (None, False)
         return moved
 
-    async def count_delivery(self, state: PartitionState, offset: int) -> int:
-        key = self.attempts_key(state.tp.topic, state.tp.partition, offset)
-        return await self.cache.increment(key, 1, ATTEMPTS_TTL)
+    async def deliver(self, state: PartitionState, offset: int) -> Cursor | None:
+        """Count a hand-out of the record at `offset` in the cursor; None if the cursor moved.
 
-    async def uncount_delivery(self, state: PartitionState, offset: int) -> None:
-        key = self.attempts_key(state.tp.topic, state.tp.partition, offset)
-        if await self.cache.increment(key, -1, ATTEMPTS_TTL) <= 0:
-            await self.cache.forget(key)
+        The cursor moves onto the record (over a gap, a transaction marker or
+        a compacted record, first) with one more delivery counted. None means
+        it was not where this worker last saw it: another process cleared the
+        queue, or another worker took the partition. It is read afresh at
+        the next placing.
+        """
+        expected = state.cursor
+        delivered = expected.delivered if expected is not None and expected.offset == offset else 0
+        new = Cursor(offset, delivered + 1)
+        return new if await self.commit(state, expected, new) else None
 
-    async def forget_deliveries(self, state: PartitionState, offset: int) -> None:
-        await self.cache.forget(self.attempts_key(state.tp.topic, state.tp.partition, offset))
+    async def undeliver(self, state: PartitionState, delivery: Delivery) -> None:
+        """Take back the delivery count of a job handed back unstarted, if the cursor is unmoved."""
+        was = delivery.cursor
+        await self.commit(state, was, Cursor(was.offset, max(0, was.delivered - 1)))
+
+    async def skip_to(
+        self, state: PartitionState, cursor: Cursor | None, end: int
+    ) -> Cursor | None:
+        """Move the cursor from `cursor` (as read) to `end`, for a clear; the value it replaced.
+
+        A compare-and-set, read again and retried while workers move the
+        cursor meanwhile (each retry finds it further on, so it ends), and
+        never a move backwards: a cursor at or past `end` stays, and is what
+        comes back. None means there was no cursor (never read). A worker
+        holding the partition finds out at its next hand-out, a
+        compare-and-set from the cursor it last saw.
+        """
+        topic, partition = state.tp.topic, state.tp.partition
+        key = self.cursor_key(topic, partition)
+        state.cursor_known = False  # this process reads it afresh too
+        for _ in range(CLEAR_TRIES):
+            if cursor is not None and cursor.offset >= end:
+                return cursor
+            value = Cursor(end).encode()
+            if cursor is None:
+                moved = await self.cache.add(key, value)
+            else:
+                moved = await self.cache.replace_if(key, cursor.encode(), value)
+            if moved:
+                return cursor
+            cursor = await self.read_cursor(topic, partition)
+        raise BrokerUnavailable(
+            f"the cursor of partition {partition} of topic {topic!r} moved {CLEAR_TRIES} times "
+            "while the queue was being cleared, each time before the clear could move it; "
+            "clear the queue again (the partitions already cleared stay cleared)"
+        )
 
     # -- reading -------------------------------------------------------------------
 
@@ -271,7 +343,7 @@ class Partitions:
         consumer = await self.clients.consumer()
         if not state.cursor_known:
             state.cursor = await self.read_cursor(state.tp.topic, state.tp.partition)
-        cursor = state.cursor
+        cursor = None if state.cursor is None else state.cursor.offset
         if cursor is None:
             if not (state.positioned and state.from_start):
                 # Never read: start at the earliest record still kept, never at the
@@ -413,10 +485,10 @@ class Partitions:
                     offset,
                     earliest,
                 )
-            await self.commit(state, state.cursor, earliest)
+            await self.commit(state, state.cursor, Cursor(earliest))
             consumer.seek(tp, earliest)
             state.buffer.clear()
             state.positioned, state.from_start, state.next_offset = True, False, earliest
 
 
-__all__ = ["ATTEMPTS_TTL", "Delivery", "PartitionState", "Partitions", "lost_range"]
+__all__ = ["CLEAR_TRIES", "Cursor", "Delivery", "PartitionState", "Partitions", "lost_range"]

@@ -23,8 +23,9 @@ from .failed_topics import FailedTopics
 from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, failed_topic_name, topic_name
-from .partitions import Delivery, Partitions, PartitionState
+from .partitions import Cursor, Delivery, Partitions, PartitionState
 from .reserving import Reserver
+from .waking import Waker
 
 if TYPE_CHECKING:
     from .. import DriverContext
@@ -94,6 +95,7 @@ class KafkaQueue(Queue):
         self._failures = FailedRecords(self._clients)
         self._failed_topics = FailedTopics(self._clients, settings)
         self._reserver = Reserver(self._partitions, self._membership, settings, self._failures)
+        self._waker = Waker(self._clients, self._partitions)
 
     @property
     @override
@@ -178,6 +180,20 @@ class KafkaQueue(Queue):
         numbers = await self._partitions_of(topic, queue)
         return await self._reserver.reserve(topic, numbers, queue, limit)
 
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        """Return once a record lands on a partition of `queues` that no live worker holds.
+
+        Polls the partitions' end offsets (waking.py); a partition another
+        worker holds is passed over, so an idle worker beside a busy one
+        does not wake for the busy one's work.
+        """
+        topics = {
+            self.topic_for(queue): await self._partitions_of(self.topic_for(queue), queue)
+            for queue in queues
+        }
+        await self._waker.wait(topics, timeout)
+
     # -- settling ------------------------------------------------------------------
 
     def _current(self, reservation: Reservation) -> tuple[PartitionState, Delivery, KafkaPosition]:
@@ -195,13 +211,14 @@ class KafkaQueue(Queue):
 
     async def _advance(self, state: PartitionState, delivery: Delivery, job_id: str) -> None:
         """Move the cursor past the delivered record; `LeaseLost` if it was moved meanwhile."""
-        offset = delivery.record.offset
         # The partition stays busy until the cursor has moved: a reserve running
         # meanwhile must neither give the lease back nor hand out the next record
-        # from a cursor that is about to change.
-        moved = await self._partitions.commit(state, delivery.cursor, offset + 1)
+        # from a cursor that is about to change. One write: the cursor on the next
+        # record, with no delivery of it counted yet.
+        moved = await self._partitions.commit(
+            state, delivery.cursor, Cursor(delivery.record.offset + 1)
+        )
         self._done(state)
-        await self._partitions.forget_deliveries(state, offset)
         if not moved:
             raise LeaseLost(
                 f"job {job_id}: the cursor of partition {state.tp.partition} of topic "
@@ -216,7 +233,6 @@ class KafkaQueue(Queue):
             return
         state.cursor_known = False
         self._done(state)
-        await self._partitions.forget_deliveries(state, delivery.record.offset)
         raise LeaseLost(
             f"job {job_id}: the cursor of partition {state.tp.partition} of topic "
             f"{state.tp.topic!r} moved while the job ran (the queue was cleared, or another "
@@ -258,7 +274,7 @@ class KafkaQueue(Queue):
             # Handed back unrun (a stopping worker): the cursor never moved, so the
             # record stays where it is, keeps its place in the order, and the
             # delivery is not counted.
-            await self._partitions.uncount_delivery(state, delivery.record.offset)
+            await self._partitions.undeliver(state, delivery)
             state.buffer.appendleft(delivery.record)
             self._done(state)
             return
@@ -314,7 +330,7 @@ class KafkaQueue(Queue):
 
     # -- size and clear ------------------------------------------------------------
 
-    async def _lag(self, queue: str) -> list[tuple[PartitionState, int, int | None, int]]:
+    async def _lag(self, queue: str) -> list[tuple[PartitionState, int, Cursor | None, int]]:
         """Per partition: (state, end offset, cursor, waiting records other than a running one)."""
         return [
             (state, end, cursor, waiting)
@@ -323,7 +339,7 @@ class KafkaQueue(Queue):
 
     async def _lag_and_running(
         self, queue: str
-    ) -> list[tuple[PartitionState, int, int | None, int, bool]]:
+    ) -> list[tuple[PartitionState, int, Cursor | None, int, bool]]:
         """`_lag`, and whether the record at each partition's cursor is out with a worker."""
         topic = self.topic_for(queue)
         states = await self._partitions.of(topic, await self._partitions_of(topic, queue))
@@ -335,20 +351,19 @@ class KafkaQueue(Queue):
         out = []
         for state in states:
             cursor = await self._partitions.read_cursor(topic, state.tp.partition)
-            start = max(cursor, starts[state.tp]) if cursor is not None else starts[state.tp]
-            waiting = max(0, ends[state.tp] - start)
-            running = bool(waiting) and await self._running_at(state, start)
+            at = starts[state.tp] if cursor is None else max(cursor.offset, starts[state.tp])
+            waiting = max(0, ends[state.tp] - at)
+            running = bool(waiting) and await self._running_at(state, cursor, at)
             out.append((state, ends[state.tp], cursor, waiting - running, running))
         return out
 
-    async def _running_at(self, state: PartitionState, offset: int) -> bool:
-        """Whether the record at the cursor is out with a worker whose lease still holds."""
+    async def _running_at(self, state: PartitionState, cursor: Cursor | None, offset: int) -> bool:
+        """Whether the record at `offset`, the cursor, is out with a worker whose lease holds."""
         if state.delivery is not None and state.delivery.record.offset == offset:
             return True
-        part = self._partitions
-        key = part.attempts_key(state.tp.topic, state.tp.partition, offset)
-        if await part.cache.get(key) is None:
+        if cursor is None or cursor.offset != offset or not cursor.delivered:
             return False
+        part = self._partitions
         return await self.locks.is_held(part.lease_name(state.tp.topic, state.tp.partition))
 
     @override
@@ -379,14 +394,18 @@ class KafkaQueue(Queue):
     async def clear(self, queue: str) -> int:
         """Move every cursor to the end of the log and say how many jobs that skipped.
 
-        Nothing is deleted: a log removes records only by its retention.
+        Nothing is deleted: a log removes records only by its retention. A
+        worker holding a partition meanwhile finds out at its next hand-out,
+        a compare-and-set from its own copy of the cursor (partitions.py).
         """
         skipped = 0
-        for state, end, _cursor, waiting in await self._lag(queue):
+        for state, end, cursor, waiting, running in await self._lag_and_running(queue):
+            start = end - waiting - running  # the first record waiting, when any is
+            moved_from = await self._partitions.skip_to(state, cursor, end)
+            if moved_from is not None and moved_from.offset > start:
+                # Workers ran some of them while the clear looked: those were not skipped.
+                waiting = max(0, waiting - (moved_from.offset - start))
             skipped += waiting
-            await self._partitions.cache.put(
-                self._partitions.cursor_key(state.tp.topic, state.tp.partition), str(end).encode()
-            )
             state.not_before = None
         return skipped
 

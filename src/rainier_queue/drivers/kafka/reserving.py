@@ -41,7 +41,7 @@ from .config import KafkaSettings
 from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, attempt_number
-from .partitions import Delivery, Partitions, PartitionState
+from .partitions import Cursor, Delivery, Partitions, PartitionState
 from .sharing import Quota
 
 log = logging.getLogger("rainier_queue.kafka")
@@ -230,20 +230,15 @@ class Reserver:
         """The job at the head of a partition, if there is one and it is due."""
         while state.buffer:
             record = state.buffer[0]
-            expected = state.cursor
-            if expected is not None and record.offset > expected:
-                # A gap (a transaction marker, a compacted record): move over it first,
-                # so the cursor names the record being worked on.
-                if not await self._partitions.commit(state, expected, record.offset):
-                    return None
-                expected = record.offset
             job = read_envelope(record.value, field="value")
             if isinstance(job, Malformed):
                 # Recorded on the failed topic before the cursor passes it; an outage
                 # raises here and leaves the record at the head, to be handled again.
                 await self._failures.record_not_a_job(record, job, queue)
                 state.buffer.popleft()
-                if not await self._partitions.commit(state, expected, record.offset + 1):
+                if not await self._partitions.commit(
+                    state, state.cursor, Cursor(record.offset + 1)
+                ):
                     return None
                 continue
             if not job.is_available:
@@ -251,16 +246,22 @@ class Reserver:
                 state.not_before = job.available_at
                 return None
             state.not_before = None
-            delivered = await self._partitions.count_delivery(state, record.offset)
+            # The delivery is counted in the cursor before the job runs, so a job that
+            # crashes its worker every time still reaches its last attempt. A cursor
+            # that moved under this worker (a clear from another process) refuses it.
+            cursor = await self._partitions.deliver(state, record.offset)
+            if cursor is None:
+                return None
             state.buffer.popleft()
             token = new_token()
             lease = self.settings.lease
             state.delivery = Delivery(
                 token=token,
                 record=record,
-                cursor=expected,
+                cursor=cursor,
                 deadline=time.monotonic() + lease.total_seconds(),
             )
+            delivered = cursor.delivered
             return Reservation(
                 job=job.with_changes(queue=queue, attempts=attempt_number(job.attempts, delivered)),
                 token=token,
