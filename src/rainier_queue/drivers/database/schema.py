@@ -20,7 +20,8 @@ a migration that has shipped; add the next one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Self
 
 from ...errors import ConfigurationError
@@ -93,6 +94,9 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
+    only: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Statements run after `statements` on one dialect alone (by its `name`): storage
+    settings that have no portable spelling."""
 
     def render(self, tables: Tables, dialect: Dialect) -> list[str]:
         """The statements for `dialect`, with `tables`' names filled in."""
@@ -102,13 +106,26 @@ class Migration:
             "failed": tables.failed,
             "version": tables.version,
         }
-        return [s.format(**names, **dialect.types) for s in self.statements]
+        statements = self.statements + self.only.get(dialect.name, ())
+        return [s.format(**names, **dialect.types) for s in statements]
 
 
-# `due_at` is when the row may next be claimed: its `available_at` while it
-# waits, the end of its lease while it is reserved. One indexed column then
-# answers both "which jobs are due" and "which leases lapsed", so a claim is
-# a single index range scan and reclaiming needs no reaper.
+# How a row is claimed. Until migration 3, `due_at` was its `available_at`
+# while it waited and the end of its lease while it was reserved, so one
+# index range scan found due jobs and lapsed leases alike. But a claim then
+# moved an indexed column, and every claim wrote index entries (and, on
+# PostgreSQL, could never be a HOT update).
+#
+# From migration 3 a claim leaves `due_at` alone and writes the lease's end
+# into `lease_until`, which no index holds; the claim's index scan reads
+# (queue, due_at, seq) as before and skips rows whose lease has not ended
+# (`lease_until > now`). A lapsed lease makes the row claimable again, so
+# still no reaper runs. Renewing writes `lease_until` alone; releasing
+# writes a new `due_at` and clears `lease_until` (a retry changes when the
+# job is due, which is what the index is for). A row is claimable when
+# both `due_at` and `lease_until` (if set) have passed: a row reserved
+# under the old scheme keeps its old lease end in `due_at` as well, so it
+# stays hidden exactly as long as it was, however it is renewed.
 _ENVELOPE_COLUMNS = """
     id {key} NOT NULL,
     queue {key} NOT NULL,
@@ -146,6 +163,27 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX {prefix}failed_id ON {failed} (id)",
             "CREATE INDEX {prefix}failed_queue ON {failed} (queue, failed_at)",
         ),
+    ),
+    Migration(
+        version=3,
+        name="0003_lease_until",
+        statements=(
+            # Nullable with no default: on all three databases a new column
+            # costs no rewrite of the table.
+            "ALTER TABLE {jobs} ADD COLUMN lease_until {bigint}",
+            # Rows reserved under the old scheme: their lease's end moves into
+            # lease_until, and stays in due_at too (see above). Guarded, so a
+            # migration cut short (MySQL commits DDL by itself) can run again.
+            "UPDATE {jobs} SET lease_until = due_at "
+            "WHERE reservation_token IS NOT NULL AND lease_until IS NULL",
+        ),
+        only={
+            # Room on each page for a claimed row's new version, so the claim
+            # (which changes no indexed column now) can be a HOT update: no
+            # index entry written, and the old version pruned from the page
+            # without a VACUUM. Applies to pages written from now on.
+            "postgres": ("ALTER TABLE {jobs} SET (fillfactor = 70)",),
+        },
     ),
 )
 

@@ -55,7 +55,7 @@ from .. import DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Work
 from ..dialect import Session as SessionProtocol
 from ..schema import DEFAULT_PREFIX, check_prefix
-from ..statements import ENVELOPE
+from ..statements import ENVELOPE, UNLEASED
 from .connection import (
     NOW_US,
     ClientTLS,
@@ -198,12 +198,12 @@ class MySQLQueue(DatabaseQueue):
         # the length of one statement), which saves a round trip per reserve.
         self._claimable = (
             f"SELECT seq, {ENVELOPE}, {NOW_US} FROM {jobs} "
-            f"WHERE queue = %s AND due_at <= {NOW_US} "
+            f"WHERE queue = %s AND due_at <= {NOW_US} AND {UNLEASED.replace('?', NOW_US)} "
             "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED"
         )
         self._claim_rows = (
             f"UPDATE {jobs} SET attempts = attempts + 1, reservation_token = CASE seq {{cases}} "
-            "END, reserved_at = %s, due_at = %s WHERE seq IN ({marks})"
+            "END, reserved_at = %s, lease_until = %s WHERE seq IN ({marks})"
         )
         self._lock_held = (
             f"SELECT id, reservation_token FROM {jobs} WHERE id IN ({{marks}}) FOR UPDATE"

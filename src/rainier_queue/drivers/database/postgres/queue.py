@@ -470,7 +470,7 @@ class PostgresQueue(DatabaseQueue):
         waiter = listener.register(queues)
         try:
             marks = ", ".join(["%s"] * len(queues))
-            _, rows = await self._one(self._pg.soonest.format(marks=marks), queues)
+            _, rows = await self._one(self._pg.soonest.format(marks=marks), [*queues] * 3)
             due, now = rows[0]
             if due is not None:
                 if due <= now:
