@@ -347,6 +347,7 @@ async def test_workers_migrating_at_once_apply_each_migration_once(
     assert sorted(name for names in applied for name in names) == [
         "0001_jobs",
         "0002_failed_jobs",
+        "0003_lease_until",
     ]
 
 

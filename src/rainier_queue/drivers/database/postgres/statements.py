@@ -22,6 +22,7 @@ class PgStatements:
     """The statements PostgreSQL runs in one round trip where portable SQL takes several."""
 
     claim: str
+    """Parameters: queue, the floor's due_at and seq (see `floor`), limit, lease."""
     acknowledge_many: str
     acknowledge_and_claim: str
     """`acknowledge_many` and `claim` as one statement; acknowledged rows come last, with
@@ -41,7 +42,7 @@ class PgStatements:
         clock_and_pick = (
             f"clock AS (SELECT {NOW_US} AS now), "
             f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
-            "WHERE queue = %s AND due_at <= (SELECT now FROM clock) "
+            "WHERE queue = %s AND (due_at, seq) > (%s, %s) AND due_at <= (SELECT now FROM clock) "
             f"AND {UNLEASED.replace('?', '(SELECT now FROM clock)')} "
             "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED)"
         )
