@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""What one job costs the PostgreSQL server, before and after a change to the claim.
+"""What one job costs the database server and the worker, before and after a change to the claim.
 
 A queue on PostgreSQL shares the server with the application, so the CPU
 and WAL the server spends per job matter more than a jobs/s figure on a
@@ -18,9 +18,15 @@ Rounds alternate between the trees, so a machine that slows down mid-run
 slows both; medians are reported.
 
     .venv/bin/python -m bench.claim_cost --before ../before --after . --jobs 20000 --rounds 5
+    .venv/bin/python -m bench.claim_cost --before ../before --after . --kind sqlite
+    .venv/bin/python -m bench.claim_cost --before ../before --after . --kind mysql
 
-Each tree must be a checkout of this repository. `--database` (created if
-missing) should serve nothing else.
+Each tree must be a checkout of this repository; each round's jobs are
+pushed by the tree's own code, so its tables are that tree's schema.
+`--database` (created if missing) should serve nothing else. On MySQL the
+server's CPU is the whole `mariadbd`/`mysqld` process's (anything else it
+serves meanwhile counts too), and there is no WAL or HOT figure; SQLite
+runs inside the worker, so the worker's CPU is all there is.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -128,6 +136,47 @@ def _table_stats(admin_db: str, table: str) -> tuple[int, int, int]:
     return int(row[0]), int(row[1]), int(row[2])
 
 
+def _process_ticks(names: tuple[str, ...]) -> int:
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                comm = (entry / "comm").read_text().strip()
+            except OSError:
+                continue
+            if comm in names:
+                total += _ticks(int(entry.name)) or 0
+    return total
+
+
+def other_round(kind: str, tree: Path, folder: Path, jobs: int, concurrency: int) -> Round:
+    """A round on SQLite (a fresh file) or MySQL (a fresh prefix in database `test`)."""
+    tag = uuid.uuid4().hex[:8]
+    if kind == "sqlite":
+        url = f"sqlite:///{folder / f'{tag}.db'}"
+    else:
+        url = f"mysql://root@127.0.0.1:3306/test?prefix=cc{tag}_"
+    subprocess.run([sys.executable, "-c", ENQUEUE, url, str(jobs)], env=_env(tree), check=True)
+    command = [sys.executable, "-m", "rainier_queue", "--app", "bench.noop_jobs:registry"]
+    command += ["--url", url, "work", "--stop-when-empty", "--concurrency", str(concurrency)]
+    servers = ("mariadbd", "mysqld")
+    server0 = _process_ticks(servers) if kind == "mysql" else 0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, cwd=tree, env=_env(tree), stdout=subprocess.DEVNULL, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server = (_process_ticks(servers) - server0) / TICK if kind == "mysql" else 0.0
+    if kind == "mysql":
+        import pymysql
+
+        conn = pymysql.connect(host="127.0.0.1", user="root", database="test", autocommit=True)
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE cc{tag}_jobs, cc{tag}_failed_jobs, cc{tag}_schema_version")
+        conn.close()
+    worker = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    per = 1e6 / max(jobs, 1) if jobs else 1e6
+    return Round(server * per, worker * per, 0.0, 0, 0)
+
+
 def one_round(tree: Path, base: str, database: str, jobs: int, concurrency: int) -> Round:
     prefix = f"cc{uuid.uuid4().hex[:8]}_"
     db_url = f"{base}/{database}"
@@ -165,17 +214,30 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--kind", choices=["postgres", "sqlite", "mysql"], default="postgres")
     args = parser.parse_args()
-    with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
-        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (args.database,))
-        if found.fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{args.database}"')
+    if args.kind == "postgres":
+        with psycopg.connect(f"{args.server}/postgres", autocommit=True) as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (args.database,))
+            if found.fetchone() is None:
+                conn.execute(f'CREATE DATABASE "{args.database}"')
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     results: dict[str, list[Round]] = {name: [] for name in trees}
+    folder = Path(tempfile.mkdtemp(prefix="claim-cost-"))
+    # The worker's start-up (interpreter, imports, connecting), taken off its per-job CPU:
+    # a drain of an empty SQLite queue, once per tree.
+    start_up = {
+        name: other_round("sqlite", tree, folder, 0, args.concurrency).worker_us
+        for name, tree in trees.items()
+    }
     for n in range(args.rounds):
         order = list(trees.items()) if n % 2 == 0 else list(reversed(trees.items()))
         for name, tree in order:
-            r = one_round(tree, args.server, args.database, args.jobs, args.concurrency)
+            if args.kind == "postgres":
+                r = one_round(tree, args.server, args.database, args.jobs, args.concurrency)
+            else:
+                r = other_round(args.kind, tree, folder, args.jobs, args.concurrency)
+            r.worker_us -= start_up[name] / args.jobs
             results[name].append(r)
             print(
                 f"round {n} {name:<6} server {r.server_us:6.1f} us/job  worker "
@@ -183,7 +245,11 @@ def main() -> None:
                 f"HOT {r.hot}/{r.updates}",
                 flush=True,
             )
-    print(f"\n{args.jobs} no-op jobs, concurrency {args.concurrency}, medians of {args.rounds}")
+    shutil.rmtree(folder, ignore_errors=True)
+    print(
+        f"\n{args.kind}: {args.jobs} no-op jobs, concurrency {args.concurrency}, "
+        f"medians of {args.rounds}"
+    )
     print(f"{'tree':<8}{'server us/job':>15}{'worker us/job':>15}{'WAL B/job':>11}{'HOT %':>8}")
     for name, rounds in results.items():
         hot = statistics.median(r.hot / r.updates * 100 if r.updates else 0 for r in rounds)
