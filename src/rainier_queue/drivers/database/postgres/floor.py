@@ -22,9 +22,13 @@ before a row above the floor was claimed but committed after. So:
   head (an empty answer still means an empty queue), and a claim from the
   head that finds nothing forgets the floor, so an idle queue costs one
   statement per claim, not two;
-- the floor is forgotten `REFRESH` after the last claim from the head, so
-  the head is scanned at least that often and a lapsed lease waits at most
-  that much longer to be reclaimed.
+- the floor is forgotten `REFRESH` after the last claim from the head (or a
+  tenth of the lease, if that is sooner), so the head is scanned at least
+  that often and a lapsed lease waits at most that much longer to be
+  reclaimed. Not every second: deep into a drain with nothing vacuumed, one
+  claim from the head read 4,448 index pages (61 ms), and two workers doing
+  that every second spent as much server time on it as on all their other
+  claims together.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-REFRESH = 1.0
-"""Seconds a floor is trusted after the last claim that scanned from the head."""
+REFRESH = 5.0
+"""Seconds a floor is trusted after the last claim that scanned from the head, at most."""
 
 HEAD = (-(2**63), -(2**63))
 """A floor below every row: the claim scans from the head of the queue's range."""

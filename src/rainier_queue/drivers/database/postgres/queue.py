@@ -70,7 +70,7 @@ from .connection import (
     translated,
     unverified,
 )
-from .floor import HEAD, Floors
+from .floor import HEAD, REFRESH, Floors
 from .health import SETTINGS_SQL, ServerSettings, warnings_for
 from .listen import Listener, channel_for, notify_payload
 from .push import (
@@ -310,7 +310,7 @@ class PostgresQueue(DatabaseQueue):
         )
         self._pg = PgStatements.build(tables)
         self._push = PushStatements(tables)
-        self._floors = Floors()
+        self._floors = Floors(refresh=min(REFRESH, lease.total_seconds() / 10))
 
     @property
     def listening(self) -> bool:
