@@ -29,7 +29,7 @@ from rainier_queue.drivers.database.mysql import MySQLQueue
 from rainier_queue.drivers.database.postgres import PostgresQueue
 from rainier_queue.drivers.database.sqlite import SQLiteQueue
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.errors import LeaseLost
+from rainier_queue.errors import BrokerError, LeaseLost
 from rainier_queue.queue import Reservation
 
 from .. import mysql_service
@@ -183,3 +183,22 @@ async def test_a_job_reserved_before_the_upgrade_comes_back_when_its_old_lease_e
     await queue.acknowledge(again)
     with pytest.raises(LeaseLost):
         await queue.acknowledge(held(job, "old-short"))
+
+
+async def test_a_worker_from_before_the_upgrade_cannot_take_a_job_a_new_worker_holds(
+    opener: Opener,
+) -> None:
+    # Old code claims by moving due_at and knows nothing of lease_until: left
+    # running after the upgrade it would take jobs new workers hold. The
+    # schema refuses its claim instead.
+    queue = opener()
+    job = a_job("held")
+    await queue.push(job)
+    (reservation,) = await queue.reserve("default")
+
+    with pytest.raises(BrokerError):
+        await old_claim(queue, job, "old-worker", HOUR_US)
+
+    await queue.renew(reservation)
+    await queue.acknowledge(reservation)
+    assert await queue.size("default") == 0
