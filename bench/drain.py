@@ -11,17 +11,30 @@ this one answers "how fast is the embedded default here, now".
 
 `--url` drains through that queue instead of a temporary SQLite file; it
 should be empty to start with.
+
+A drain should not slow down as the backlog grows, so it also reports the
+rate over the first and the last tenth of the drain (from 1% to 11% done,
+and from 89% to 99%, so start-up and the last short claims count in
+neither), and the size of the jobs table and its indexes once it is empty.
+For those, `done` is read a few times a second: on PostgreSQL from the
+table's delete counter (`pg_stat_user_tables`), elsewhere from the lowest
+`seq` left (jobs are claimed in push order, so the rows below it are gone).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from rainier_queue import QueuedJob, Worker, WorkerOptions
 from rainier_queue.connections import open_queue
@@ -35,7 +48,7 @@ def envelopes(count: int) -> list[QueuedJob]:
     return [QueuedJob.create("bench-noop", {"n": n}, max_attempts=1) for n in range(count)]
 
 
-async def enqueue(url: str, jobs: list[QueuedJob], batch: int = 1000) -> float:
+async def enqueue(url: str, jobs: list[QueuedJob], batch: int = 5000) -> float:
     queue = open_queue(url)
     try:
         await queue.size("default")
@@ -63,6 +76,18 @@ async def memory_run(count: int, concurrency: int) -> tuple[float, float]:
 
 
 def cli_drain(url: str, processes: int, concurrency: int) -> float:
+    started, _ = cli_drain_sampled(url, processes, concurrency, None)
+    return started
+
+
+Progress = Callable[[], int]
+"""How many jobs of the drain are done, read without disturbing it much."""
+
+
+def cli_drain_sampled(
+    url: str, processes: int, concurrency: int, done: Progress | None
+) -> tuple[float, list[tuple[float, int]]]:
+    """Drain with `processes` CLI workers; (seconds taken, (time, jobs done) samples)."""
     command = [
         sys.executable,
         "-m",
@@ -76,15 +101,104 @@ def cli_drain(url: str, processes: int, concurrency: int) -> float:
         "--concurrency",
         str(concurrency),
     ]
+    samples: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        assert done is not None
+        while not stop.wait(0.2):
+            samples.append((time.perf_counter(), done()))
+
+    sampler = threading.Thread(target=sample, daemon=True)
     started = time.perf_counter()
     procs = [
         subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL) for _ in range(processes)
     ]
+    if done is not None:
+        sampler.start()
     codes = [p.wait() for p in procs]
     elapsed = time.perf_counter() - started
+    stop.set()
+    if done is not None:
+        sampler.join()
     if any(codes):
         raise SystemExit(f"a worker exited with {codes}")
-    return elapsed
+    return elapsed, samples
+
+
+def window_rate(samples: list[tuple[float, int]], count: int, low: float, high: float) -> float:
+    """Jobs/s between the samples where `low` and `high` of `count` were first done."""
+
+    def crossing(share: float) -> tuple[float, int]:
+        return next(s for s in samples if s[1] >= share * count)
+
+    (t0, n0), (t1, n1) = crossing(low), crossing(high)
+    return (n1 - n0) / (t1 - t0) if t1 > t0 else float("nan")
+
+
+def _jobs_table(url: str) -> str:
+    return (parse_qs(urlsplit(url).query).get("prefix") or ["rainier_"])[0] + "jobs"
+
+
+def _pg_dsn(url: str) -> str:
+    return url.split("?", 1)[0]
+
+
+def progress_for(url: str, count: int) -> Progress:
+    """A reader of how many of the `count` jobs just pushed to `url` are done."""
+    table = _jobs_table(url)
+    if url.startswith("postgres"):
+        import psycopg
+
+        conn = psycopg.connect(_pg_dsn(url), autocommit=True)
+        sql = "SELECT n_tup_del FROM pg_stat_user_tables WHERE relname = %s"
+
+        def deleted() -> int:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute(sql, (table,)).fetchone()
+            return int(row[0]) if row else 0
+
+        base = deleted()
+        return lambda: deleted() - base
+    if url.startswith("sqlite"):
+        path = url.split("://", 1)[1].split("?", 1)[0]
+        lite = sqlite3.connect(path, check_same_thread=False)
+        first = lite.execute(f"SELECT MIN(seq), MAX(seq) FROM {table}").fetchone()
+        low, high = int(first[0]), int(first[1])
+
+        def below() -> int:
+            row = lite.execute(f"SELECT seq FROM {table} ORDER BY seq LIMIT 1").fetchone()
+            return count if row is None else min(count, int(row[0]) - low)
+
+        assert high - low + 1 == count, "the queue was not empty before the push"
+        return below
+    raise SystemExit(f"no progress reader for {url}")
+
+
+def sizes_after(url: str) -> str:
+    """The jobs table's and its indexes' size on disk, as a line to print."""
+    table = _jobs_table(url)
+    if url.startswith("postgres"):
+        import psycopg
+
+        with psycopg.connect(_pg_dsn(url), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT pg_relation_size(%s), pg_indexes_size(%s)", (table, table)
+            ).fetchone()
+            assert row is not None
+            parts = conn.execute(
+                "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) "
+                "FROM pg_index WHERE indrelid = %s::regclass ORDER BY 1",
+                (table,),
+            ).fetchall()
+        each = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in parts)
+        return f"table {row[0] / 1e6:.1f} MB, indexes {row[1] / 1e6:.1f} MB ({each})"
+    path = url.split("://", 1)[1].split("?", 1)[0]
+    with closing(sqlite3.connect(path)) as lite:
+        pages = lite.execute("PRAGMA page_count").fetchone()[0]
+        free = lite.execute("PRAGMA freelist_count").fetchone()[0]
+        size = lite.execute("PRAGMA page_size").fetchone()[0]
+    return f"file {pages * size / 1e6:.1f} MB, of it free pages {free * size / 1e6:.1f} MB"
 
 
 async def sqlite_run(count: int, processes: int, concurrency: int) -> tuple[float, float]:
@@ -95,7 +209,8 @@ async def sqlite_run(count: int, processes: int, concurrency: int) -> tuple[floa
 async def url_run(url: str, count: int, processes: int, concurrency: int) -> tuple[float, float]:
     """Enqueue `count` jobs on `url`, then drain them with `processes` CLI workers."""
     pushed = await enqueue(url, envelopes(count))
-    drained = await asyncio.to_thread(cli_drain, url, processes, concurrency)
+    done = progress_for(url, count) if url.startswith(("postgres", "sqlite")) else None
+    drained, samples = await asyncio.to_thread(cli_drain_sampled, url, processes, concurrency, done)
     queue = open_queue(url)
     try:
         left = await queue.size("default")
@@ -103,6 +218,14 @@ async def url_run(url: str, count: int, processes: int, concurrency: int) -> tup
         await queue.aclose()
     if left:
         raise SystemExit(f"{left} jobs were left behind")
+    if samples:
+        first = window_rate(samples, count, 0.01, 0.11)
+        last = window_rate(samples, count, 0.89, 0.99)
+        print(
+            f"{url.split(':', 1)[0]}: first tenth {first:,.0f} jobs/s, last tenth "
+            f"{last:,.0f} jobs/s ({(last / first - 1) * 100:+.0f}%); after the drain: "
+            f"{sizes_after(url)}"
+        )
     return pushed, drained
 
 
@@ -112,8 +235,11 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--url", help="drain through this queue instead of a temporary SQLite file")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory driver's run")
     args = parser.parse_args()
-    rows = [("memory (1 process)", *asyncio.run(memory_run(args.jobs, args.concurrency)))]
+    rows = []
+    if not args.no_memory:
+        rows.append(("memory (1 process)", *asyncio.run(memory_run(args.jobs, args.concurrency))))
     if args.url:
         scheme = args.url.split(":", 1)[0]
         run = url_run(args.url, args.jobs, args.processes, args.concurrency)

@@ -261,6 +261,53 @@ async def test_a_stale_reservation_cannot_settle_the_job_another_worker_took(
     assert await queue.size("default") == 0
 
 
+async def test_a_lapsed_lease_behind_where_the_last_claim_stopped_is_still_claimed(
+    opened: Callable[..., PostgresQueue], prefix: str
+) -> None:
+    # Claims start past the last row this process took; a row that becomes
+    # claimable behind that point must not be lost to an empty answer.
+    queue = opened(lease="90s")
+    first, second, third = a_job("first"), a_job("second"), a_job("third")
+    for job in (first, second, third):
+        await queue.push(job)
+    (taken,) = await queue.reserve("default")
+    assert taken.job.id == first.id
+    assert [r.job.id for r in await queue.reserve("default")] == [second.id]
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:
+        # As if the first worker died and its lease ran out.
+        await conn.execute(f"UPDATE {prefix}jobs SET lease_until = 0 WHERE id = %s", (first.id,))
+
+    assert [r.job.id for r in await queue.reserve("default")] == [third.id]
+    (again,) = await queue.reserve("default")
+
+    assert again.job.id == first.id
+    assert again.job.attempts == 2
+    assert await queue.reserve("default") == []
+    with pytest.raises(LeaseLost):
+        await queue.acknowledge(taken)
+
+
+async def test_acknowledging_with_the_next_claim_finds_a_row_behind_the_last_claim(
+    opened: Callable[..., PostgresQueue], prefix: str
+) -> None:
+    queue = opened(lease="90s")
+    first, second = a_job("first"), a_job("second")
+    await queue.push(first)
+    await queue.push(second)
+    (one,) = await queue.reserve("default")
+    (two,) = await queue.reserve("default")
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:
+        await conn.execute(f"UPDATE {prefix}jobs SET lease_until = 0 WHERE id = %s", (first.id,))
+
+    outcomes, claimed = await queue.acknowledge_and_reserve([two], "default", limit=5)
+
+    assert outcomes == [None]
+    assert [r.job.id for r in claimed] == [first.id]
+    await queue.acknowledge(claimed[0])
+    assert await queue.size("default") == 0
+    assert one.job.id == first.id
+
+
 # -- schema, options, errors ------------------------------------------------------
 
 
@@ -347,6 +394,7 @@ async def test_workers_migrating_at_once_apply_each_migration_once(
     assert sorted(name for names in applied for name in names) == [
         "0001_jobs",
         "0002_failed_jobs",
+        "0003_lease_until",
     ]
 
 

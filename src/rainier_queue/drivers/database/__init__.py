@@ -11,8 +11,9 @@ and idle workers poll (each dialect may add a faster wake-up: PostgreSQL's
 The semantics are `MemoryQueue`'s, in SQL:
 
 - a reservation is a random `reservation_token` written into the row with
-  the lease's end (`due_at`); every settle matches on id *and* token, and
-  matching no row is `LeaseLost`;
+  the lease's end (`lease_until`, a column no index holds, so a claim writes
+  no index entry); every settle matches on id *and* token, and matching no
+  row is `LeaseLost`;
 - a row whose lease ended is due again, so the next `reserve` reclaims it
   (counting another attempt, as every delivery does) and no reaper runs;
 - `fail` copies the row into the failed table and then deletes it, in one
@@ -227,7 +228,7 @@ class DatabaseQueue(Queue):
 
         async def work(s: Session) -> tuple[list[Reservation], int]:
             now = await self._dialect.now(s)
-            rows = await s.fetchall(self._sql.select_due, (queue, now, limit))
+            rows = await s.fetchall(self._sql.select_due, (queue, now, now, limit))
             until = now + self._lease_us
             claims: list[tuple[object, ...]] = []
             out: list[Reservation] = []
@@ -314,9 +315,10 @@ class DatabaseQueue(Queue):
         sql = self._sql.soonest_due_for(self._dialect, len(queues))
 
         async def soonest(s: Session) -> tuple[int, int | None]:
-            rows = await s.fetchall(sql, tuple(queues))
+            now = await self._dialect.now(s)
+            rows = await s.fetchall(sql, self._sql.soonest_due_params(queues, now))
             due = rows[0][0] if rows else None
-            return await self._dialect.now(s), None if due is None else int(due)
+            return now, None if due is None else int(due)
 
         loop = asyncio.get_running_loop()
         ends = loop.time() + timeout.total_seconds()

@@ -10,6 +10,7 @@ between two workers either.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Self
 
@@ -21,6 +22,12 @@ ENVELOPE = (
     "unique_key"
 )
 """The envelope's columns, in the order `job_from_row` reads them."""
+
+UNLEASED = "(lease_until IS NULL OR lease_until <= ?)"
+"""No lease holds the row at `?`: it was never claimed, was released, or its lease lapsed."""
+
+CLAIMABLE_AT = "CASE WHEN lease_until > due_at THEN lease_until ELSE due_at END"
+"""When a row can next be claimed: the later of its due time and its lease's end."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,17 +70,19 @@ class Statements:
             "push": f"INSERT INTO {jobs} ({ENVELOPE}, due_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             # The first *due* rows, not simply the first: a delayed job at the
-            # head must not block the ones behind it. Lapsed leases are due too.
+            # head must not block the ones behind it, nor a reserved one (its
+            # lease not yet over). Lapsed leases are due again.
             "select_due": f"SELECT seq, {ENVELOPE} FROM {jobs} WHERE queue = ? AND due_at <= ? "
-            f"ORDER BY due_at, seq LIMIT ? {dialect.claim_suffix}".rstrip(),
+            f"AND {UNLEASED} ORDER BY due_at, seq LIMIT ? {dialect.claim_suffix}".rstrip(),
+            # Only columns outside every index: no index entry is written.
             "claim": f"UPDATE {jobs} SET attempts = attempts + 1, reservation_token = ?, "
-            "reserved_at = ?, due_at = ? WHERE seq = ?",
+            "reserved_at = ?, lease_until = ? WHERE seq = ?",
             "acknowledge": f"DELETE FROM {jobs} {fenced}",
             "release": f"UPDATE {jobs} SET reservation_token = NULL, reserved_at = NULL, "
-            "available_at = ?, due_at = ?, "
+            "lease_until = NULL, available_at = ?, due_at = ?, "
             "attempts = CASE WHEN attempts >= ? THEN attempts - ? ELSE 0 END "
             f"{fenced}",
-            "renew": f"UPDATE {jobs} SET due_at = ? {fenced}",
+            "renew": f"UPDATE {jobs} SET lease_until = ? {fenced}",
             # Copied row to row inside the database: the failed record is the
             # job exactly as stored, and it is written only if the token matches.
             "record_failure": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
@@ -87,12 +96,12 @@ class Statements:
             f"SELECT {ENVELOPE}, ?, ? FROM {jobs} WHERE seq = ?",
             "quarantine_locked_delete": f"DELETE FROM {jobs} WHERE seq = ?",
             "size": f"SELECT COUNT(*) FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
-            # A reserved row's due_at is its lease end; a free one's, when it falls due.
+            # A reserved row is next claimable when its lease ends; a free one, when due.
             "counts": "SELECT "
             f"{_count('reservation_token IS NULL AND due_at <= ?')}, "
             f"{_count('reservation_token IS NULL AND due_at > ?')}, "
             f"{_count('reservation_token IS NOT NULL')}, "
-            "MIN(CASE WHEN reservation_token IS NOT NULL OR due_at > ? THEN due_at END) "
+            f"MIN(CASE WHEN reservation_token IS NOT NULL OR due_at > ? THEN {CLAIMABLE_AT} END) "
             f"FROM {jobs} WHERE queue = ?",
             "clear": f"DELETE FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
             "failed_all": f"{failed_list} ORDER BY failed_at DESC, seq DESC LIMIT ?",
@@ -114,12 +123,35 @@ class Statements:
             "flush_queue": f"DELETE FROM {failed} WHERE queue = ?",
         }
         converted = {key: dialect.sql(text) for key, text in raw.items()}
-        soonest = f"SELECT MIN(due_at) FROM {jobs} WHERE queue IN ({{marks}})"
-        return cls(**converted, soonest_due=soonest)
+        return cls(**converted, soonest_due=soonest_sql(jobs, "?", "IN ({marks})"))
 
     def soonest_due_for(self, dialect: Dialect, count: int) -> str:
         """`soonest_due` for `count` queue names."""
         return dialect.sql(self.soonest_due.format(marks=", ".join(["?"] * count)))
+
+    @staticmethod
+    def soonest_due_params(queues: Sequence[str], now: int) -> tuple[object, ...]:
+        """The parameters of `soonest_due_for(len(queues))`, read at `now`."""
+        return (*queues, now, now, now, *queues, now, *queues, now)
+
+
+def soonest_sql(jobs: str, now: str, queues: str) -> str:
+    """When the soonest of `queues`' rows is claimable; `now` itself if one is already.
+
+    `now` and `queues` are SQL: a placeholder (or the server's clock), and the
+    test on `queue` (`IN (...)`). A claimable row is looked for first, so a
+    backlog costs one index probe; with none, every row due by `now` is reserved
+    (the rows in flight, few), and the answer is the soonest of their lease ends
+    and of the delayed rows' due times (the first entry past `now` in the index).
+    """
+    return (
+        f"SELECT CASE WHEN EXISTS (SELECT 1 FROM {jobs} WHERE queue {queues} "
+        f"AND due_at <= {now} AND {UNLEASED.replace('?', now)}) THEN {now} "
+        "ELSE (SELECT MIN(t) FROM ("
+        f"SELECT MIN(due_at) AS t FROM {jobs} WHERE queue {queues} AND due_at > {now} "
+        f"UNION ALL SELECT MIN(lease_until) AS t FROM {jobs} WHERE queue {queues} "
+        f"AND due_at <= {now}) AS soonest) END"
+    )
 
 
 def _count(condition: str) -> str:

@@ -103,7 +103,7 @@ _WRONG_SETTINGS = {
 """Refusals no wait will fix (access denied, unknown database), each with what to do."""
 _NO_TABLE = 1146
 _DUPLICATE_KEY = 1062
-_ALREADY_THERE = frozenset({1050, 1061})
+_ALREADY_THERE = frozenset({1050, 1060, 1061, 1826})  # table, column, index, check
 """Table exists, index name exists."""
 
 

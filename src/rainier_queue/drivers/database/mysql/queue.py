@@ -62,7 +62,7 @@ from ..dialect import Dialect, Work
 from ..dialect import Session as SessionProtocol
 from ..nearby import shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
-from ..statements import ENVELOPE
+from ..statements import ENVELOPE, UNLEASED
 from .connection import (
     NOW_US,
     ClientTLS,
@@ -226,12 +226,12 @@ class MySQLQueue(DatabaseQueue):
         # the length of one statement), which saves a round trip per reserve.
         self._claimable = (
             f"SELECT seq, {ENVELOPE}, {NOW_US} FROM {jobs} "
-            f"WHERE queue = %s AND due_at <= {NOW_US} "
+            f"WHERE queue = %s AND due_at <= {NOW_US} AND {UNLEASED.replace('?', NOW_US)} "
             "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED"
         )
         self._claim_rows = (
             f"UPDATE {jobs} SET attempts = attempts + 1, reservation_token = CASE seq {{cases}} "
-            "END, reserved_at = %s, due_at = %s WHERE seq IN ({marks})"
+            "END, reserved_at = %s, lease_until = %s WHERE seq IN ({marks})"
         )
         self._lock_held = (
             f"SELECT id, reservation_token FROM {jobs} WHERE id IN ({{marks}}) FOR UPDATE"

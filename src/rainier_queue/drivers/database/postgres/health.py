@@ -5,8 +5,9 @@ A queue table lives differently from an ordinary one: its rows are
 inserted and deleted all day, and a job accepted must not be lost. So
 settings that are harmless elsewhere hurt here: a lazy commit loses
 accepted jobs in a crash, and a table nobody vacuums keeps every dead row
-and index entry, so the table and its indexes grow and each claim steps
-over the dead entries of every job settled before it. And jobs carry data:
+and index entry, so the table and its indexes grow and every claim that
+reads the queue from its head steps over the dead entries of every job
+settled before it. And jobs carry data:
 sent in the clear to a server on another machine, or over TLS to a server
 whose certificate nobody checked, they can be read and changed on the way.
 
@@ -94,8 +95,9 @@ def warnings_for(settings: ServerSettings) -> list[str]:
     table = settings.jobs_table
     churn = (
         f"{table} has rows inserted and deleted all day; until it is vacuumed their dead "
-        "versions and index entries stay, so the table grows and each claim steps over the "
-        "dead entries of every job settled before it"
+        "versions and index entries stay, so the table and its indexes grow, and each claim "
+        "that reads the queue from its head (an idle worker's, and one every few seconds in a "
+        "busy one) steps over the dead entries of every job settled before it"
     )
     if _is_off(settings.autovacuum):
         warnings.append(

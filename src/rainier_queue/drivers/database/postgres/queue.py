@@ -70,6 +70,7 @@ from .connection import (
     translated,
     unverified,
 )
+from .floor import HEAD, REFRESH, Floors
 from .health import SETTINGS_SQL, ServerSettings, warnings_for
 from .listen import Listener, channel_for, notify_payload
 from .push import (
@@ -87,6 +88,8 @@ if TYPE_CHECKING:
     from ... import DriverContext
 
 T = TypeVar("T")
+
+Rows = list[Row]
 
 
 _MICROSECOND = timedelta(microseconds=1)
@@ -307,6 +310,7 @@ class PostgresQueue(DatabaseQueue):
         )
         self._pg = PgStatements.build(tables)
         self._push = PushStatements(tables)
+        self._floors = Floors(refresh=min(REFRESH, lease.total_seconds() / 10))
 
     @property
     def listening(self) -> bool:
@@ -418,8 +422,32 @@ class PostgresQueue(DatabaseQueue):
     async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
         if limit < 1:
             return []
-        _, rows = await self._one(self._pg.claim, (queue, limit, self._lease_us))
+        rows = await self._claim(queue, limit, self._claim_from(queue, limit))
         return await self._reservations(queue, rows, limit)
+
+    def _claim_from(self, queue: str, limit: int) -> Callable[[tuple[int, int]], Awaitable[Rows]]:
+        """The plain claim of up to `limit` rows of `queue`, from a given floor."""
+
+        async def claim(floor: tuple[int, int]) -> Rows:
+            _, rows = await self._one(self._pg.claim, (queue, *floor, limit, self._lease_us))
+            return rows
+
+        return claim
+
+    async def _claim(
+        self, queue: str, limit: int, first: Callable[[tuple[int, int]], Awaitable[Rows]]
+    ) -> Rows:
+        """Claim by `first` from this process's floor for `queue` (see `floor`); if that
+        finds nothing, claim again from the head, so nothing claimable is left behind."""
+        floor = self._floors.start(queue)
+        rows = await first(floor or HEAD)
+        from_head = floor is None
+        if not rows and not from_head:
+            rows = await self._claim_from(queue, limit)(HEAD)
+            from_head = True
+        keys = [(int(row[1]), int(row[0])) for row in rows]
+        self._floors.claimed(queue, keys, from_head=from_head)
+        return rows
 
     async def _reservations(self, queue: str, rows: list[Row], limit: int) -> list[Reservation]:
         """The claimed rows as reservations; rows that are not jobs are failed, and claimed for.
@@ -430,8 +458,8 @@ class PostgresQueue(DatabaseQueue):
         out, malformed = await self._read_claimed(queue, rows)
         passes = 1
         while malformed and len(out) < limit and passes < MAX_CLAIM_PASSES:
-            params = (queue, limit - len(out), self._lease_us)
-            _, rows = await self._one(self._pg.claim, params)
+            left = limit - len(out)
+            rows = await self._claim(queue, left, self._claim_from(queue, left))
             more, malformed = await self._read_claimed(queue, rows)
             out += more
             passes += 1
@@ -470,7 +498,7 @@ class PostgresQueue(DatabaseQueue):
         waiter = listener.register(queues)
         try:
             marks = ", ".join(["%s"] * len(queues))
-            _, rows = await self._one(self._pg.soonest.format(marks=marks), queues)
+            _, rows = await self._one(self._pg.soonest.format(marks=marks), [*queues] * 3)
             due, now = rows[0]
             if due is not None:
                 if due <= now:
@@ -504,10 +532,15 @@ class PostgresQueue(DatabaseQueue):
             return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
         ids = [r.job.id for r in reservations]
         tokens = [r.token for r in reservations]
-        params = (ids, tokens, queue, limit, self._lease_us)
-        _, rows = await self._one(self._pg.acknowledge_and_claim, params)
-        claimed = [row[:-2] for row in rows if row[0] is not None]
-        acked = [row[-2:] for row in rows if row[0] is None]
+        acked: list[Sequence[object]] = []
+
+        async def both(floor: tuple[int, int]) -> Rows:
+            params = (ids, tokens, queue, *floor, limit, self._lease_us)
+            _, rows = await self._one(self._pg.acknowledge_and_claim, params)
+            acked.extend(row[-2:] for row in rows if row[0] is None)
+            return [row[:-2] for row in rows if row[0] is not None]
+
+        claimed = await self._claim(queue, limit, both)
         return _acknowledged(reservations, acked), await self._reservations(queue, claimed, limit)
 
     @override

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from ..schema import Tables
-from ..statements import ENVELOPE
+from ..statements import ENVELOPE, UNLEASED, soonest_sql
 from .connection import NOW_US
 
 
@@ -22,6 +22,7 @@ class PgStatements:
     """The statements PostgreSQL runs in one round trip where portable SQL takes several."""
 
     claim: str
+    """Parameters: queue, the floor's due_at and seq (see `floor`), limit, lease."""
     acknowledge_many: str
     acknowledge_and_claim: str
     """`acknowledge_many` and `claim` as one statement; acknowledged rows come last, with
@@ -30,24 +31,27 @@ class PgStatements:
     renew: str
     fail: str
     soonest: str
-    """Template with `{marks}` for the queue names."""
+    """Template with `{marks}` for the queue names, which are passed three times over."""
 
     @classmethod
     def build(cls, tables: Tables) -> Self:
         jobs = tables.jobs
-        returned = ["j.seq", "picked.was_due", "j.due_at", "j.reservation_token"] + [
+        returned = ["j.seq", "picked.was_due", "j.lease_until", "j.reservation_token"] + [
             f"j.{c}" for c in ENVELOPE.split(", ")
         ]
         clock_and_pick = (
             f"clock AS (SELECT {NOW_US} AS now), "
             f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
-            "WHERE queue = %s AND due_at <= (SELECT now FROM clock) "
+            "WHERE queue = %s AND (due_at, seq) > (%s, %s) AND due_at <= (SELECT now FROM clock) "
+            f"AND {UNLEASED.replace('?', '(SELECT now FROM clock)')} "
             "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED)"
         )
+        # No indexed column changes, so with room on the page (the table's
+        # fillfactor) the update is HOT: no index entry is written.
         update = (
             f"UPDATE {jobs} AS j SET attempts = j.attempts + 1, "
             "reservation_token = replace(gen_random_uuid()::text, '-', ''), "
-            "reserved_at = clock.now, due_at = clock.now + %s "
+            "reserved_at = clock.now, lease_until = clock.now + %s "
             "FROM picked, clock WHERE j.seq = picked.seq "
             f"RETURNING {', '.join(returned)}"
         )
@@ -67,18 +71,20 @@ class PgStatements:
             "SELECT *, NULL, NULL FROM claimed UNION ALL "
             f"SELECT {', '.join(['NULL'] * len(returned))}, id, reservation_token FROM acked",
             release=f"WITH clock AS (SELECT {NOW_US} AS now) UPDATE {jobs} SET "
-            "reservation_token = NULL, reserved_at = NULL, "
+            "reservation_token = NULL, reserved_at = NULL, lease_until = NULL, "
             "available_at = clock.now + %s, due_at = clock.now + %s, "
             "attempts = CASE WHEN attempts >= %s THEN attempts - %s ELSE 0 END "
             "FROM clock WHERE id = %s AND reservation_token = %s",
-            renew=f"UPDATE {jobs} SET due_at = {NOW_US} + %s "
+            renew=f"UPDATE {jobs} SET lease_until = {NOW_US} + %s "
             "WHERE id = %s AND reservation_token = %s",
             # Removed and recorded in one statement, so atomically: the job is
             # in exactly one of the two tables, whatever happens.
             fail=f"WITH gone AS (DELETE FROM {jobs} WHERE id = %s AND reservation_token = %s "
             f"RETURNING {ENVELOPE}) INSERT INTO {tables.failed} ({ENVELOPE}, error, failed_at) "
             f"SELECT {ENVELOPE}, %s, {NOW_US} FROM gone",
-            soonest=f"SELECT (SELECT MIN(due_at) FROM {jobs} WHERE queue IN ({{marks}})), {NOW_US}",
+            soonest=f"WITH clock AS (SELECT {NOW_US} AS now) "
+            f"SELECT ({soonest_sql(jobs, '(SELECT now FROM clock)', 'IN ({marks})')}), "
+            "(SELECT now FROM clock)",
         )
 
 

@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: MIT
+"""Jobs stored under an older schema are worked after the upgrade, on every SQL database.
+
+Migration 3 moved the lease's end out of the indexed `due_at` into
+`lease_until`. A database upgraded in place holds rows written the old way:
+waiting, delayed, and reserved (with the lease's end in `due_at`), some of
+them by a worker that is still running its job. Each must come out of the
+upgrade as it went in: the waiting ones claimable, the delayed ones not yet,
+a live lease still hiding its job (and still the old worker's to renew and
+settle), a lapsed one claimable again.
+
+The old tables are made by the shipped migrations 1 and 2, and the old
+writes by the old statements, spelled out here as SQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from rainier_queue.drivers.database import DatabaseQueue
+from rainier_queue.drivers.database import schema as schema_module
+from rainier_queue.drivers.database.dialect import Session
+from rainier_queue.drivers.database.mysql import MySQLQueue
+from rainier_queue.drivers.database.postgres import PostgresQueue
+from rainier_queue.drivers.database.sqlite import SQLiteQueue
+from rainier_queue.envelope import QueuedJob
+from rainier_queue.errors import BrokerError, LeaseLost
+from rainier_queue.queue import Reservation
+
+from .. import mysql_service
+from ..postgres import PG_URL, drop_prefixed, require_postgres
+
+pytestmark = pytest.mark.timeout(60)
+
+HOUR_US = 3_600_000_000
+
+Opener = Callable[[], DatabaseQueue]
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+async def opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
+    prefix = f"up{uuid.uuid4().hex[:10]}_"
+    kind: str = request.param
+    if kind == "postgres":
+        require_postgres()
+    elif kind == "mysql":
+        mysql_service.check()
+    opened: list[DatabaseQueue] = []
+
+    def open_one() -> DatabaseQueue:
+        queue: DatabaseQueue
+        if kind == "sqlite":
+            queue = SQLiteQueue(str(tmp_path / "jobs.db"), prefix=prefix)
+        elif kind == "postgres":
+            queue = PostgresQueue(PG_URL, prefix=prefix)
+        else:
+            queue = MySQLQueue(mysql_service.SERVER, prefix=prefix)
+        opened.append(queue)
+        return queue
+
+    yield open_one
+    for queue in opened:
+        await queue.aclose()
+    if kind == "postgres":
+        await drop_prefixed(prefix)
+    elif kind == "mysql":
+        await mysql_service.drop_tables(prefix)
+
+
+@pytest.fixture
+def before_migration_3() -> Iterator[Callable[[], None]]:
+    """Migrations up to 2 only, as the previous release shipped them, until the
+    test calls the function given (the upgrade to this code)."""
+    shipped = schema_module.MIGRATIONS
+
+    def upgrade() -> None:
+        schema_module.MIGRATIONS = shipped
+
+    schema_module.MIGRATIONS = tuple(m for m in shipped if m.version <= 2)
+    try:
+        yield upgrade
+    finally:
+        upgrade()
+
+
+def a_job(name: str, *, delay: timedelta | None = None) -> QueuedJob:
+    return QueuedJob.create("upgrade", {"name": name}, max_attempts=5, delay=delay)
+
+
+async def old_claim(queue: DatabaseQueue, job: QueuedJob, token: str, lease_us: int) -> None:
+    """Reserve `job` as the code before migration 3 did: the lease's end went into due_at."""
+    dialect, jobs = queue._dialect, queue._tables.jobs
+
+    async def work(s: Session) -> None:
+        now = await dialect.now(s)
+        sql = dialect.sql(
+            f"UPDATE {jobs} SET attempts = attempts + 1, reservation_token = ?, "
+            "reserved_at = ?, due_at = ? WHERE id = ?"
+        )
+        assert await s.execute(sql, (token, now, now + lease_us, job.id)) == 1
+
+    await dialect.run(work)
+
+
+def held(job: QueuedJob, token: str) -> Reservation:
+    """The reservation an old worker still holds in memory."""
+    return Reservation(job=job, token=token, lease_until=None, lease=timedelta(seconds=90))
+
+
+async def write_old_rows(
+    queue: DatabaseQueue,
+) -> tuple[QueuedJob, QueuedJob, QueuedJob, QueuedJob]:
+    waiting, delayed = a_job("waiting"), a_job("delayed", delay=timedelta(hours=1))
+    live, lapsed = a_job("live"), a_job("lapsed")
+    await queue.push_many([waiting, delayed, live, lapsed])
+    await old_claim(queue, live, "old-live", HOUR_US)
+    await old_claim(queue, lapsed, "old-lapsed", -1_000_000)
+    return waiting, delayed, live, lapsed
+
+
+async def test_rows_written_before_the_lease_column_are_worked_after_it(
+    opener: Opener, before_migration_3: Callable[[], None]
+) -> None:
+    upgrade = before_migration_3
+    old = opener()
+    assert await old.migrate() == ["0001_jobs", "0002_failed_jobs"]
+    waiting, delayed, live, lapsed = await write_old_rows(old)
+    upgrade()
+
+    queue = opener()
+    counts = await queue.counts("default")
+    assert (counts.waiting, counts.delayed, counts.reserved) == (1, 1, 2)
+
+    claimed = await queue.reserve("default", limit=10)
+
+    by_id = {r.job.id: r for r in claimed}
+    assert set(by_id) == {waiting.id, lapsed.id}
+    assert by_id[waiting.id].job.attempts == 1
+    assert by_id[lapsed.id].job.attempts == 2  # the old delivery counted, and this one
+    assert await queue.schema_status() == (3, 3)
+    # The old worker whose lease lapsed has lost the job; the one still inside
+    # its lease keeps it, renews it, and settles it.
+    with pytest.raises(LeaseLost):
+        await queue.acknowledge(held(lapsed, "old-lapsed"))
+    await queue.renew(held(live, "old-live"))
+    assert await queue.reserve("default", limit=10) == []
+    await queue.acknowledge(held(live, "old-live"))
+    for reservation in claimed:
+        await queue.acknowledge(reservation)
+    counts = await queue.counts("default")
+    assert (counts.waiting, counts.delayed, counts.reserved) == (0, 1, 0)
+    assert counts.next_due is not None
+    assert abs((counts.next_due - delayed.available_at).total_seconds()) < 120
+
+
+async def test_a_job_reserved_before_the_upgrade_comes_back_when_its_old_lease_ends(
+    opener: Opener, before_migration_3: Callable[[], None]
+) -> None:
+    upgrade = before_migration_3
+    old = opener()
+    await old.migrate()
+    job = a_job("short lease")
+    await old.push(job)
+    await old_claim(old, job, "old-short", 1_500_000)
+    upgrade()
+
+    queue = opener()
+    assert await queue.reserve("default") == []
+    batch: list[Reservation] = []
+    for _ in range(50):  # a wait may end early (a listener connecting wakes its waiters)
+        await queue.wait_for_work(["default"], timedelta(seconds=10))
+        if batch := await queue.reserve("default"):
+            break
+    (again,) = batch
+
+    assert again.job.id == job.id
+    assert again.job.attempts == 2
+    await queue.acknowledge(again)
+    with pytest.raises(LeaseLost):
+        await queue.acknowledge(held(job, "old-short"))
+
+
+async def test_a_worker_from_before_the_upgrade_cannot_take_a_job_a_new_worker_holds(
+    opener: Opener,
+) -> None:
+    # Old code claims by moving due_at and knows nothing of lease_until: left
+    # running after the upgrade it would take jobs new workers hold. The
+    # schema refuses its claim instead.
+    queue = opener()
+    job = a_job("held")
+    await queue.push(job)
+    (reservation,) = await queue.reserve("default")
+
+    with pytest.raises(BrokerError):
+        await old_claim(queue, job, "old-worker", HOUR_US)
+
+    await queue.renew(reservation)
+    await queue.acknowledge(reservation)
+    assert await queue.size("default") == 0
