@@ -7,13 +7,14 @@ times its record was handed out, set to offset + 1 when a job is
 acknowledged. These pin that a hand-out counts its delivery there before the
 job runs, and an acknowledgement moves it on; that a job costs two writes,
 both to the cursor; that a cursor that is not one is refused; that clear
-moves it to the end and counts what it skipped, and that a worker holding
-a partition (trusting the cursor it moved last, so as not to read it before
-every job) honours a clear made by another process; that each group has its own and gets every job; that a partition
-never read starts at its earliest record, not its end, which would skip the
-jobs pushed before any worker looked; that a cursor behind the earliest
-record is a lost range (test_kafka_retention.py has the broker test); and
-that a reservation Kafka did not make cannot settle.
+moves it to the end and counts what it skipped, and that a worker holding a
+partition (trusting the cursor it moved last, so as not to read it before
+every job) honours a clear made by another process; that each group has its
+own and gets every job; that a partition never read starts at its earliest
+record, not its end, which would skip the jobs pushed before any worker
+looked; that a cursor behind the earliest record is a lost range
+(test_kafka_retention.py has the broker test); and that a reservation Kafka
+did not make cannot settle.
 """
 
 from __future__ import annotations
