@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         push, dispatch = statistics.median(pushes), statistics.median(dispatches)
         per_push, per_dispatch = push / args.jobs * 1e6, dispatch / args.jobs * 1e6
         print(
-            f"{url:<28} {per_push:>9.2f} µs {per_dispatch:>11.2f} µs {dispatch / push:>6.2f}×",
+            f"{url:<28} {per_push:>9.2f} µs {per_dispatch:>11.2f} µs {dispatch / push:>6.2f}x",
             flush=True,
         )
     return 0

@@ -40,14 +40,7 @@ from typing_extensions import dataclass_transform
 
 from .backoff import JOB_BACKOFF_CAP, JOB_BACKOFF_SPREAD, jittered, job_backoff
 from .context import JobContext
-from .payload import (
-    JSONValue,
-    _Mismatch,
-    check_supported,
-    dataclass_from_json,
-    dataclass_to_json,
-    mismatch_error,
-)
+from .payload import JSONValue, PayloadCodec, _Mismatch, mismatch_error
 
 P = ParamSpec("P")
 
@@ -75,7 +68,7 @@ class Job:
     unique_for: ClassVar[timedelta] = DEFAULT_UNIQUE_FOR
     """How long a uniqueness lock stands if no worker releases it (a safety net)."""
 
-    _hints_checked: ClassVar[bool] = False
+    _codec: ClassVar[PayloadCodec | None] = None
 
     def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -92,19 +85,18 @@ class Job:
         tries = cls.__dict__.get("tries", cls.tries)
         if not isinstance(tries, int) or isinstance(tries, bool) or tries < 1:
             raise TypeError(f"{cls.__qualname__}.tries must be a whole number of at least 1")
-        cls._hints_checked = False
+        cls._codec = None
         # A forward reference not yet defined is checked again at first use.
         with contextlib.suppress(NameError):
-            cls._check_field_types()
+            cls._payload_codec()
 
     @classmethod
-    def _check_field_types(cls) -> None:
-        if cls._hints_checked:
-            return
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            check_supported(hints[f.name], f"{cls.__qualname__}.{f.name}")
-        cls._hints_checked = True
+    def _payload_codec(cls) -> PayloadCodec:
+        """The class's fields checked once (refused if one cannot travel as JSON), then reused."""
+        codec = cls._codec
+        if codec is None:
+            codec = cls._codec = PayloadCodec(cls)
+        return codec
 
     def __post_init__(self) -> None:
         # A job rebuilt from its stored payload had every field checked on the
@@ -154,19 +146,19 @@ class Job:
     def to_payload(self) -> JSONValue:
         """The job's fields as JSON, checked against their types."""
         cls = type(self)
-        cls._check_field_types()
+        codec = cls._codec or cls._payload_codec()
         try:
-            return dataclass_to_json(self)
+            return codec.dump(self)
         except _Mismatch as exc:
             raise mismatch_error(f"{cls.__qualname__} (job `{cls.name}`)", exc) from None
 
     @classmethod
     def from_payload(cls, payload: JSONValue) -> Job:
         """Rebuild the job from its stored payload, or say how they diverged."""
-        cls._check_field_types()
+        codec = cls._payload_codec()
         rebuilding = _REBUILDING.set(True)
         try:
-            built: Job = dataclass_from_json(cls, {} if payload is None else payload)
+            built: Job = codec.load({} if payload is None else payload)
         except _Mismatch as exc:
             raise mismatch_error(
                 f"the stored payload of job `{cls.name}` has diverged from {cls.__qualname__}", exc
