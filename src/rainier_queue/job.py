@@ -47,6 +47,10 @@ P = ParamSpec("P")
 DEFAULT_UNIQUE_FOR = timedelta(hours=1)
 MAX_BACKOFF = JOB_BACKOFF_CAP
 
+_CHECKED = "_rainier_queue_checked_payload"
+"""Where a job keeps the payload it last passed the check with (see `PayloadCodec.dump`);
+not a field, so never part of the payload, equality or repr."""
+
 _REBUILDING: ContextVar[bool] = ContextVar("rainier_queue_rebuilding_job", default=False)
 """True while `Job.from_payload` builds a job from a payload it has just checked."""
 
@@ -147,10 +151,14 @@ class Job:
         """The job's fields as JSON, checked against their types."""
         cls = type(self)
         codec = cls._codec or cls._payload_codec()
+        state: dict[str, Any] | None = getattr(self, "__dict__", None)
         try:
-            return codec.dump(self)
+            payload = codec.dump(self, None if state is None else state.get(_CHECKED))
         except _Mismatch as exc:
             raise mismatch_error(f"{cls.__qualname__} (job `{cls.name}`)", exc) from None
+        if state is not None:
+            state[_CHECKED] = payload
+        return payload
 
     @classmethod
     def from_payload(cls, payload: JSONValue) -> Job:

@@ -46,7 +46,7 @@ from .errors import OutcomeUnknown, UnknownConnection
 from .instrument import QueueObserver, instrumented
 from .job import Job
 from .locks import Lock, LockManager
-from .packing import DEFAULTS, DispatchOptions, build_envelope, unique_lock_name
+from .packing import DEFAULTS, DispatchOptions, build_envelopes, unique_lock_name
 from .queue import Queue
 from .registry import JobRegistry
 from .testing import ASSERTIONS, FakeAssertions, not_faking
@@ -189,17 +189,18 @@ class QueueManager:
         `push_many`; without, the one job goes by `push` and its id is the
         one the driver answers.
         """
-        packed = [
-            (job, build_envelope(job, options), self._port(options.connection))
-            for job, options in items
-        ]
+        envelopes = build_envelopes(items)
+        ports = {options.connection: self._port(options.connection) for _, options in items}
         taken: list[tuple[Lock, Queue]] = []
         results: list[str | None] = []
         batches: dict[int, tuple[Queue, list[QueuedJob]]] = {}
         try:
-            for job, envelope, queue in packed:
-                unique_id = job.unique_id()
-                if unique_id is not None:  # most jobs take no lock, and so no await either
+            for (job, options), envelope in zip(items, envelopes, strict=True):
+                queue = ports[options.connection]
+                # A job class that does not override `unique_id` has none: not asking
+                # saves a call per job. Most jobs take no lock, and so no await either.
+                unique_id = None if _never_unique(type(job)) else job.unique_id()
+                if unique_id is not None:
                     locked = await self._take_unique(unique_id, job, envelope)
                     if locked is False:
                         results.append(None)
@@ -345,6 +346,11 @@ def _instrumented_all(
         name: wrapped.setdefault(id(queue), instrumented(queue, observers))
         for name, queue in connections.items()
     }
+
+
+def _never_unique(job_class: type[Job]) -> bool:
+    """Whether `job_class` keeps `Job.unique_id`, which always answers None."""
+    return job_class.unique_id is Job.unique_id
 
 
 def _lock_name(manager: QueueManager, lock: Lock) -> str:
