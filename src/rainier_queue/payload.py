@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from .errors import PayloadError
-from .payload_types import NATIVE, check_shape, is_pydantic_model
+from .payload_types import NATIVE, EnumMember, check_shape, is_pydantic_model
 
 JSONValue = Any
 
@@ -51,7 +51,11 @@ def _encode_other(value: Any) -> Any:
 
 
 def _decode_other(tp: Any, data: Any) -> Any:
-    """What msgspec calls to build a type it does not know: pydantic models."""
+    """What msgspec calls to build a type it does not know: pydantic models, our Enum check."""
+    if isinstance(tp, type) and issubclass(tp, EnumMember):
+        if isinstance(data, tp.enum):
+            return data
+        raise ValueError(f"expected a {tp.enum.__name__}, got {type(data).__name__}")
     if is_pydantic_model(tp):
         if isinstance(data, tp):
             return data

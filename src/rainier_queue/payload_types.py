@@ -21,7 +21,7 @@ import types
 import typing
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 from uuid import UUID
 
 import msgspec
@@ -48,6 +48,36 @@ def is_pydantic_model(tp: object) -> bool:
     return pydantic is not None and isinstance(tp, type) and issubclass(tp, pydantic.BaseModel)
 
 
+class _MemberOf(type):
+    """Makes `isinstance(Size.SMALL, enum_shape(Size))` true: msgspec asks it of the hook."""
+
+    def __instancecheck__(cls, value: object) -> bool:
+        return isinstance(value, cls.enum)  # type: ignore[attr-defined]
+
+
+class EnumMember(metaclass=_MemberOf):
+    """The shape of an Enum field: a stand-in type msgspec hands to the decode hook.
+
+    msgspec cannot check a member of a plain Enum with integer values against
+    its own class ("expected `int`, got `Size`"), so the check is ours: the
+    value must be a member of `enum` (see `payload._decode_other`).
+    """
+
+    enum: ClassVar[type[enum.Enum]]
+
+
+_ENUM_SHAPES: dict[type[enum.Enum], type[EnumMember]] = {}
+
+
+def enum_shape(members: type[enum.Enum]) -> type[EnumMember]:
+    """The stand-in for `members`, made once per Enum."""
+    shape = _ENUM_SHAPES.get(members)
+    if shape is None:
+        namespace = {"enum": members, "__module__": __name__}
+        shape = _ENUM_SHAPES[members] = type(members.__name__, (EnumMember,), namespace)
+    return shape
+
+
 def check_shape(tp: Any, where: str) -> Any:
     """The shape values of `tp` are checked against; `TypeError` naming `where` if none."""
     return _Shapes().of(tp, where)
@@ -67,7 +97,7 @@ class _Shapes:
         if tp in _SCALARS or tp in NATIVE:
             return tp
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
-            return tp
+            return enum_shape(tp)
         if hasattr(tp, "__supertype__"):  # a NewType
             return self.of(tp.__supertype__, where)
         if is_pydantic_model(tp):
@@ -75,9 +105,7 @@ class _Shapes:
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return self._dataclass(tp, where)
         if typing.is_typeddict(tp):
-            for name, hint in typing.get_type_hints(tp).items():
-                self.of(hint, f"{where}.{name}")
-            return tp
+            return self._typeddict(tp, where)
         if tp in _ARRAYS:
             return tp[Any]
         if tp is dict:
@@ -105,6 +133,15 @@ class _Shapes:
             return dict[str, self.of(args[1], f"{where}[]")]  # type: ignore[misc]
         raise TypeError(f"{where}: a field of type {tp!r} cannot travel as JSON; {_WHAT_TO_USE}")
 
+    def _typeddict(self, tp: Any, where: str) -> Any:
+        """The TypedDict with its values' shapes, keeping which keys are required."""
+        hints = typing.get_type_hints(tp)
+        shaped = {name: self.of(hint, f"{where}.{name}") for name, hint in hints.items()}
+        mirror: Any = typing.TypedDict(tp.__name__, shaped, total=False)  # type: ignore[misc]
+        mirror.__required_keys__ = tp.__required_keys__
+        mirror.__optional_keys__ = tp.__optional_keys__
+        return mirror
+
     def _dataclass(self, tp: type, where: str) -> Any:
         if tp in self._mirrors:
             # A dataclass that holds itself: below the first level it is checked
@@ -122,4 +159,4 @@ class _Shapes:
         return mirror
 
 
-__all__ = ["NATIVE", "FiniteFloat", "check_shape", "is_pydantic_model"]
+__all__ = ["NATIVE", "EnumMember", "FiniteFloat", "check_shape", "enum_shape", "is_pydantic_model"]
