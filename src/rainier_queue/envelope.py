@@ -73,19 +73,22 @@ def new_job_id() -> str:
 def new_job_ids(count: int) -> list[str]:
     """`count` UUIDv7s made at once: one clock reading and one call for randomness.
 
-    A bulk dispatch mints an id per job; asking the operating system for
-    randomness once for the whole batch costs a tenth of asking per job.
+    A bulk dispatch mints an id per job, so this is per-job cost: the
+    milliseconds are formatted once, and each id is slices of one hex string
+    of randomness (12 bits after the version, 62 after the variant).
     """
-    millis = ((time.time_ns() // 1_000_000) & 0xFFFF_FFFF_FFFF).to_bytes(6, "big")
-    pool = os.urandom(10 * count)
-    ids = []
-    for at in range(0, 10 * count, 10):
-        rand = pool[at : at + 10]
-        # 48 bits of milliseconds; version 7 over 12 random bits; variant 0b10 over 62.
-        head = bytes((0x70 | rand[0] & 0x0F, rand[1], 0x80 | rand[2] & 0x3F))
-        text = (millis + head + rand[3:]).hex()
-        ids.append(f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}")
-    return ids
+    millis = f"{(time.time_ns() // 1_000_000) & 0xFFFF_FFFF_FFFF:012x}"
+    head = f"{millis[:8]}-{millis[8:]}-7"
+    pool = os.urandom(10 * count).hex()
+    variant = _VARIANT
+    return [
+        f"{head}{pool[at : at + 3]}-{variant[pool[at + 3]]}{pool[at + 4 : at + 7]}-{pool[at + 7 : at + 19]}"
+        for at in range(0, 20 * count, 20)
+    ]
+
+
+_VARIANT = {f"{n:x}": "89ab"[n & 3] for n in range(16)}
+"""A random hex digit to the variant's digit (0b10 then two of its random bits)."""
 
 
 def format_time(moment: datetime) -> str:
@@ -155,6 +158,37 @@ class QueuedJob:
     def is_exhausted(self) -> bool:
         """Whether every allowed attempt has been delivered."""
         return self.attempts >= self.max_attempts
+
+    @classmethod
+    def fresh(
+        cls,
+        job_id: str,
+        name: str,
+        payload: JSONValue,
+        queue: str,
+        max_attempts: int,
+        available_at: datetime,
+        created_at: datetime,
+        headers: Mapping[str, str],
+    ) -> Self:
+        """A new, never-delivered envelope from fields already checked: bulk dispatch's path.
+
+        Fills the slots directly, as `with_changes` does: the dataclass's own
+        `__init__` costs several times as much, per job dispatched.
+        """
+        put = object.__setattr__
+        made = object.__new__(cls)
+        put(made, "id", job_id)
+        put(made, "name", name)
+        put(made, "payload", payload)
+        put(made, "queue", queue)
+        put(made, "attempts", 0)
+        put(made, "max_attempts", max_attempts)
+        put(made, "available_at", available_at)
+        put(made, "created_at", created_at)
+        put(made, "unique_key", None)
+        put(made, "headers", headers)
+        return made
 
     def with_changes(self, **changes: Any) -> Self:
         """A copy with some fields replaced (the envelope itself never changes).

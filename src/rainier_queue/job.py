@@ -48,8 +48,8 @@ DEFAULT_UNIQUE_FOR = timedelta(hours=1)
 MAX_BACKOFF = JOB_BACKOFF_CAP
 
 _CHECKED = "_rainier_queue_checked_payload"
-"""Where a job keeps the payload it last passed the check with (see `PayloadCodec.dump`);
-not a field, so never part of the payload, equality or repr."""
+"""Where a job keeps the fingerprint and payload it last passed the check with (see
+`packed_payload`); not a field, so never part of the payload, equality or repr."""
 
 _REBUILDING: ContextVar[bool] = ContextVar("rainier_queue_rebuilding_job", default=False)
 """True while `Job.from_payload` builds a job from a payload it has just checked."""
@@ -107,7 +107,7 @@ class Job:
         # way in (`from_payload`); checking them again on the way out would
         # double the cost of starting each job for nothing.
         if not _REBUILDING.get():
-            self.to_payload()
+            self.packed_payload()
 
     # -- what the worker calls -------------------------------------------------
 
@@ -148,16 +148,36 @@ class Job:
     # -- wire form -------------------------------------------------------------
 
     def to_payload(self) -> JSONValue:
-        """The job's fields as JSON, checked against their types."""
+        """The job's fields as JSON, checked against their types: new data on every call."""
+        cls = type(self)
+        codec = cls._codec or cls._payload_codec()
+        try:
+            return codec.dump(self)
+        except _Mismatch as exc:
+            raise mismatch_error(f"{cls.__qualname__} (job `{cls.name}`)", exc) from None
+
+    def packed_payload(self) -> JSONValue:
+        """`to_payload`, but the payload checked last time if the fields have not changed since.
+
+        What dispatch puts in the envelope. A job is checked when it is built
+        and usually dispatched unchanged, so checking it again would double
+        the cost of dispatch for nothing; but a job is a mutable dataclass, so
+        "unchanged" is decided by comparing a fingerprint of its fields (their
+        MessagePack form, which costs a fraction of the check) with the one
+        taken when they were last checked. The payload is then shared by the
+        envelopes of this job: like the envelope, it is never changed in place.
+        """
         cls = type(self)
         codec = cls._codec or cls._payload_codec()
         state: dict[str, Any] | None = getattr(self, "__dict__", None)
-        try:
-            payload = codec.dump(self, None if state is None else state.get(_CHECKED))
-        except _Mismatch as exc:
-            raise mismatch_error(f"{cls.__qualname__} (job `{cls.name}`)", exc) from None
-        if state is not None:
-            state[_CHECKED] = payload
+        fingerprint = codec.fingerprint(self)
+        if state is not None and fingerprint is not None:
+            checked = state.get(_CHECKED)
+            if checked is not None and checked[0] == fingerprint:
+                return checked[1]
+        payload = self.to_payload()
+        if state is not None and fingerprint is not None:
+            state[_CHECKED] = (fingerprint, payload)
         return payload
 
     @classmethod

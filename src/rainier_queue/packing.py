@@ -95,15 +95,15 @@ def build_envelopes(items: Sequence[tuple[Job, DispatchOptions]]) -> list[Queued
             tries = options.tries if options.tries is not None else type(job).tries
             headers = _checked_headers(options.headers)
         envelopes.append(
-            QueuedJob(
-                id=job_id,
-                name=type(job).name,
-                payload=job.to_payload(),
-                queue=queue,
-                max_attempts=max(1, tries),
-                available_at=available,
-                created_at=now,
-                headers=headers,
+            QueuedJob.fresh(
+                job_id,
+                type(job).name,
+                job.packed_payload(),
+                queue,
+                tries if tries > 1 else 1,
+                available,
+                now,
+                headers,
             )
         )
     return envelopes

@@ -69,6 +69,9 @@ def _decode_other(tp: Any, data: Any) -> Any:
     raise NotImplementedError(f"{tp!r}")
 
 
+_FINGERPRINT = msgspec.msgpack.Encoder(enc_hook=_encode_other)
+
+
 class PayloadCodec:
     """A job class's fields, checked and converted: made once per class, used per job."""
 
@@ -102,23 +105,29 @@ class PayloadCodec:
             cls.__name__, shaped, kw_only=True, forbid_unknown_fields=True, module=__name__
         )
 
-    def dump(self, value: Any, checked: object = None) -> dict[str, JSONValue]:
-        """`value`'s fields as JSON-ready data, each checked against its declared type.
-
-        `checked` is what an earlier `dump` of the same value gave. Data equal
-        to data that passed the check would pass it again, so the check (two
-        thirds of the cost) is skipped: a job checked when it was built and
-        not changed since is not checked a second time when it is dispatched.
-        NaN is never equal to itself, so a NaN put in later is always checked.
-        """
+    def dump(self, value: Any) -> dict[str, JSONValue]:
+        """`value`'s fields as JSON-ready data, each checked against its declared type."""
         try:
             data: dict[str, JSONValue] = msgspec.to_builtins(value, enc_hook=_encode_other)
         except (TypeError, ValueError) as exc:
             self._check(value)  # names the field, if one is the wrong type
             raise _Mismatch("", str(exc)) from None  # a value of no JSON form under `Any`
-        if checked is None or data != checked:
-            self._check(value)
+        self._check(value)
         return data
+
+    def fingerprint(self, value: Any) -> bytes | None:
+        """`value`'s fields as MessagePack: equal bytes, equal payload (None if it has none).
+
+        MessagePack keeps what JSON would blur (a NaN is not a null, 2.0 is
+        not 2), so fields whose fingerprint has not changed since they passed
+        the check would pass it again, with the same payload. (One thing it
+        blurs is an aware datetime's offset: the same instant in another zone
+        gives the same bytes, and keeps the offset it was checked with.)
+        """
+        try:
+            return _FINGERPRINT.encode(value)
+        except (TypeError, ValueError):
+            return None
 
     def _check(self, value: Any) -> None:
         try:
