@@ -80,10 +80,10 @@ def new_job_ids(count: int) -> list[str]:
     millis = f"{(time.time_ns() // 1_000_000) & 0xFFFF_FFFF_FFFF:012x}"
     head = f"{millis[:8]}-{millis[8:]}-7"
     pool = os.urandom(10 * count).hex()
-    variant = _VARIANT
+    v = _VARIANT
     return [
-        f"{head}{pool[at : at + 3]}-{variant[pool[at + 3]]}{pool[at + 4 : at + 7]}-{pool[at + 7 : at + 19]}"
-        for at in range(0, 20 * count, 20)
+        f"{head}{pool[n : n + 3]}-{v[pool[n + 3]]}{pool[n + 4 : n + 7]}-{pool[n + 7 : n + 19]}"
+        for n in range(0, 20 * count, 20)
     ]
 
 
