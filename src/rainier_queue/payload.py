@@ -112,6 +112,8 @@ class PayloadCodec:
         except (TypeError, ValueError) as exc:
             self._check(value)  # names the field, if one is the wrong type
             raise _Mismatch("", str(exc)) from None  # a value of no JSON form under `Any`
+        except RecursionError:
+            raise _too_deep() from None
         self._check(value)
         return data
 
@@ -126,8 +128,8 @@ class PayloadCodec:
         """
         try:
             return _FINGERPRINT.encode(value)
-        except (TypeError, ValueError):
-            return None
+        except (TypeError, ValueError, RecursionError):
+            return None  # `dump` says what is wrong
 
     def _check(self, value: Any) -> None:
         try:
@@ -140,6 +142,8 @@ class PayloadCodec:
             )
         except msgspec.ValidationError as exc:
             raise _mismatch(exc) from None
+        except RecursionError:
+            raise _too_deep() from None
 
     def load(self, data: JSONValue) -> Any:
         """Build the job class from stored JSON data, refusing unknown and missing fields.
@@ -159,6 +163,15 @@ class PayloadCodec:
         unset = msgspec.UNSET
         kwargs = {name: getattr(read, name) for name in self._names}
         return self._cls(**{k: v for k, v in kwargs.items() if v is not unset})
+
+
+def _too_deep() -> _Mismatch:
+    # 256 is `entry_fields.MAX_DEPTH`, the deepest a worker reads (a module beside this one).
+    return _Mismatch(
+        "",
+        "the payload is nested too deeply to encode; workers read at most 256 levels, "
+        "so flatten it or store it elsewhere and pass its key",
+    )
 
 
 def _required(f: dataclasses.Field[Any]) -> bool:

@@ -263,3 +263,40 @@ def test_no_module_of_the_library_uses_cpythons_private_json_encoder() -> None:
     sources = (ROOT / "src" / "rainier_queue").rglob("*.py")
     users = [p.name for p in sources if "c_make_encoder" in p.read_text(encoding="utf-8")]
     assert users == []
+
+
+class Free(Job):
+    name = "payload-free"
+    data: Any
+
+    async def handle(self, ctx: JobContext) -> None:
+        pass
+
+
+def _nested(levels: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (_nested(300), "nested more than 256 levels"),
+        (_nested(5000), "nested too deeply to encode"),
+        ("\ud800", "lone surrogate"),
+        ({"a": float("nan")}, "not JSON-serialisable"),
+    ],
+    ids=["300-deep", "5000-deep", "surrogate", "nan-under-any"],
+)
+async def test_what_a_worker_could_not_read_is_refused_at_dispatch_and_nothing_stored(
+    tmp_path: Path, value: object, message: str
+) -> None:
+    manager = QueueManager(open_queue(f"sqlite:///{tmp_path / 'jobs.db'}"))
+    try:
+        with pytest.raises(PayloadError, match=message):
+            await manager.dispatch_many([Free(data=1), Free(data=value)])
+        assert await manager.queue.size("default") == 0
+    finally:
+        await manager.aclose()
