@@ -195,11 +195,15 @@ class QueueManager:
         results: list[str | None] = []
         batches: dict[int, tuple[Queue, list[QueuedJob]]] = {}
         try:
+            # A job class that does not override `unique_id` has none: not asking saves
+            # a call per job. Most jobs take no lock, and so no await either.
+            never_unique: dict[type[Job], bool] = {}
             for (job, options), envelope in zip(items, envelopes, strict=True):
                 queue = ports[options.connection]
-                # A job class that does not override `unique_id` has none: not asking
-                # saves a call per job. Most jobs take no lock, and so no await either.
-                unique_id = None if _never_unique(type(job)) else job.unique_id()
+                plain = never_unique.get(type(job))
+                if plain is None:
+                    plain = never_unique[type(job)] = type(job).unique_id is Job.unique_id
+                unique_id = None if plain else job.unique_id()
                 if unique_id is not None:
                     locked = await self._take_unique(unique_id, job, envelope)
                     if locked is False:
@@ -208,13 +212,16 @@ class QueueManager:
                     if isinstance(locked, Lock):
                         taken.append((locked, queue))
                         envelope = envelope.with_changes(unique_key=_lock_name(self, locked))
-                batches.setdefault(id(queue), (queue, []))[1].append(envelope)
+                batch = batches.get(id(queue))
+                if batch is None:
+                    batch = batches[id(queue)] = (queue, [])
+                batch[1].append(envelope)
                 results.append(envelope.id)
-            for queue, batch in batches.values():
+            for queue, envelopes_of_queue in batches.values():
                 if bulk:
-                    await queue.push_many(batch)
+                    await queue.push_many(envelopes_of_queue)
                 else:
-                    results = [await queue.push(batch[0])]
+                    results = [await queue.push(envelopes_of_queue[0])]
         except OutcomeUnknown:
             raise  # the jobs may be queued: their locks stay
         except BaseException:
@@ -346,11 +353,6 @@ def _instrumented_all(
         name: wrapped.setdefault(id(queue), instrumented(queue, observers))
         for name, queue in connections.items()
     }
-
-
-def _never_unique(job_class: type[Job]) -> bool:
-    """Whether `job_class` keeps `Job.unique_id`, which always answers None."""
-    return job_class.unique_id is Job.unique_id
 
 
 def _lock_name(manager: QueueManager, lock: Lock) -> str:

@@ -83,21 +83,27 @@ def build_envelopes(items: Sequence[tuple[Job, DispatchOptions]]) -> list[Queued
     now = utcnow()
     ids = new_job_ids(len(items))
     queues: dict[str, str] = {}
+    fixed: dict[type[Job], str | None] = {}  # a class's queue, when it is a constant
     envelopes: list[QueuedJob] = []
     for job_id, (job, options) in zip(ids, items, strict=True):
-        queue = options.queue or job.queue_name()
+        cls = type(job)
+        queue = options.queue
+        if not queue:
+            if cls not in fixed:
+                fixed[cls] = None if callable(cls.queue) else job.queue_name()
+            queue = fixed[cls] or job.queue_name()
         if queue not in queues:
             queues[queue] = check_queue_name(queue)
         if options is DEFAULTS:
-            available, tries, headers = now, type(job).tries, {}
+            available, tries, headers = now, cls.tries, {}
         else:
             available = _available_at(options, now)
-            tries = options.tries if options.tries is not None else type(job).tries
+            tries = options.tries if options.tries is not None else cls.tries
             headers = _checked_headers(options.headers)
         envelopes.append(
             QueuedJob.fresh(
                 job_id,
-                type(job).name,
+                cls.name,
                 job.packed_payload(),
                 queue,
                 tries if tries > 1 else 1,
