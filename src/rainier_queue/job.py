@@ -41,19 +41,16 @@ from typing_extensions import dataclass_transform
 
 from .backoff import JOB_BACKOFF_CAP, JOB_BACKOFF_SPREAD, jittered, job_backoff
 from .context import JobContext
-from .payload import (
-    JSONValue,
-    _Mismatch,
-    check_supported,
-    dataclass_from_json,
-    dataclass_to_json,
-    mismatch_error,
-)
+from .payload import JSONValue, PayloadCodec, _Mismatch, mismatch_error
 
 P = ParamSpec("P")
 
 DEFAULT_UNIQUE_FOR = timedelta(hours=1)
 MAX_BACKOFF = JOB_BACKOFF_CAP
+
+_CHECKED = "_rainier_queue_checked_payload"
+"""Where a job keeps the fingerprint and payload it last passed the check with (see
+`packed_payload`); not a field, so never part of the payload, equality or repr."""
 
 _REBUILDING: ContextVar[bool] = ContextVar("rainier_queue_rebuilding_job", default=False)
 """True while `Job.from_payload` builds a job from a payload it has just checked."""
@@ -76,7 +73,7 @@ class Job:
     unique_for: ClassVar[timedelta] = DEFAULT_UNIQUE_FOR
     """How long a uniqueness lock stands if no worker releases it (a safety net)."""
 
-    _hints_checked: ClassVar[bool] = False
+    _codec: ClassVar[PayloadCodec | None] = None
 
     def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -93,26 +90,25 @@ class Job:
         tries = cls.__dict__.get("tries", cls.tries)
         if not isinstance(tries, int) or isinstance(tries, bool) or tries < 1:
             raise TypeError(f"{cls.__qualname__}.tries must be a whole number of at least 1")
-        cls._hints_checked = False
+        cls._codec = None
         # A forward reference not yet defined is checked again at first use.
         with contextlib.suppress(NameError):
-            cls._check_field_types()
+            cls._payload_codec()
 
     @classmethod
-    def _check_field_types(cls) -> None:
-        if cls._hints_checked:
-            return
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            check_supported(hints[f.name], f"{cls.__qualname__}.{f.name}")
-        cls._hints_checked = True
+    def _payload_codec(cls) -> PayloadCodec:
+        """The class's fields checked once (refused if one cannot travel as JSON), then reused."""
+        codec = cls._codec
+        if codec is None:
+            codec = cls._codec = PayloadCodec(cls)
+        return codec
 
     def __post_init__(self) -> None:
         # A job rebuilt from its stored payload had every field checked on the
         # way in (`from_payload`); checking them again on the way out would
         # double the cost of starting each job for nothing.
         if not _REBUILDING.get():
-            self.to_payload()
+            self.packed_payload()
 
     # -- what the worker calls -------------------------------------------------
 
@@ -153,21 +149,45 @@ class Job:
     # -- wire form -------------------------------------------------------------
 
     def to_payload(self) -> JSONValue:
-        """The job's fields as JSON, checked against their types."""
+        """The job's fields as JSON, checked against their types: new data on every call."""
         cls = type(self)
-        cls._check_field_types()
+        codec = cls._codec or cls._payload_codec()
         try:
-            return dataclass_to_json(self)
+            return codec.dump(self)
         except _Mismatch as exc:
             raise mismatch_error(f"{cls.__qualname__} (job `{cls.name}`)", exc) from None
+
+    def packed_payload(self) -> JSONValue:
+        """`to_payload`, but the payload checked last time if the fields have not changed since.
+
+        What dispatch puts in the envelope. A job is checked when it is built
+        and usually dispatched unchanged, so checking it again would double
+        the cost of dispatch for nothing; but a job is a mutable dataclass, so
+        "unchanged" is decided by comparing a fingerprint of its fields (their
+        MessagePack form, which costs a fraction of the check) with the one
+        taken when they were last checked. The payload is then shared by the
+        envelopes of this job: like the envelope, it is never changed in place.
+        """
+        cls = type(self)
+        codec = cls._codec or cls._payload_codec()
+        state: dict[str, Any] | None = getattr(self, "__dict__", None)
+        fingerprint = codec.fingerprint(self)
+        if state is not None and fingerprint is not None:
+            checked = state.get(_CHECKED)
+            if checked is not None and checked[0] == fingerprint:
+                return checked[1]
+        payload = self.to_payload()
+        if state is not None and fingerprint is not None:
+            state[_CHECKED] = (fingerprint, payload)
+        return payload
 
     @classmethod
     def from_payload(cls, payload: JSONValue) -> Job:
         """Rebuild the job from its stored payload, or say how they diverged."""
-        cls._check_field_types()
+        codec = cls._payload_codec()
         rebuilding = _REBUILDING.set(True)
         try:
-            built: Job = dataclass_from_json(cls, {} if payload is None else payload)
+            built: Job = codec.load({} if payload is None else payload)
         except _Mismatch as exc:
             raise mismatch_error(
                 f"the stored payload of job `{cls.name}` has diverged from {cls.__qualname__}", exc

@@ -46,7 +46,7 @@ from .errors import OutcomeUnknown, UnknownConnection
 from .instrument import QueueObserver, instrumented
 from .job import Job
 from .locks import Lock, LockManager
-from .packing import DEFAULTS, DispatchOptions, build_envelope, unique_lock_name
+from .packing import DEFAULTS, DispatchOptions, build_envelopes, unique_lock_name
 from .queue import Queue
 from .registry import JobRegistry
 from .testing import ASSERTIONS, FakeAssertions, not_faking
@@ -189,17 +189,22 @@ class QueueManager:
         `push_many`; without, the one job goes by `push` and its id is the
         one the driver answers.
         """
-        packed = [
-            (job, build_envelope(job, options), self._port(options.connection))
-            for job, options in items
-        ]
+        envelopes = build_envelopes(items)
+        ports = {options.connection: self._port(options.connection) for _, options in items}
         taken: list[tuple[Lock, Queue]] = []
         results: list[str | None] = []
         batches: dict[int, tuple[Queue, list[QueuedJob]]] = {}
         try:
-            for job, envelope, queue in packed:
-                unique_id = job.unique_id()
-                if unique_id is not None:  # most jobs take no lock, and so no await either
+            # A job class that does not override `unique_id` has none: not asking saves
+            # a call per job. Most jobs take no lock, and so no await either.
+            never_unique: dict[type[Job], bool] = {}
+            for (job, options), envelope in zip(items, envelopes, strict=True):
+                queue = ports[options.connection]
+                plain = never_unique.get(type(job))
+                if plain is None:
+                    plain = never_unique[type(job)] = type(job).unique_id is Job.unique_id
+                unique_id = None if plain else job.unique_id()
+                if unique_id is not None:
                     locked = await self._take_unique(unique_id, job, envelope)
                     if locked is False:
                         results.append(None)
@@ -207,13 +212,16 @@ class QueueManager:
                     if isinstance(locked, Lock):
                         taken.append((locked, queue))
                         envelope = envelope.with_changes(unique_key=_lock_name(self, locked))
-                batches.setdefault(id(queue), (queue, []))[1].append(envelope)
+                batch = batches.get(id(queue))
+                if batch is None:
+                    batch = batches[id(queue)] = (queue, [])
+                batch[1].append(envelope)
                 results.append(envelope.id)
-            for queue, batch in batches.values():
+            for queue, envelopes_of_queue in batches.values():
                 if bulk:
-                    await queue.push_many(batch)
+                    await queue.push_many(envelopes_of_queue)
                 else:
-                    results = [await queue.push(batch[0])]
+                    results = [await queue.push(envelopes_of_queue[0])]
         except OutcomeUnknown:
             raise  # the jobs may be queued: their locks stay
         except BaseException:

@@ -15,12 +15,13 @@ dispatches a bad job fails in that request, with nothing half-done.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import cast
 
 from ._clock import utcnow
-from .envelope import QueuedJob, new_job_id
+from .envelope import QueuedJob, new_job_ids
 from .job import Job
 
 MAX_QUEUE_NAME = 191
@@ -67,30 +68,68 @@ DEFAULTS = DispatchOptions()
 
 def build_envelope(job: Job, options: DispatchOptions = DEFAULTS) -> QueuedJob:
     """The envelope for `job`: payload checked, queue and attempts decided, not yet locked."""
+    [envelope] = build_envelopes([(job, options)])
+    return envelope
+
+
+def build_envelopes(items: Sequence[tuple[Job, DispatchOptions]]) -> list[QueuedJob]:
+    """The envelopes for a batch of jobs, in order; the first bad job raises, as one would.
+
+    Made together, they share what does not differ between them: the clock
+    is read once (every job of one dispatch is created at the same moment),
+    the ids come from one call for randomness, and each queue name is
+    checked once.
+    """
     now = utcnow()
-    queue = check_queue_name(options.queue or job.queue_name())
+    ids = new_job_ids(len(items))
+    queues: dict[str, str] = {}
+    fixed: dict[type[Job], str | None] = {}  # a class's queue, when it is a constant
+    envelopes: list[QueuedJob] = []
+    for job_id, (job, options) in zip(ids, items, strict=True):
+        cls = type(job)
+        queue = options.queue
+        if not queue:
+            if cls not in fixed:
+                fixed[cls] = None if callable(cls.queue) else job.queue_name()
+            queue = fixed[cls] or job.queue_name()
+        if queue not in queues:
+            queues[queue] = check_queue_name(queue)
+        if options is DEFAULTS:
+            available, tries, headers = now, cls.tries, {}
+        else:
+            available = _available_at(options, now)
+            tries = options.tries if options.tries is not None else cls.tries
+            headers = _checked_headers(options.headers)
+        envelopes.append(
+            QueuedJob.fresh(
+                job_id,
+                cls.name,
+                job.packed_payload(),
+                queue,
+                tries if tries > 1 else 1,
+                available,
+                now,
+                headers,
+            )
+        )
+    return envelopes
+
+
+def _available_at(options: DispatchOptions, now: datetime) -> datetime:
     if options.at is not None:
-        available = options.at if options.at.tzinfo else options.at.replace(tzinfo=now.tzinfo)
-    elif options.delay is not None:
+        return options.at if options.at.tzinfo else options.at.replace(tzinfo=now.tzinfo)
+    if options.delay is not None:
         if options.delay < timedelta(0):
             raise ValueError("a dispatch delay cannot be negative")
-        available = now + options.delay
-    else:
-        available = now
-    tries = options.tries if options.tries is not None else type(job).tries
-    for key, value in cast(dict[object, object], options.headers).items():
+        return now + options.delay
+    return now
+
+
+def _checked_headers(headers: dict[str, str]) -> dict[str, str]:
+    for key, value in cast(dict[object, object], headers).items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError("job headers map strings to strings")
-    return QueuedJob(
-        id=new_job_id(),
-        name=type(job).name,
-        payload=job.to_payload(),
-        queue=queue,
-        max_attempts=max(1, tries),
-        available_at=available,
-        created_at=now,
-        headers=dict(options.headers),
-    )
+    return dict(headers)
 
 
 def envelope_of(job: QueuedJob | Job) -> QueuedJob:
@@ -103,6 +142,7 @@ __all__ = [
     "MAX_QUEUE_NAME",
     "DispatchOptions",
     "build_envelope",
+    "build_envelopes",
     "check_queue_name",
     "envelope_of",
     "unique_lock_name",
