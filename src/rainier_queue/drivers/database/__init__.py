@@ -40,7 +40,6 @@ the portable ones; a new SQL database starts from them.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
@@ -51,7 +50,7 @@ from typing_extensions import override
 from ..._clock import from_micros, to_micros
 from ...durations import format_duration
 from ...entry_fields import micros_field
-from ...envelope import QueuedJob, encode_payload
+from ...envelope import QueuedJob, encode_headers, encode_payload
 from ...errors import BrokerError, ConfigurationError, LeaseLost, MalformedEntry
 from ...queue import (
     DEFAULT_LEASE,
@@ -517,7 +516,7 @@ def _row_for(job: QueuedJob) -> tuple[object, ...]:
         job.queue,
         job.name,
         encode_payload(job.payload),
-        json.dumps(dict(job.headers), separators=(",", ":"), ensure_ascii=False),
+        encode_headers(job.headers),
         job.attempts,
         job.max_attempts,
         available,
