@@ -601,37 +601,3 @@ async def test_doctor_hears_when_the_jobs_table_alone_opts_out_of_autovacuum(
         and f"ALTER TABLE {prefix}jobs RESET (autovacuum_enabled)" in w
         for w in warnings
     ), warnings
-
-
-# -- what a claim's commit waits for -------------------------------------------------
-
-
-def test_only_a_lone_claim_skips_the_wal_flush_and_nothing_that_records_an_outcome() -> None:
-    from rainier_queue.drivers.database.postgres.statements import CLAIM_COMMIT, PgStatements
-    from rainier_queue.drivers.database.schema import Tables
-
-    pg = PgStatements.build(Tables.for_prefix("rqt_"))
-
-    assert CLAIM_COMMIT in pg.claim
-    for flushed in (pg.acknowledge_many, pg.acknowledge_and_claim, pg.fail, pg.release):
-        assert CLAIM_COMMIT not in flushed
-        assert "synchronous_commit" not in flushed
-
-
-async def test_a_claims_unflushed_commit_leaves_the_connection_flushing_everything_else(
-    opened: Callable[..., PostgresQueue],
-) -> None:
-    queue = opened(pool_min=1, pool_max=1)  # one connection: whatever a claim sets, it keeps
-    await queue.push_many([a_job(1), a_job(2), a_job(3)])
-
-    [first] = await queue.reserve("default")  # a lone claim
-    _, [(mode,)] = await queue._pg_dialect.one("SHOW synchronous_commit", ())
-    errors, [second] = await queue.acknowledge_and_reserve([first], "default", limit=1)
-    _, [(after_both,)] = await queue._pg_dialect.one("SHOW synchronous_commit", ())
-
-    assert mode == "on", "set for the claim's own transaction only, not for the connection"
-    assert after_both == "on"
-    assert errors == [None]
-    counts = await opened().counts("default")  # another connection sees the claim at once
-    assert (counts.waiting, counts.reserved) == (1, 1)
-    await queue.acknowledge(second)

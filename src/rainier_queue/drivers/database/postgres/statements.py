@@ -16,22 +16,6 @@ from ..schema import Tables
 from ..statements import ENVELOPE, UNLEASED, soonest_sql
 from .connection import NOW_US
 
-CLAIM_COMMIT = "set_config('synchronous_commit', 'off', true)"
-"""Makes the commit of the statement it runs in return before its WAL is on disk.
-
-Only a claim with nothing else in it runs this. A claim's commit guards a
-lease, and a lease is only a promise that may be broken: if the server
-crashes before the WAL is flushed (a fraction of a second), the claim is
-undone, the job is claimable again as if its lease had lapsed, and the
-worker's acknowledgement is refused as `LeaseLost`. No job is lost by it;
-at worst one runs again, which a lapsed lease allows anyway, and the
-attempt the claim counted is not counted. What it saves is a disk flush on
-the path from a push to its job starting (one of the two, the push's own
-being the other), the commit an idle worker waits on. Pushes,
-acknowledgements, failures and releases are flushed as before: what they
-record must not be undone.
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class PgStatements:
@@ -55,20 +39,13 @@ class PgStatements:
         returned = ["j.seq", "picked.was_due", "j.lease_until", "j.reservation_token"] + [
             f"j.{c}" for c in ENVELOPE.split(", ")
         ]
-
-        def clock_and_pick(flushed: bool) -> str:
-            # A claim alone need not wait for the WAL to reach the disk (see
-            # `CLAIM_COMMIT`); with acknowledgements riding along it must.
-            commit = "" if flushed else f", {CLAIM_COMMIT} AS commit_mode"
-            return (
-                f"clock AS (SELECT {NOW_US} AS now{commit}), "
-                f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
-                "WHERE queue = %s AND (due_at, seq) > (%s, %s) "
-                "AND due_at <= (SELECT now FROM clock) "
-                f"AND {UNLEASED.replace('?', '(SELECT now FROM clock)')} "
-                "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED)"
-            )
-
+        clock_and_pick = (
+            f"clock AS (SELECT {NOW_US} AS now), "
+            f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
+            "WHERE queue = %s AND (due_at, seq) > (%s, %s) AND due_at <= (SELECT now FROM clock) "
+            f"AND {UNLEASED.replace('?', '(SELECT now FROM clock)')} "
+            "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED)"
+        )
         # No indexed column changes, so with room on the page (the table's
         # fillfactor) the update is HOT: no index entry is written.
         update = (
@@ -84,12 +61,12 @@ class PgStatements:
             "RETURNING j.id, j.reservation_token"
         )
         return cls(
-            claim=f"WITH {clock_and_pick(flushed=False)} {update}",
+            claim=f"WITH {clock_and_pick} {update}",
             acknowledge_many=delete,
             # One statement, so one commit: the acknowledgements and the claim
             # land together or not at all. The rows being acknowledged are
-            # reserved (their lease runs on), so the claim could not pick them.
-            acknowledge_and_claim=f"WITH acked AS ({delete}), {clock_and_pick(flushed=True)}, "
+            # reserved (due later), so the claim could not pick them anyway.
+            acknowledge_and_claim=f"WITH acked AS ({delete}), {clock_and_pick}, "
             f"claimed AS ({update}) "
             "SELECT *, NULL, NULL FROM claimed UNION ALL "
             f"SELECT {', '.join(['NULL'] * len(returned))}, id, reservation_token FROM acked",
