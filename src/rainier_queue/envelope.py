@@ -347,7 +347,7 @@ def _all_text(headers: dict[str, JSONValue]) -> bool:
 # pays per job. The payload encoder keeps no table of the containers it is in
 # (`check_circular=False`): that bookkeeping costs a tenth of the encode, and a
 # payload that holds itself still fails, as too deep to encode. This is the
-# supported path; CPython's private `c_make_encoder`, built once, was cheaper:
+# supported path; the private C encoder factory CPython keeps, built once, was cheaper:
 # on the `bench.dispatch_cost` payload, callgrind counts 44,600 instructions
 # per payload against 37,300 (the public `encode` builds its C encoder per call).
 _COMPACT = json.JSONEncoder(
