@@ -229,47 +229,40 @@ def tables(result: Row) -> list[Table]:
 
 def markdown(result: Row) -> list[str]:
     """The grid's part of the README block."""
-    lines: list[str] = []
-    grid = grid_lines(result)
     p = result["params"]
-    if grid:
-        lines += [
+    grid = [[backend_name(line[0]), *line[1:]] for line in grid_lines(result)]
+    return [
+        *_md_table(
             "The grid: ours over the fastest peer at each setting (2 worker processes, medians "
             f"of {p.get('grid_rounds', p['rounds'])} interleaved rounds; "
             "`cN` is the concurrency per process; pickup latency is the peer's milliseconds "
             f"over ours, so above 1{TIMES} is ours ahead there too; a peer ran in a grid cell "
             "if it came within half of the fastest peer in the run above):",
-            "",
-            _md_row(GRID_HEAD),
-            _md_row(["---"] * len(GRID_HEAD)),
-        ]
-        lines += [_md_row([backend_name(line[0]), *line[1:]]) for line in grid]
-        lines.append("")
-    backlog = backlog_lines(result)
-    if backlog:
-        lines += [
+            GRID_HEAD,
+            grid,
+        ),
+        *_md_table(
             "A large backlog, ours alone (no peer: enqueueing a million jobs through the slower "
             "peers would take longer than the whole benchmark), drained to the end by the same "
             "2 processes at concurrency 8; the first and last tenths are the rates between "
             "1% and 10% and between 90% and 100% of the jobs:",
-            "",
-            _md_row(BACKLOG_HEAD),
-            _md_row(["---"] * len(BACKLOG_HEAD)),
-        ]
-        lines += [_md_row(row) for row in backlog]
-        lines.append("")
-    enqueue = enqueue_lines(result)
-    if enqueue:
-        lines += [
+            BACKLOG_HEAD,
+            backlog_lines(result),
+        ),
+        *_md_table(
             "Bulk enqueue, ours: the driver's `push_many` of ready envelopes against "
             "`QueueManager.dispatch_many` of `Job` objects, built inside the clock:",
-            "",
-            _md_row(ENQUEUE_HEAD),
-            _md_row(["---"] * len(ENQUEUE_HEAD)),
-        ]
-        lines += [_md_row(row) for row in enqueue]
-        lines.append("")
-    return lines
+            ENQUEUE_HEAD,
+            enqueue_lines(result),
+        ),
+    ]
+
+
+def _md_table(intro: str, head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """`intro`, then a markdown table of `rows` under `head`; nothing when there are no rows."""
+    if not rows:
+        return []
+    return [intro, "", _md_row(head), _md_row(["---"] * len(head)), *map(_md_row, rows), ""]
 
 
 def _md_row(cells: Sequence[str]) -> str:
