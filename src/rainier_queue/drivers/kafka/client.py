@@ -25,8 +25,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import errors as kx
@@ -36,6 +36,11 @@ from aiokafka.protocol.metadata import MetadataRequest
 from ...envelope import QueuedJob
 from ...errors import BrokerRejected, BrokerUnavailable
 from .config import KafkaSettings
+
+_T = TypeVar("_T")
+
+CLOSE_GRACE = 10.0
+"""Seconds `aclose` waits for broker calls already under way before it cancels them."""
 
 METADATA_TTL = 30.0
 """Seconds a topic's partition list is trusted before it is asked for again."""
@@ -115,6 +120,28 @@ class KafkaClients:
         self._lookups: AIOKafkaConsumer | None = None
         self._starting: asyncio.Lock | None = None
         self._topics: dict[str, tuple[float, list[int]]] = {}
+        self._under_way: set[asyncio.Task[Any]] = set()
+        """Broker calls that run to their end even when their caller is cancelled."""
+
+    async def finished(self, call: Coroutine[Any, Any, _T]) -> _T:
+        """Run `call` to its end even if the caller is cancelled meanwhile.
+
+        aiokafka opens connections inside its calls (a client's start, the
+        first request to a broker); a cancel that lands between a socket
+        opening and the client recording it leaves a connection nobody
+        closes. So such calls run as their own task: a cancelled caller
+        stops waiting at once, the call finishes, and `aclose` waits for it
+        before stopping the clients, which then own every connection.
+        """
+        task = asyncio.ensure_future(call)
+        self._under_way.add(task)
+        task.add_done_callback(self._settled)
+        return await asyncio.shield(task)
+
+    def _settled(self, task: asyncio.Task[Any]) -> None:
+        self._under_way.discard(task)
+        if not task.cancelled():
+            task.exception()  # a caller that was cancelled never reads it; this one does
 
     async def _start(self) -> tuple[AIOKafkaProducer, AIOKafkaConsumer]:
         if self._producer is not None and self._consumer is not None:
@@ -137,6 +164,9 @@ class KafkaClients:
         return self._lookups
 
     async def _start_all(self) -> None:
+        await self.finished(self._start_clients())
+
+    async def _start_clients(self) -> None:
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:
@@ -183,7 +213,7 @@ class KafkaClients:
             # cluster. aiokafka's client has no public call for this request.
             client = consumer._client
             request = MetadataRequest([topic], allow_auto_topic_creation=False)
-            answer = await client.send(client.get_random_node(), request)
+            answer = await self.finished(client.send(client.get_random_node(), request))
         cluster = ClusterMetadata()
         cluster.update_metadata(answer)
         found = cluster.partitions_for_topic(topic)
@@ -217,6 +247,12 @@ class KafkaClients:
             await sent
 
     async def aclose(self) -> None:
+        if self._under_way:
+            _, late = await asyncio.wait(set(self._under_way), timeout=CLOSE_GRACE)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
         producer, consumer, lookups = self._producer, self._consumer, self._lookups
         self._producer = self._consumer = self._lookups = None
         for reader in (consumer, lookups):

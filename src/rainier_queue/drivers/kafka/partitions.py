@@ -463,7 +463,8 @@ class Partitions:
             if state is None:
                 continue
             async with translated("find the start of a partition"):
-                earliest = (await (await self.clients.lookups()).beginning_offsets([tp]))[tp]
+                lookups = await self.clients.lookups()
+                earliest = (await self.clients.finished(lookups.beginning_offsets([tp])))[tp]
             lost = lost_range(int(offset), earliest)
             if lost is not None:
                 log.error(

@@ -346,8 +346,8 @@ class KafkaQueue(Queue):
         consumer = await self._clients.lookups()
         tps = [state.tp for state in states]
         async with translated(f"read the offsets of topic {topic!r}"):
-            ends = await consumer.end_offsets(tps)
-            starts = await consumer.beginning_offsets(tps)
+            ends = await self._clients.finished(consumer.end_offsets(tps))
+            starts = await self._clients.finished(consumer.beginning_offsets(tps))
         out = []
         for state in states:
             cursor = await self._partitions.read_cursor(topic, state.tp.partition)

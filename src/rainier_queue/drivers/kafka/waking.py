@@ -77,7 +77,7 @@ class Waker:
         """Whether a partition grew since the last look and no live worker holds it."""
         lookups = await self._clients.lookups()
         async with translated("read the end offsets of the queue's partitions"):
-            ends = await lookups.end_offsets(tps)
+            ends = await self._clients.finished(lookups.end_offsets(tps))
         grown = [tp for tp, end in ends.items() if tp in self._seen and end > self._seen[tp]]
         self._seen.update(ends)  # each record is looked at by one wait, not by every one after
         for tp in grown:
