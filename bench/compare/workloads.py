@@ -163,6 +163,8 @@ def throughput(
     label = f"{setting.name}: " if setting.name else ""
     for round_no in range(1, rounds + 1):
         for system, backend, module in chosen:
+            if runs[system, backend].errors:
+                continue  # one failed run already fails the pair; another would only take time
             console.print(f"{label}throughput round {round_no}/{rounds}: {system} ({backend}) ...")
             processes = 1 if backend == "memory" else args.processes
             result = run_adapter(

@@ -37,15 +37,18 @@ async def test_a_lapsed_holder_cannot_release_or_extend_the_new_holders_lock(cac
 
 
 async def test_extend_keeps_a_lock_past_its_first_ttl(cache: Cache) -> None:
+    # Each extension comes half a TTL after the last; the TTL is long enough
+    # that a slow round trip on a loaded machine cannot eat the other half.
     locks = LockManager(cache)
-    lock = await locks.acquire("job", SHORT)
+    ttl = timedelta(milliseconds=600)
+    lock = await locks.acquire("job", ttl)
     assert lock is not None
 
-    for _ in range(3):
-        await asyncio.sleep(SHORT.total_seconds() / 2)
+    for _ in range(3):  # 0.9 s in all: past the first TTL
+        await asyncio.sleep(ttl.total_seconds() / 2)
         assert await locks.extend(lock) is True
 
-    assert await locks.acquire("job", SHORT) is None
+    assert await locks.acquire("job", ttl) is None
 
 
 async def test_force_release_frees_a_lock_whoever_holds_it(cache: Cache) -> None:
