@@ -12,8 +12,9 @@ wait on I/O. So besides today's throughput run, `bench.compare.run` runs:
   (`contenders`), so the slow peers do not take the time budget;
 - **io**: each job awaits a 20 ms sleep before its count, at concurrency
   64, ours beside the asyncio peers (the ones a job can await in);
-- **enqueue**: ours through the driver's `push_many` and through the
-  public `QueueManager.dispatch_many` with real `Job` objects, interleaved;
+- **enqueue**: ours through the driver's `push_many` (of envelopes built
+  before the clock, and built inside it) and through the public
+  `QueueManager.dispatch_many` with real `Job` objects, interleaved;
 - **backlog**: ours alone with `--backlog` jobs queued (1,000,000 by
   default) on PostgreSQL, Redis and SQLite, with the drain rate over its
   first and last tenth and what the emptied store leaves behind. No peer
@@ -36,6 +37,11 @@ ASYNC_PEERS = frozenset({"taskiq", "saq", "pgqueuer", "procrastinate"})
 
 IO_BACKENDS = ("postgres", "redis")
 """Where the asyncio peers run."""
+
+ENQUEUE_WAYS = ("push_many", "push_many_built", "dispatch_many")
+"""The driver's bulk push of envelopes built beforehand, the same with the envelopes built
+inside the clock (what a caller of `push_many` pays), and the manager's bulk dispatch of
+`Job`s built inside the clock (what an application pays)."""
 
 BACKLOG_BACKENDS = ("sqlite", "postgres", "redis")
 ENQUEUE_BACKENDS = ("sqlite", "postgres", "mysql", "redis")
@@ -137,7 +143,7 @@ def enqueue_ways(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]
     rounds = args.grid_rounds or args.rounds
     for round_no in range(1, rounds + 1):
         for backend in backends:
-            for way in ("push_many", "dispatch_many"):
+            for way in ENQUEUE_WAYS:
                 console.print(f"enqueue round {round_no}/{rounds}: {way} ({backend}) ...")
                 result = run_adapter(
                     OURS,
@@ -169,15 +175,16 @@ def enqueue_ways(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]
                 emit(sink, row)
     rows: list[dict[str, Any]] = []
     for backend in backends:
-        push = report.median(rates.get((backend, "push_many"), []))
-        dispatch = report.median(rates.get((backend, "dispatch_many"), []))
+        push, built, dispatch = (report.median(rates.get((backend, w), [])) for w in ENQUEUE_WAYS)
         row = {
             "backend": backend,
             "jobs": args.grid_jobs,
-            "ok": not errors[backend] and push is not None and dispatch is not None,
+            "ok": not errors[backend] and None not in (push, built, dispatch),
             "push_many_jobs_s": push,
+            "push_many_built_jobs_s": built,
             "dispatch_many_jobs_s": dispatch,
             "push_over_dispatch": round(push / dispatch, 3) if push and dispatch else None,
+            "built_over_dispatch": round(built / dispatch, 3) if built and dispatch else None,
             "errors": errors[backend],
         }
         rows.append(row)

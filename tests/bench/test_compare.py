@@ -438,8 +438,10 @@ def grid_result() -> dict[str, Any]:
                 "backend": "redis",
                 "ok": True,
                 "push_many_jobs_s": 100_000.0,
+                "push_many_built_jobs_s": 84_000.0,
                 "dispatch_many_jobs_s": 80_000.0,
                 "push_over_dispatch": 1.25,
+                "built_over_dispatch": 1.05,
             },
         ],
         backlog=[
@@ -504,4 +506,12 @@ def test_the_readme_block_carries_the_grid_tables(tmp_path: Path) -> None:
     block = readme.read_text()
     assert "| Redis | end to end, 20,000 jobs, c32 | 9,000 | taskiq | 6,000 | 1.50\u00d7 |" in block
     assert "| Redis | 1,000,000 | 10,000 | 9,000 | 0.90\u00d7 |" in block
-    assert "| Redis | 100,000 | 80,000 | 1.25\u00d7 |" in block
+    assert "| Redis | 100,000 | 84,000 | 80,000 | 1.25\u00d7 | 1.05\u00d7 |" in block
+
+
+def test_the_enqueue_table_gives_both_push_rates_and_both_ratios_to_dispatch() -> None:
+    from bench.compare.grid_report import enqueue_lines
+
+    [line] = enqueue_lines(grid_result())
+
+    assert line == ["Redis", "100,000", "84,000", "80,000", "1.25\u00d7", "1.05\u00d7"]
