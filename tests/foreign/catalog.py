@@ -88,6 +88,14 @@ SQLITE_BAD_ROWS: dict[str, tuple[dict[str, object], str]] = {
 """Malformed rows only SQLite's loose typing lets in (the others refuse them on insert)."""
 
 
+SQLITE_GOOD_VARIANTS: dict[str, dict[str, object]] = {
+    "due-text": {"due_at": "tomorrow"},
+    "due-blob": {"due_at": b"\x00\x01"},
+    "lease-text": {"lease_until": "never", "reservation_token": "foreign", "reserved_at": 0},
+}
+"""Well-formed jobs whose times only SQLite's loose typing lets be text: no claim ever
+found them due, and reading them stopped every idle worker; they must run like any other."""
+
 GOOD_VARIANTS: dict[str, dict[str, object]] = {
     "headers-null": {"headers": "null"},
     "headers-numbers": {"headers": '{"try": 2, "sampled": true}'},

@@ -23,7 +23,15 @@ from ..cli.harness import Cli, no_traceback
 from ..mysql_service import SERVER, drop_tables
 from ..mysql_service import check as require_mysql
 from ..postgres import PG_URL, drop_prefixed, require_postgres
-from .catalog import GOOD_VARIANTS, NUL_BAD_ROWS, QUEUE, SQL_BAD_ROWS, SQLITE_BAD_ROWS, sql_row
+from .catalog import (
+    GOOD_VARIANTS,
+    NUL_BAD_ROWS,
+    QUEUE,
+    SQL_BAD_ROWS,
+    SQLITE_BAD_ROWS,
+    SQLITE_GOOD_VARIANTS,
+    sql_row,
+)
 from .workers import drain_with_workers, failed_records
 
 Insert = Callable[[str, list[dict[str, object]]], None]
@@ -110,7 +118,10 @@ def test_malformed_rows_are_failed_with_the_field_named_and_every_good_row_runs_
     if not url.startswith("postgresql"):
         bad.update(NUL_BAD_ROWS)
     good_ids = [f"good-{i:02d}" for i in range(GOOD)]
-    variants = dict(zip(good_ids, GOOD_VARIANTS.values(), strict=False))
+    shapes = list(GOOD_VARIANTS.values())
+    if url.startswith("sqlite"):
+        shapes += SQLITE_GOOD_VARIANTS.values()
+    variants = dict(zip(good_ids, shapes, strict=False))
     rows: list[dict[str, object]] = []
     # Bad rows first and between the good ones, so every claim batch meets some.
     bad_rows = [

@@ -43,7 +43,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import ClassVar
+from typing import ClassVar, SupportsInt, cast
 
 from typing_extensions import override
 
@@ -80,6 +80,18 @@ MAX_CLAIM_PASSES = 100
 POLL_INTERVAL = timedelta(milliseconds=100)
 """How often an idle worker looks for work pushed by another process (SQLite, MySQL): the
 fallback behind the wake-ups of `nearby.py`, and all a worker on another machine has."""
+
+
+def _micros(value: object) -> int | None:
+    """A time column read back: None when there is none, or when it is not a number.
+
+    Only SQLite lets a row hold text there (written by another program); such a
+    time is unknown, not a reason for a wait or a count to fail. The SQLite
+    queue repairs those rows before it waits (`sqlite/untyped.py`).
+    """
+    if value is None or isinstance(value, str | bytes):
+        return None
+    return int(cast(SupportsInt, value))  # an int, or a Decimal from MySQL's arithmetic
 
 
 class DatabaseQueue(Queue):
@@ -316,8 +328,7 @@ class DatabaseQueue(Queue):
         async def soonest(s: Session) -> tuple[int, int | None]:
             now = await self._dialect.now(s)
             rows = await s.fetchall(sql, self._sql.soonest_due_params(queues, now))
-            due = rows[0][0] if rows else None
-            return now, None if due is None else int(due)
+            return now, _micros(rows[0][0]) if rows else None
 
         loop = asyncio.get_running_loop()
         ends = loop.time() + timeout.total_seconds()
@@ -457,7 +468,7 @@ class DatabaseQueue(Queue):
             waiting=int(waiting),
             delayed=int(delayed),
             reserved=int(reserved),
-            next_due=None if soonest is None else from_micros(int(soonest)),
+            next_due=None if (micros := _micros(soonest)) is None else from_micros(micros),
         )
 
     @override

@@ -47,11 +47,12 @@ from ....durations import parse_duration
 from ....flags import parse_flag
 from ....queue import DEFAULT_LEASE, Capabilities
 from .. import POLL_INTERVAL, DatabaseQueue
-from ..dialect import Dialect, Row, Work
+from ..dialect import Dialect, Row, Session, Work
 from ..nearby import Rendezvous, shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
 from .connection import SQLiteThread, resolve_file
 from .settings import SQLiteSettings
+from .untyped import UntypedTimes, warn_repaired
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -252,6 +253,28 @@ class SQLiteQueue(DatabaseQueue):
             migrate=migrate,
             poll_interval=poll_interval,
         )
+        self._untyped = UntypedTimes(self._tables.jobs)
+
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        """Make rows whose times are not numbers claimable (`untyped.py`), then wait as usual."""
+        if queues:
+            await self._repair_untyped(queues)
+        await super().wait_for_work(queues, timeout)
+
+    async def _repair_untyped(self, queues: Sequence[str]) -> None:
+        async def look(s: Session) -> bool:
+            return await self._untyped.found(s, queues, await self._dialect.now(s))
+
+        if not await self._run(look, write=False):
+            return
+
+        async def repair(s: Session) -> list[str]:
+            return await self._untyped.repair(s, queues, await self._dialect.now(s))
+
+        ids = await self._run(repair)
+        if ids:
+            warn_repaired(self.path, ids)
 
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SQLiteDialect", "SQLiteQueue"]
