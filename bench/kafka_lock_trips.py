@@ -14,8 +14,11 @@ load, while worker processes drain no-op jobs:
   in-process `Worker` over a `KafkaQueue` whose lock store (Redis, under a
   key prefix of the run's own, deleted afterwards) is wrapped in a counter:
   every call of the store is one request to Redis, so calls are round trips;
+  and a call made while none other of the process is on its way starts a
+  *wave*: waves are the round trips a worker waits for one after another,
+  the ones that set the pace (calls side by side share one wait);
 - prints, per run: jobs, lock-store calls per job (cursor writes, lease and
-  seat calls apart), the workers' CPU seconds per 1,000 jobs, and the drain
+  seat calls apart), waves per job, the workers' CPU milliseconds per job, and the drain
   rate. The rate is wall-clock and moves with the machine's load; the calls
   per job do not.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
@@ -61,44 +66,58 @@ class CountingStore(Cache):
         self.inner = inner
         self.name = inner.name
         self.calls: Counter[str] = Counter()
+        self.waves = 0
+        """Calls made while none was on its way: round trips one after another."""
+        self._on_the_way = 0
 
     def _count(self, method: str, key: str) -> None:
         kind = key.split(":", 1)[0]
         self.calls[f"{method} {kind}"] += 1
+
+    @contextlib.contextmanager
+    def _trip(self, method: str, key: str) -> Iterator[None]:
+        self._count(method, key)
+        if not self._on_the_way:
+            self.waves += 1
+        self._on_the_way += 1
+        try:
+            yield
+        finally:
+            self._on_the_way -= 1
 
     @property
     def is_shared(self) -> bool:
         return self.inner.is_shared
 
     async def get(self, key: str) -> bytes | None:
-        self._count("get", key)
-        return await self.inner.get(key)
+        with self._trip("get", key):
+            return await self.inner.get(key)
 
     async def put(self, key: str, value: bytes, ttl: timedelta | None = None) -> None:
-        self._count("put", key)
-        await self.inner.put(key, value, ttl)
+        with self._trip("put", key):
+            await self.inner.put(key, value, ttl)
 
     async def add(self, key: str, value: bytes, ttl: timedelta | None = None) -> bool:
-        self._count("add", key)
-        return await self.inner.add(key, value, ttl)
+        with self._trip("add", key):
+            return await self.inner.add(key, value, ttl)
 
     async def replace_if(
         self, key: str, expected: bytes, value: bytes, ttl: timedelta | None = None
     ) -> bool:
-        self._count("replace_if", key)
-        return await self.inner.replace_if(key, expected, value, ttl)
+        with self._trip("replace_if", key):
+            return await self.inner.replace_if(key, expected, value, ttl)
 
     async def forget(self, key: str) -> bool:
-        self._count("forget", key)
-        return await self.inner.forget(key)
+        with self._trip("forget", key):
+            return await self.inner.forget(key)
 
     async def forget_if(self, key: str, expected: bytes) -> bool:
-        self._count("forget_if", key)
-        return await self.inner.forget_if(key, expected)
+        with self._trip("forget_if", key):
+            return await self.inner.forget_if(key, expected)
 
     async def increment(self, key: str, by: int = 1, ttl: timedelta | None = None) -> int:
-        self._count("increment", key)
-        return await self.inner.increment(key, by, ttl)
+        with self._trip("increment", key):
+            return await self.inner.increment(key, by, ttl)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -119,6 +138,7 @@ async def work(url: str, concurrency: int) -> None:
         "processed": stats.processed,
         "cpu": time.process_time() - cpu,
         "calls": dict(store.calls),
+        "waves": store.waves,
     }
     print(json.dumps(out))
 
@@ -174,6 +194,7 @@ def one_run(args: argparse.Namespace) -> dict[str, float]:
         "calls_per_job": total / processed,
         "cursor_per_job": cursor / processed,
         "other_per_job": (total - cursor) / processed,
+        "waves_per_job": sum(r["waves"] for r in results) / processed,
         "cpu_ms_per_job": 1000 * sum(r["cpu"] for r in results) / processed,
         "rate": processed / elapsed,
         "detail": dict(calls.most_common()),  # type: ignore[dict-item]
