@@ -85,7 +85,9 @@ rebalance state machine is worse than none.
   was handed out, so a worker whose lease lapsed cannot settle over the one
   that took the partition (it gets `LeaseLost`), and a worker holding a
   partition honours a `clear` from another process at its next hand-out.
-  A job costs two writes to the lock store, both to the cursor.
+  A job costs two writes to the lock store, both to the cursor, and a
+  reserve writes the cursors of all the partitions it serves side by side:
+  one round-trip wait for the hand-outs, one for the settles.
 - A job handed back unrun by a stopping worker stays where it is (the cursor
   never moved) without its delivery counted, and keeps its place in order.
 - A record that is not a job is produced to the failed topic, as it was,

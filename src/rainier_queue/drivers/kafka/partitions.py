@@ -22,8 +22,10 @@ reaches a worker holding the partition: the holder trusts its own copy of
 the cursor rather than reading it before every job (a round trip per job),
 and its next hand-out, a compare-and-set from that copy, fails on the
 cursor the clear moved, so it reads the cursor afresh and hands out none of
-the cleared jobs. Two round trips per job, both on one key, and no key per
-record to forget.
+the cleared jobs. Two writes per job, both on one key, and no key per
+record to forget; a reserve makes the hand-outs of all the partitions it
+serves side by side (reserving.py), so a worker's cycle waits for two
+round trips however many partitions it serves.
 
 Records read ahead of the cursor are kept per partition while the consumer
 reads on. A log never changes what is at an offset, so what was read stays

@@ -77,6 +77,11 @@ class Quota:
         """Whether this worker holds fewer partitions than its share (after a reserve)."""
         return self._busy() < self.share
 
+    def serving(self, state: PartitionState) -> None:
+        """A job from `state` is about to be handed out: it counts as busy from now on."""
+        if state not in self._fresh:
+            self._fresh.append(state)
+
     def took(self, state: PartitionState) -> None:
         """The reserve took `state`'s lease, which it did not hold before."""
         if state.tp not in self._kept and state not in self._fresh:
