@@ -30,10 +30,10 @@ import pymysql
 
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
+from rainier_queue.drivers.database.mysql.connection import NOW_US
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = (0.05, 0.50, 0.90)
-from rainier_queue.drivers.database.mysql.connection import NOW_US
 
 
 async def push(url: str, count: int, batch: int = 5000) -> None:
