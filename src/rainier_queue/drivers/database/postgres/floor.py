@@ -32,8 +32,9 @@ before a row above the floor was claimed but committed after. So:
 - the clock for that starts when a claim from the head is sent, not when it
   returns: a worker keeps several claims in flight, and each one that
   started before the first head claim came back used to read the head as
-  well (two or three head scans every `REFRESH` instead of one; at 90% of a
-  million-job drain, about 4,600 pages each).
+  well (on a loaded machine, 20 claims from the head where 13 do now, in the
+  same 60,000-job drain; at 90% of a million-job drain with nothing
+  vacuumed, each reads about 4,600 index pages).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Floors:
     refresh: float = REFRESH
     _floors: dict[str, tuple[int, int]] = field(default_factory=dict)
     _scanned: dict[str, float] = field(default_factory=dict)
-    """When each queue was last claimed from its head (`time.monotonic()`)."""
+    """When a claim of each queue from its head was last sent (`time.monotonic()`)."""
 
     def start(self, queue: str) -> tuple[int, int] | None:
         """Where the next claim of `queue` starts; None for the head.
