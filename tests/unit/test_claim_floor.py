@@ -53,3 +53,28 @@ def test_a_claim_from_the_head_that_found_nothing_forgets_the_floor(clock: list[
     floors.claimed("default", [], from_head=True)
 
     assert floors.start("default") is None
+
+
+def test_claims_started_while_one_reads_the_head_go_on_from_the_floor(
+    clock: list[float],
+) -> None:
+    floors = Floors(refresh=5.0)
+    floors.claimed("default", [(10, 7)], from_head=True)
+    clock[0] += 6.0
+
+    assert floors.start("default") is None  # this claim reads the head...
+    clock[0] += 0.05
+    assert floors.start("default") == (10, 7)  # ...so one sent before it returns need not
+
+
+def test_the_head_is_read_again_a_refresh_after_a_head_claim_that_never_returned(
+    clock: list[float],
+) -> None:
+    floors = Floors(refresh=5.0)
+    floors.claimed("default", [(10, 7)], from_head=True)
+    clock[0] += 6.0
+    assert floors.start("default") is None  # sent, and lost with its connection
+
+    clock[0] += 5.5
+
+    assert floors.start("default") is None

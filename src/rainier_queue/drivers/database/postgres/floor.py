@@ -28,7 +28,13 @@ before a row above the floor was claimed but committed after. So:
   reclaimed. Not every second: deep into a drain with nothing vacuumed, one
   claim from the head read 4,448 index pages (61 ms), and two workers doing
   that every second spent as much server time on it as on all their other
-  claims together.
+  claims together;
+- the clock for that starts when a claim from the head is sent, not when it
+  returns: a worker keeps several claims in flight, and each one that
+  started before the first head claim came back used to read the head as
+  well (on a loaded machine, 20 claims from the head where 13 do now, in the
+  same 60,000-job drain; at 90% of a million-job drain with nothing
+  vacuumed, each reads about 4,600 index pages).
 """
 
 from __future__ import annotations
@@ -51,12 +57,20 @@ class Floors:
     refresh: float = REFRESH
     _floors: dict[str, tuple[int, int]] = field(default_factory=dict)
     _scanned: dict[str, float] = field(default_factory=dict)
-    """When each queue was last claimed from its head (`time.monotonic()`)."""
+    """When a claim of each queue from its head was last sent (`time.monotonic()`)."""
 
     def start(self, queue: str) -> tuple[int, int] | None:
-        """Where the next claim of `queue` starts; None for the head."""
+        """Where the next claim of `queue` starts; None for the head.
+
+        A None answer counts as the head being read from now: the claims that
+        start while that one is on its way go on from the floor, so a worker
+        with several claims in flight reads the head once a `refresh`, not
+        once per claim in flight.
+        """
         floor = self._floors.get(queue)
-        if floor is None or time.monotonic() - self._scanned.get(queue, 0.0) > self.refresh:
+        now = time.monotonic()
+        if floor is None or now - self._scanned.get(queue, 0.0) > self.refresh:
+            self._scanned[queue] = now
             return None
         return floor
 
