@@ -172,7 +172,7 @@ async def test_a_job_reserved_before_the_upgrade_comes_back_when_its_old_lease_e
     queue = opener()
     assert await queue.reserve("default") == []
     batch: list[Reservation] = []
-    for _ in range(50):  # a wait may end early (a listener connecting wakes its waiters)
+    for _ in range(50):  # a wait may end early: the contract allows it
         await queue.wait_for_work(["default"], timedelta(seconds=10))
         if batch := await queue.reserve("default"):
             break

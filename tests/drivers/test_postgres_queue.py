@@ -84,6 +84,27 @@ async def test_a_push_to_another_queue_does_not_wake_the_worker(
     await waiting
 
 
+async def test_the_listener_coming_up_does_not_end_a_wait_with_nothing_to_do(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    # The listener wakes every wait when it connects, so that a push made while
+    # nobody listened is found; a wait that then finds nothing goes on waiting.
+    # It used to end empty, and an idle worker's first wait was cut short.
+    worker_side, pusher = opened(), opened()
+    await worker_side.migrate()
+    waiting = asyncio.create_task(worker_side.wait_for_work(["default"], timedelta(minutes=1)))
+    for _ in range(1000):  # this wait started the listener; a liveness bound
+        if worker_side.listening:
+            break
+        await asyncio.sleep(0.01)
+    assert worker_side.listening
+    await asyncio.sleep(0.3)  # its wake-up has been handled
+    assert not waiting.done(), "the wait ended with nothing pushed"
+
+    await pusher.push(a_job())
+    await asyncio.wait_for(waiting, 10)  # a liveness bound, not a latency
+
+
 async def test_a_worker_whose_listener_was_cut_off_still_finds_the_next_job(
     opened: Callable[..., PostgresQueue],
 ) -> None:

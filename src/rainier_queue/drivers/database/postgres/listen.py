@@ -38,19 +38,31 @@ class _Waiter:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[None]
     queues: frozenset[str]
+    notified: bool = False
+    """Whether a notification (not only the listener coming up) woke this wait."""
 
-    def wake(self) -> None:
+    def wake(self, *, notified: bool = True) -> None:
         with contextlib.suppress(RuntimeError):  # its loop closed already
-            self.loop.call_soon_threadsafe(_resolve, self.future)
+            self.loop.call_soon_threadsafe(_resolve, self, notified)
 
-    async def wait(self, timeout: timedelta) -> None:
+    async def wait(self, timeout: timedelta) -> str:
+        """Wait for a wake-up: "notified", "listening" (the listener came up) or "timeout"."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.future), max(0.0, timeout.total_seconds()))
+        if not self.future.done():
+            return "timeout"
+        return "notified" if self.notified else "listening"
+
+    def rearm(self) -> None:
+        """Ready for another wait, after one the listener's coming up ended."""
+        self.future = self.loop.create_future()
+        self.notified = False
 
 
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
+def _resolve(waiter: _Waiter, notified: bool) -> None:
+    waiter.notified = waiter.notified or notified
+    if not waiter.future.done():
+        waiter.future.set_result(None)
 
 
 class Listener:
@@ -82,10 +94,10 @@ class Listener:
     def unregister(self, waiter: _Waiter) -> None:
         self._waiters.discard(waiter)
 
-    def wake(self, queue: str | None) -> None:
+    def wake(self, queue: str | None, *, notified: bool = True) -> None:
         for waiter in list(self._waiters):
             if not queue or queue in waiter.queues:
-                waiter.wake()
+                waiter.wake(notified=notified)
 
     async def _listen(self) -> None:
         backoff = 0.1
@@ -100,7 +112,9 @@ class Listener:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
                     backoff = 0.1
                     self.listening = True
-                    self.wake(None)  # anything pushed while we were deaf is found now
+                    # Anything pushed while nobody listened is looked for now; a
+                    # waiter that finds nothing goes on waiting (`wait_for_work`).
+                    self.wake(None, notified=False)
                     async for note in conn.notifies():
                         self.wake(note.payload)
             except asyncio.CancelledError:
