@@ -302,7 +302,8 @@ def markdown_block(result: Row, chart: str | None) -> str:
         result["command"],
         "```",
         "",
-        f"which took {result['total_s'] / 60:.1f} minutes. Throughput: {p['jobs']:,} jobs, "
+        f"which took {result['total_s'] / 60:.1f} minutes{_spent(result)}. "
+        f"Throughput: {p['jobs']:,} jobs, "
         f"{p['processes']} worker processes at concurrency {p['concurrency']}, medians of "
         f"{p['rounds']} interleaved rounds. End to end counts from starting the workers to the "
         "last job, start-up included, and first job is how long the first one took to finish; "
@@ -396,6 +397,14 @@ def replace_block(text: str, block: str) -> str:
         raise ValueError(f"{END} comes before {START}")
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{block.strip()}\n{END}{tail}"
+
+
+def _spent(result: dict[str, Any]) -> str:
+    """Where the run's minutes went, by workload: " (throughput 9.1, ...)", or nothing."""
+    spent = result.get("workload_s") or {}
+    if not spent:
+        return ""
+    return " (" + ", ".join(f"{name} {s / 60:.1f}" for name, s in spent.items()) + ")"
 
 
 def write_readme(path: Path, result: Row, chart: str | None) -> None:

@@ -49,8 +49,9 @@ import re
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from . import grid_report, report
 from .adapters import ROOT, compile_bytecode, console, draw_chart, ensure_peers_venv
@@ -241,21 +242,22 @@ def main(argv: list[str] | None = None) -> None:
         "enqueue": [],
         "backlog": [],
     }
+    steps: dict[str, Callable[[TextIO], list[dict[str, Any]]]] = {
+        "throughput": lambda sink: throughput(args, sink),
+        "latency": lambda sink: latency(args, sink),
+        "memory": lambda sink: memory(args, sink),
+        "grid": lambda sink: concurrency_cells(args, sink, result["throughput"]),
+        "io": lambda sink: io_bound(args, sink),
+        "enqueue": lambda sink: enqueue_ways(args, sink),
+        "backlog": lambda sink: backlog(args, sink),
+    }
+    result["workload_s"] = {}
     with out.open("a") as sink:
-        if "throughput" in args.workloads:
-            result["throughput"] = throughput(args, sink)
-        if "latency" in args.workloads:
-            result["latency"] = latency(args, sink)
-        if "memory" in args.workloads:
-            result["memory"] = memory(args, sink)
-        if "grid" in args.workloads:
-            result["grid"] = concurrency_cells(args, sink, result["throughput"])
-        if "io" in args.workloads:
-            result["io"] = io_bound(args, sink)
-        if "enqueue" in args.workloads:
-            result["enqueue"] = enqueue_ways(args, sink)
-        if "backlog" in args.workloads:
-            result["backlog"] = backlog(args, sink)
+        for name, step in steps.items():
+            if name in args.workloads:
+                started = time.monotonic()
+                result[name] = step(sink)
+                result["workload_s"][name] = round(time.monotonic() - started, 1)
     result["summaries"] = report.summaries(result["throughput"])
     result["names"] = {
         r["system"]: report.system_name(r["system"])
@@ -309,7 +311,8 @@ def main(argv: list[str] | None = None) -> None:
     if failed:
         console.print(f"[red]FAILED[/red]: {', '.join(failed)}")
     total = result["total_s"]
-    console.print(f"total run time: {int(total // 60)} min {total % 60:.0f} s")
+    spent = ", ".join(f"{name} {s / 60:.1f}" for name, s in result["workload_s"].items())
+    console.print(f"total run time: {int(total // 60)} min {total % 60:.0f} s ({spent} min)")
 
 
 if __name__ == "__main__":

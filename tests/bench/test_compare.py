@@ -515,3 +515,12 @@ def test_the_enqueue_table_gives_both_push_rates_and_both_ratios_to_dispatch() -
     [line] = enqueue_lines(grid_result())
 
     assert line == ["Redis", "100,000", "84,000", "80,000", "1.25\u00d7", "1.05\u00d7"]
+
+
+def test_the_readme_says_where_the_minutes_went(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{START}\n{END}\n")
+
+    report.write_readme(readme, result(workload_s={"throughput": 540.0, "backlog": 60.0}), None)
+
+    assert "which took 10.0 minutes (throughput 9.0, backlog 1.0). " in readme.read_text()
