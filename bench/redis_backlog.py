@@ -67,7 +67,9 @@ def _server(client: redis.Redis) -> tuple[float, dict[str, tuple[int, float]]]:
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), commands
 
 
-def drain(url: str, stream: str, count: int, processes: int, concurrency: int) -> list[Sample]:
+def drain(
+    url: str, stream: str, count: int, processes: int, concurrency: int, every: float
+) -> list[Sample]:
     client = redis.Redis.from_url(url.split("?", 1)[0])
     command = [
         sys.executable,
@@ -89,7 +91,8 @@ def drain(url: str, stream: str, count: int, processes: int, concurrency: int) -
     stop = threading.Event()
 
     def sample() -> None:
-        while not stop.is_set():
+        while True:
+            last = stop.is_set()  # one more look once the workers are gone
             left = int(client.xlen(stream))
             server_cpu, commands = _server(client)
             workers = sum(_proc_cpu(p.pid) for p in procs)
@@ -97,7 +100,9 @@ def drain(url: str, stream: str, count: int, processes: int, concurrency: int) -
             samples.append(
                 (time.perf_counter(), count - left, server_cpu, workers, commands, waited)
             )
-            stop.wait(0.25)
+            if last:
+                return
+            stop.wait(every)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -150,6 +155,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--every", type=float, default=0.25, help="seconds between looks")
     parser.add_argument("--url", default="redis://127.0.0.1:6379/0?prefix=redis_backlog:")
     args = parser.parse_args()
     prefix = args.url.split("prefix=", 1)[1].split("&", 1)[0]
@@ -157,7 +163,7 @@ def main() -> None:
     started = time.perf_counter()
     asyncio.run(fill(args.url, args.jobs))
     print(f"pushed {args.jobs:,} in {time.perf_counter() - started:.1f} s")
-    samples = drain(args.url, stream, args.jobs, args.processes, args.concurrency)
+    samples = drain(args.url, stream, args.jobs, args.processes, args.concurrency, args.every)
 
     async def left() -> int:
         queue = open_queue(args.url)

@@ -25,18 +25,28 @@ def pack(commands: Sequence[Sequence[Any]], encoding: str, errors: str) -> bytes
     for command in commands:
         out.append(b"*%d\r\n" % len(command))
         for arg in command:
-            if isinstance(arg, str):
+            kind = type(arg)
+            if kind is str:
                 data = arg.encode(encoding, errors)
-            elif isinstance(arg, bytes):
-                data = arg
-            elif isinstance(arg, int) and not isinstance(arg, bool):
+            elif kind is int:
                 data = b"%d" % arg
-            elif isinstance(arg, float):
-                data = repr(arg).encode()
             else:
-                raise DataError(f"cannot send {type(arg).__name__} to Redis: {arg!r}")
+                data = _other(arg, encoding, errors)
             out.append(b"$%d\r\n%b\r\n" % (len(data), data))
     return b"".join(out)
+
+
+def _other(arg: Any, encoding: str, errors: str) -> bytes:
+    """An argument that is not exactly `str` or `int`, encoded as redis-py's encoder would."""
+    if isinstance(arg, bytes):
+        return arg
+    if isinstance(arg, bool):
+        raise DataError(f"cannot send a bool to Redis: {arg!r}")
+    if isinstance(arg, int | float):
+        return repr(arg).encode()
+    if isinstance(arg, str):
+        return arg.encode(encoding, errors)
+    raise DataError(f"cannot send {type(arg).__name__} to Redis: {arg!r}")
 
 
 __all__ = ["pack"]
