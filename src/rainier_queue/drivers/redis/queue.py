@@ -65,6 +65,11 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def _delay_ms(job: QueuedJob, now: datetime) -> int:
+    """A delay, not a moment (the push script adds it to the server's clock); 0: due now."""
+    return max(1, _ms(job.available_at) - _ms(now)) if job.available_at > now else 0
+
+
 def _consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
@@ -176,7 +181,15 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
 
     @override
     async def push(self, job: QueuedJob) -> str:
-        await self.push_many([job])
+        """One job, off-cluster: `push_many`'s script and arguments, without its grouping."""
+        if self.cluster:
+            await self.push_many([job])
+            return job.id
+        keys = self.keys.queue(job.queue)
+        args = [1, WAKE_TOKENS, _delay_ms(job, utcnow()), job.to_json()]
+        names = [keys.stream, keys.delayed, self.keys.wake]
+        script = self._script(scripts.PUSH)
+        await self._pushes.script(script, names, args, what="push jobs", job_ids=[job.id])
         return job.id
 
     @override
@@ -188,9 +201,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         now = utcnow()
         by_queue: dict[str, list[Any]] = defaultdict(list)
         for job in jobs:
-            # A delay, not a moment: the script adds it to the server's clock.
-            delay = max(1, _ms(job.available_at) - _ms(now)) if job.available_at > now else 0
-            by_queue[job.queue] += [delay, job.to_json()]
+            by_queue[job.queue] += [_delay_ms(job, now), job.to_json()]
         tokens = min(len(jobs), WAKE_TOKENS)
 
         async def push_to(queue: str, pairs: list[Any]) -> None:

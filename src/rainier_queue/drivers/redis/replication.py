@@ -42,6 +42,7 @@ from redis.asyncio import Redis
 from ...durations import format_duration, parse_duration
 from ...errors import ConfigurationError, NotReplicated, OutcomeUnknown
 from .connection import Client, refusal, translated
+from .resp import pack
 
 if TYPE_CHECKING:
     from redis.asyncio.connection import AbstractConnection
@@ -192,7 +193,9 @@ class HeldWrites:
     ) -> list[Any]:
         waits = self.durability.replicas > 0
         wait = [("WAIT", self.durability.replicas, self.durability.timeout_ms)] if waits else []
-        await conn.send_packed_command(conn.pack_commands([*commands, *wait]))
+        encoder = conn.encoder
+        packed = pack([*commands, *wait], encoder.encoding, encoder.encoding_errors)
+        await conn.send_packed_command(packed)
         replies: list[Any] = []
         for _ in commands:
             try:
