@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -402,6 +403,7 @@ class Worker:
     async def _work(self, slot: Slot) -> None:
         job = slot.reservation.job
         handling = True
+        settled_later = False
         try:
             if self._events:  # a dispatcher with listeners (no event is built for nobody)
                 try:
@@ -419,6 +421,12 @@ class Worker:
                     "job `%s` %s ended after its lease was lost; not recorded", job.name, job.id
                 )
                 return
+            # A plain success ends this task here; its acknowledgement finishes the slot.
+            settled_later = self._settler.settle_soon(
+                attempt, slot.lease, functools.partial(self._finished, slot)
+            )
+            if settled_later:
+                return
             await self._settler.settle(attempt, slot.lease)
             if attempt.verdict is not Verdict.SUCCEEDED:
                 # It may be back in the queue (a retry), due before an idle wait ends.
@@ -432,9 +440,14 @@ class Worker:
         finally:
             if handling:
                 self._slots.handler_returned()
-            self._keeper.forget(slot.lease)
-            self._slots.finished(slot)
-            self._changed.set()
+            if not settled_later:
+                self._finished(slot)
+
+    def _finished(self, slot: Slot) -> None:
+        """A job's result is recorded (or given up on): its slot is free for good."""
+        self._keeper.forget(slot.lease)
+        self._slots.finished(slot)
+        self._changed.set()
 
     # -- stopping ----------------------------------------------------------------------
 
@@ -466,9 +479,8 @@ class Worker:
                 self.options.grace.total_seconds(),
                 len(self._slots),
             )
-            tasks = [slot.task for slot in self._slots.running.values() if slot.task is not None]
             grace = self.options.grace.total_seconds()
-            finished = asyncio.create_task(asyncio.wait(tasks, timeout=grace))
+            finished = asyncio.create_task(asyncio.wait_for(self._all_finished(), grace))
             hard = asyncio.create_task(self._hard_event.wait())
             try:
                 await asyncio.wait({finished, hard}, return_when=asyncio.FIRST_COMPLETED)
@@ -481,9 +493,13 @@ class Worker:
             log.warning("interrupting %d running job(s) and handing them back", len(remaining))
         for slot in remaining:
             slot.control.interrupt()
-        leftover = [slot.task for slot in remaining if slot.task is not None]
-        if leftover:
-            await asyncio.wait(leftover)
+        await self._all_finished()
+
+    async def _all_finished(self) -> None:
+        """Wait until every job held has ended and its result is recorded (or given up)."""
+        while self._slots:
+            self._changed.clear()
+            await self._changed.wait()
 
     async def _tell_queue_we_stopped(self) -> None:
         """Let the driver give back what it held for this worker (Kafka partition leases)."""
