@@ -398,7 +398,9 @@ class Worker:
         if self._hard:
             slot.control.interrupt()
         job = slot.reservation.job
-        slot.task = asyncio.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
+        loop = self._loop
+        assert loop is not None, "set by run()"
+        slot.task = loop.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
 
     async def _work(self, slot: Slot) -> None:
         job = slot.reservation.job
@@ -410,7 +412,7 @@ class Worker:
                     await self._events.emit(JobProcessing(job=job))
                 except Exception:
                     log.exception("the event dispatcher failed on JobProcessing; ignored")
-            attempt = await self._runner.run(slot.reservation, slot.control)
+            attempt = await self._runner.run(slot.reservation, slot.control, slot.task)
             handling = False
             self._slots.handler_returned()
             if self._ahead and attempt.verdict is not Verdict.INTERRUPTED:

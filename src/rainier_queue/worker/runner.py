@@ -111,6 +111,19 @@ class Attempt:
         return self.context.is_last_attempt
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ClassFacts:
+    """What the runner asks of a job class for every job, asked once."""
+
+    handle: object
+    """The `handle` the answers were given for (a class may replace it)."""
+    timeout_setting: object
+    """The class's `timeout` as set, likewise."""
+    is_async: bool
+    timeout: timedelta | None
+    """The limit its jobs run under: their own, else the worker's."""
+
+
 class Interruptible:
     """Lets the worker stop one running handler at shutdown.
 
@@ -159,6 +172,10 @@ class Runner:
         self._deadlines = Deadlines()
         self._busy = 0
         self._busy_lock = threading.Lock()
+        self._floor = max(options.tries or 0, 1)
+        """The fewest attempts any job gets (`WorkerOptions.attempts_for`)."""
+        self._classes: dict[type[Job], _ClassFacts] = {}
+        """What each job class's handler is, asked once per class rather than once per job."""
 
     # -- threads -----------------------------------------------------------------
 
@@ -204,12 +221,13 @@ class Runner:
 
     def context_for(self, reservation: Reservation) -> JobContext:
         queued = reservation.job
+        floor = self._floor
         return JobContext(
             job_id=queued.id,
             name=queued.name,
             queue=queued.queue,
             attempt=queued.attempts,
-            max_attempts=self._options.attempts_for(queued.max_attempts),
+            max_attempts=queued.max_attempts if queued.max_attempts > floor else floor,
             headers=queued.headers,
             dependencies=self._dependencies,
         )
@@ -219,8 +237,32 @@ class Runner:
         own = job_class.timeout_delta()
         return own if own is not None else self._options.timeout
 
-    async def run(self, reservation: Reservation, control: Interruptible) -> Attempt:
-        """Run `reservation`'s job once and say what became of it. Never raises for the job."""
+    def _facts(self, job_class: type[Job]) -> _ClassFacts:
+        """`job_class`'s handler kind and time limit, kept until the class changes them."""
+        facts = self._classes.get(job_class)
+        if (
+            facts is None
+            or facts.handle is not job_class.handle
+            or facts.timeout_setting is not job_class.timeout
+        ):
+            facts = self._classes[job_class] = _ClassFacts(
+                handle=job_class.handle,
+                timeout_setting=job_class.timeout,
+                is_async=is_async_handler(job_class),
+                timeout=self.timeout_for(job_class),
+            )
+        return facts
+
+    async def run(
+        self,
+        reservation: Reservation,
+        control: Interruptible,
+        task: asyncio.Task[Any] | None = None,
+    ) -> Attempt:
+        """Run `reservation`'s job once and say what became of it. Never raises for the job.
+
+        `task` is the task this is awaited from, when the caller has it at hand.
+        """
         queued = reservation.job
         ctx = self.context_for(reservation)
         started = time.monotonic()
@@ -247,7 +289,8 @@ class Runner:
                 error=error,
                 started=started,
             )
-        timeout = self.timeout_for(type(job))
+        facts = self._facts(type(job))
+        timeout = facts.timeout
 
         def outcome(
             verdict: Verdict,
@@ -277,13 +320,14 @@ class Runner:
         # wait per job were a fifth of the worker's cost per job. A time limit
         # (see deadlines.py) or an interrupt cancels this task while the handler
         # runs, and only then.
-        task = asyncio.current_task()
-        assert task is not None  # run() is always awaited from a task
+        if task is None:
+            task = asyncio.current_task()
+            assert task is not None  # run() is always awaited from a task
         limit = None if timeout is None else self._deadlines.start(task, timeout.total_seconds())
         control.attach(task)
         try:
             try:
-                await self._invoke(job, ctx)
+                await self._invoke(job, ctx, facts.is_async)
             finally:
                 control.detach()
                 if limit is not None:
@@ -308,7 +352,14 @@ class Runner:
             # The handler swallowed the cancellation and returned anyway.
             task.uncancel()
             return self._timed_out(job, queued, outcome, timeout)
-        return outcome(Verdict.SUCCEEDED)
+        return Attempt(
+            reservation=reservation,
+            verdict=Verdict.SUCCEEDED,
+            context=ctx,
+            job=job,
+            timeout=timeout,
+            started=started,
+        )
 
     def _timed_out(
         self,
@@ -341,13 +392,13 @@ class Runner:
             extra=_fields(queued),
         )
 
-    async def _invoke(self, job: Job, ctx: JobContext) -> None:
+    async def _invoke(self, job: Job, ctx: JobContext, is_async: bool) -> None:
         try:
-            if is_async_handler(type(job)):
+            if is_async:
                 result = job.handle(ctx)
             else:
                 result = await self.in_thread(job.handle, ctx)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 await result
         except SystemExit as exc:
             # A handler must not be able to end the worker and every job beside it.
