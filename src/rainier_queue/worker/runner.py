@@ -46,6 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from types import CoroutineType
 from typing import Any, TypeVar
 
 from ..context import Dependencies, JobContext
@@ -291,30 +292,15 @@ class Runner:
             )
         facts = self._facts(type(job))
         timeout = facts.timeout
-
-        def outcome(
-            verdict: Verdict,
-            error: BaseException | None = None,
-            retry_delay: timedelta | None = None,
-        ) -> Attempt:
-            return Attempt(
-                reservation=reservation,
-                verdict=verdict,
-                context=ctx,
-                job=job,
-                error=error,
-                retry_delay=retry_delay,
-                timeout=timeout,
-                started=started,
-            )
-
+        made = (reservation, ctx, job, timeout, started)
         if queued.attempts > ctx.max_attempts:
-            return outcome(
+            return _ended(
+                made,
                 Verdict.EXHAUSTED,
                 DeliveryExhausted(queued.name, queued.id, queued.attempts, ctx.max_attempts),
             )
         if control.is_interrupted():
-            return outcome(Verdict.INTERRUPTED)
+            return _ended(made, Verdict.INTERRUPTED)
 
         # The handler runs in this task, not in one of its own: a task and a
         # wait per job were a fifth of the worker's cost per job. A time limit
@@ -327,7 +313,15 @@ class Runner:
         control.attach(task)
         try:
             try:
-                await self._invoke(job, ctx, facts.is_async)
+                if facts.is_async:  # called here, not in a coroutine of its own
+                    try:
+                        result = job.handle(ctx)
+                        if type(result) is CoroutineType or inspect.isawaitable(result):
+                            await result
+                    except SystemExit as exc:
+                        raise _exit_refused(exc) from exc
+                else:
+                    await self._invoke_in_thread(job, ctx)
             finally:
                 control.detach()
                 if limit is not None:
@@ -337,21 +331,21 @@ class Runner:
                 task.uncancel()
                 if not is_async_handler(type(job)):
                     self._abandon_thread(queued)
-                return outcome(Verdict.INTERRUPTED)
+                return _ended(made, Verdict.INTERRUPTED)
             if limit is not None and limit.expired:
                 task.uncancel()
-                return self._timed_out(job, queued, outcome, timeout)
+                return self._timed_out(made, timeout)
             if task.cancelling():
                 raise  # the worker itself is being cancelled
-            return outcome(Verdict.RAISED, RuntimeError("the handler cancelled itself"))
+            return _ended(made, Verdict.RAISED, RuntimeError("the handler cancelled itself"))
         except Retry as exc:
-            return outcome(Verdict.RETRY, exc, exc.delay)
+            return _ended(made, Verdict.RETRY, exc, exc.delay)
         except Exception as exc:
-            return outcome(Verdict.RAISED, exc)
+            return _ended(made, Verdict.RAISED, exc)
         if limit is not None and limit.expired:
             # The handler swallowed the cancellation and returned anyway.
             task.uncancel()
-            return self._timed_out(job, queued, outcome, timeout)
+            return self._timed_out(made, timeout)
         return Attempt(
             reservation=reservation,
             verdict=Verdict.SUCCEEDED,
@@ -361,14 +355,9 @@ class Runner:
             started=started,
         )
 
-    def _timed_out(
-        self,
-        job: Job,
-        queued: QueuedJob,
-        outcome: Callable[..., Attempt],
-        timeout: timedelta | None,
-    ) -> Attempt:
+    def _timed_out(self, made: _Made, timeout: timedelta | None) -> Attempt:
         assert timeout is not None  # only a limited run can time out
+        job, queued = made[2], made[0].job
         if not is_async_handler(type(job)):
             self._retire_pool()
             log.warning(
@@ -378,7 +367,7 @@ class Runner:
                 queued.id,
                 extra=_fields(queued),
             )
-        return outcome(Verdict.TIMED_OUT, JobTimeout(queued.name, timeout))
+        return _ended(made, Verdict.TIMED_OUT, JobTimeout(queued.name, timeout))
 
     def _abandon_thread(self, queued: QueuedJob) -> None:
         """Say what becomes of a plain `def` handler interrupted at shutdown."""
@@ -392,17 +381,13 @@ class Runner:
             extra=_fields(queued),
         )
 
-    async def _invoke(self, job: Job, ctx: JobContext, is_async: bool) -> None:
+    async def _invoke_in_thread(self, job: Job, ctx: JobContext) -> None:
         try:
-            if is_async:
-                result = job.handle(ctx)
-            else:
-                result = await self.in_thread(job.handle, ctx)
-            if result is not None and inspect.isawaitable(result):
+            result = await self.in_thread(job.handle, ctx)
+            if inspect.isawaitable(result):
                 await result
         except SystemExit as exc:
-            # A handler must not be able to end the worker and every job beside it.
-            raise RuntimeError(f"the handler called sys.exit({exc.code!r})") from exc
+            raise _exit_refused(exc) from exc
 
     async def call_failed_hook(self, attempt: Attempt) -> None:
         """Run the job's `failed(ctx, error)` hook; its errors are logged, never raised."""
@@ -438,6 +423,35 @@ class Runner:
                 job_id,
                 exc_info=hook_error,
             )
+
+
+_Made = tuple[Reservation, JobContext, Job, timedelta | None, float]
+"""What every attempt of a built job shares: reservation, context, job, limit, start."""
+
+
+def _ended(
+    made: _Made,
+    verdict: Verdict,
+    error: BaseException | None = None,
+    retry_delay: timedelta | None = None,
+) -> Attempt:
+    """The attempt of a built job that ended with `verdict`."""
+    reservation, ctx, job, timeout, started = made
+    return Attempt(
+        reservation=reservation,
+        verdict=verdict,
+        context=ctx,
+        job=job,
+        error=error,
+        retry_delay=retry_delay,
+        timeout=timeout,
+        started=started,
+    )
+
+
+def _exit_refused(exc: SystemExit) -> RuntimeError:
+    """A handler must not be able to end the worker and every job beside it."""
+    return RuntimeError(f"the handler called sys.exit({exc.code!r})")
 
 
 def _fields(queued: QueuedJob) -> dict[str, object]:

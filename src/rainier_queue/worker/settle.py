@@ -380,8 +380,7 @@ class Settler:
         )
         if await _stopped_within(self._hard_stop, delay):
             log.warning(
-                "gave up on recording job `%s` %s at shutdown; it runs again once "
-                "its lease lapses",
+                "gave up on recording job `%s` %s at shutdown; it runs again once its lease lapses",
                 queued.name,
                 queued.id,
             )
