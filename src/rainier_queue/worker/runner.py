@@ -84,9 +84,14 @@ class Verdict(enum.Enum):
     """Stopped by a worker shutdown: hand it back with the attempt refunded."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class Attempt:
-    """One reservation's run, ready to be settled."""
+    """One reservation's run, ready to be settled.
+
+    Not frozen, though nothing changes one once built (`dataclasses.replace`
+    makes a new one): one is built per job, and a frozen class's `__init__`
+    pays a call of `object.__setattr__` per field.
+    """
 
     reservation: Reservation
     verdict: Verdict

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 import traceback
@@ -157,8 +158,7 @@ class Settler:
             return False
         lease.settling = True
         self._acks.acknowledge_soon(
-            lease.reservation,
-            lambda outcome: self._acknowledged(attempt, lease, finished, outcome),
+            lease.reservation, functools.partial(self._acknowledged, attempt, lease, finished)
         )
         return True
 
