@@ -27,7 +27,8 @@ This module is the worker's life cycle: start, the loop that decides when
 to reserve, running each job in its slot, and stopping. How a reserve is
 made (queues in order, acknowledgements riding along, the idle wait that
 carries a reserve, reserves on their way) is `reserving.py`'s; batching the
-acknowledgements is `acks.py`'s; settling a finished job is `settle.py`'s.
+acknowledgements is `acks.py`'s; settling a finished job is `settle.py`'s;
+what a stop waits for is `shutdown.py`'s.
 
 The worker imports no driver: everything it knows about the backend comes
 through the `Queue` port and the error tree.
@@ -51,7 +52,7 @@ from ..instrument import QueueObserver, instrumented
 from ..locks import LockManager
 from ..queue import Queue
 from ..registry import JobRegistry
-from . import drain, signals
+from . import drain, shutdown, signals
 from .acks import AckBatcher
 from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
@@ -473,35 +474,12 @@ class Worker:
         if self._reserver is not None:
             # Jobs a reserve on its way brings back are started, then handled like the rest.
             await self._reserver.settle_down()
-        if not self._slots:
-            return
-        if not self._hard:
-            log.info(
-                "waiting up to %gs for %d running job(s) to finish",
-                self.options.grace.total_seconds(),
-                len(self._slots),
-            )
-            grace = self.options.grace.total_seconds()
-            finished = asyncio.create_task(asyncio.wait_for(self._all_finished(), grace))
-            hard = asyncio.create_task(self._hard_event.wait())
-            try:
-                await asyncio.wait({finished, hard}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                finished.cancel()
-                hard.cancel()
-                await asyncio.gather(finished, hard, return_exceptions=True)
-        remaining = list(self._slots.running.values())
-        if remaining:
-            log.warning("interrupting %d running job(s) and handing them back", len(remaining))
-        for slot in remaining:
-            slot.control.interrupt()
-        await self._all_finished()
-
-    async def _all_finished(self) -> None:
-        """Wait until every job held has ended and its result is recorded (or given up)."""
-        while self._slots:
-            self._changed.clear()
-            await self._changed.wait()
+        await shutdown.finish_held_jobs(
+            self._slots,
+            self._changed,
+            grace=None if self._hard else self.options.grace,
+            hard=self._hard_event,
+        )
 
     async def _tell_queue_we_stopped(self) -> None:
         """Let the driver give back what it held for this worker (Kafka partition leases)."""
