@@ -67,11 +67,11 @@ def _drain_cpu(tree: Path, url: str, concurrency: int) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _url_for_round(url: str, folder: Path) -> str:
+def _url_for_round(url: str, folder: Path, prefix: str = "cpu") -> str:
     if url == "sqlite":
         return f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}"
     joiner = "&" if "?" in url else "?"
-    tag = "cpu" + uuid.uuid4().hex[:8]
+    tag = prefix + uuid.uuid4().hex[:8]
     return f"{url}{joiner}prefix={tag + (':' if url.startswith('redis') else '_')}"
 
 
@@ -83,6 +83,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--prefix", default="cpu", help="start of each round's table or key prefix on a server"
+    )
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     print(f"worker CPU per job (us), {args.jobs} no-op jobs, 1 worker, medians of {args.rounds}")
@@ -92,10 +95,10 @@ def main() -> None:
             for i in range(args.rounds):
                 order = list(trees) if i % 2 == 0 else list(reversed(trees))
                 for name in order:
-                    idle = _url_for_round(url, Path(tmp))
+                    idle = _url_for_round(url, Path(tmp), args.prefix)
                     asyncio.run(_enqueue(idle, 0))
                     start_up = _drain_cpu(trees[name], idle, args.concurrency)
-                    target = _url_for_round(url, Path(tmp))
+                    target = _url_for_round(url, Path(tmp), args.prefix)
                     asyncio.run(_enqueue(target, args.jobs))
                     cpu = _drain_cpu(trees[name], target, args.concurrency) - start_up
                     samples[name].append(cpu / args.jobs * 1e6)

@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from typing_extensions import override
 
 from rainier_queue.drivers.memory import MemoryQueue
+from rainier_queue.errors import LeaseLost
 from rainier_queue.queue import Reservation
 from rainier_queue.worker.acks import AckBatcher
 
-from .jobs import Journal, Meet, Note, Staggered, eventually, push, quick, worker_for
+from .jobs import PATIENCE, Journal, Meet, Note, Staggered, eventually, push, quick, worker_for
 
 
 class AckLog(MemoryQueue):
@@ -165,3 +166,30 @@ async def test_acknowledgements_that_wait_behind_a_batch_are_left_for_the_next_r
     taken.settle(outcomes)
     await waiting
     assert queue.reserved_count() == 0
+
+
+async def test_an_acknowledgement_without_a_wait_hands_each_its_own_outcome() -> None:
+    queue = MemoryQueue()
+    for _ in range(2):
+        await push(queue, Note(text="x"))
+    kept, stale = await queue.reserve("default", limit=2)
+    await queue.release(stale)  # its token is no longer the job's
+    acks = AckBatcher(queue)
+    outcomes: dict[str, BaseException | None] = {}
+    done = asyncio.Event()
+
+    def told(name: str) -> Callable[[BaseException | None], None]:
+        def then(outcome: BaseException | None) -> None:
+            outcomes[name] = outcome
+            if len(outcomes) == 2:
+                done.set()
+
+        return then
+
+    acks.acknowledge_soon(kept, told("kept"))
+    acks.acknowledge_soon(stale, told("stale"))
+    await asyncio.wait_for(done.wait(), PATIENCE)
+
+    assert outcomes["kept"] is None
+    assert isinstance(outcomes["stale"], LeaseLost)
+    assert await queue.size("default") == 1, "only the stale one is still queued"

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
+
+from typing_extensions import override
 
 from rainier_queue.drivers.memory import MemoryQueue
 from rainier_queue.queue import Reservation
 
 from .faults import RenewOutage
-from .jobs import Held, Journal, eventually, eventually_async, push, quick, worker_for
+from .jobs import Held, Journal, Note, eventually, eventually_async, push, quick, worker_for
 
 LEASE = timedelta(milliseconds=40)
 
@@ -82,3 +85,39 @@ async def _taken_by_another_worker(queue: MemoryQueue) -> list[Reservation]:
 
     await eventually_async(take, "the lapsed job to be taken")
     return got
+
+
+class SlowAnswer(RenewOutage):
+    """Acknowledgements are recorded at once, but their answer waits for `answer`."""
+
+    def __init__(self) -> None:
+        super().__init__(lease=LEASE)
+        self.answer = asyncio.Event()
+        self.recorded = asyncio.Event()
+
+    @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        outcomes = await super().acknowledge_many(reservations)
+        self.recorded.set()
+        await self.answer.wait()
+        return outcomes
+
+
+async def test_no_renew_is_sent_while_a_successs_acknowledgement_is_on_its_way() -> None:
+    # Once the acknowledgement is recorded, a renew would be refused as stale
+    # and counted as a lost lease: the keeper must hold off until the answer is back.
+    queue = SlowAnswer()
+    await push(queue, Note(text="quick"))
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(stop_when_empty=True, timeout=None))
+    running = asyncio.create_task(worker.run())
+    await queue.recorded.wait()
+    renewals = queue.renewals
+
+    await asyncio.sleep(3 * LEASE.total_seconds())  # several renewals' worth
+    assert queue.renewals == renewals, "a renew went out while the acknowledgement was"
+    queue.answer.set()
+    stats = await running
+
+    assert (stats.processed, stats.lost_leases) == (1, 0)
+    assert queue.reserved_count() == 0

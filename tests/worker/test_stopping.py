@@ -15,6 +15,7 @@ import pytest
 from rainier_queue.drivers.memory import MemoryQueue
 
 from .jobs import BlocksInThread, Held, Journal, Note, eventually, push, quick, worker_for
+from .test_acks import SlowAcks
 
 
 async def test_a_graceful_stop_lets_the_running_job_finish_and_takes_no_new_one() -> None:
@@ -170,3 +171,24 @@ def test_signal_handlers_need_the_running_loop() -> None:
 
     with pytest.raises(RuntimeError, match="needs the running event loop"):
         worker.install_signal_handlers()
+
+
+async def test_a_graceful_stop_waits_for_the_acknowledgement_of_a_job_that_returned() -> None:
+    # The job's handler is over, but until the broker has recorded it the job is
+    # still the worker's: stopping must not return, or drop it, before then.
+    queue = SlowAcks()
+    await push(queue, Note(text="done"))
+    journal = Journal()
+    worker = worker_for(queue, journal)
+    running = asyncio.create_task(worker.run())
+    await eventually(lambda: journal.ran == ["done"], "the job to run")
+
+    worker.stop()
+    await asyncio.sleep(0.05)
+    assert not running.done(), "the stop returned before the acknowledgement was back"
+    queue.gate.set()
+    stats = await running
+
+    assert stats.processed == 1
+    assert queue.recorded == 1
+    assert queue.reserved_count() == 0

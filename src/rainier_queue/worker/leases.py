@@ -18,6 +18,10 @@ settle from this one would be refused anyway.
 Renewing and settling one reservation never overlap. Each `Lease` carries
 a lock that both take, so a renew that was in flight when the job was
 acknowledged cannot come back with a `LeaseLost` and be counted as a theft.
+A success acknowledged without waiting (`Settler.settle_soon`) does not
+hold the lock while its acknowledgement is on its way; it marks the lease
+`settling` instead, and a renew that comes due meanwhile is put off briefly
+rather than sent.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ log = logging.getLogger("rainier_queue.worker")
 RENEW_FRACTION = 3
 """Renew when a third of the lease has passed, so two renewals can fail before it lapses."""
 
+SETTLING_PAUSE = 10
+"""A renew that finds an acknowledgement on its way waits this fraction of its interval."""
+
 
 @dataclass(eq=False, slots=True)
 class Lease:
@@ -53,6 +60,8 @@ class Lease:
     """Another worker may own the job now; do not settle it."""
     closed: bool = False
     """Settled (or lost): nothing more to renew."""
+    settling: bool = False
+    """An acknowledgement is on its way without the lock held: renew later, not now."""
 
 
 class LeaseKeeper:
@@ -109,6 +118,9 @@ class LeaseKeeper:
         interval = lease.interval or 0.0
         async with lease.lock:
             if lease.closed:
+                return
+            if lease.settling:
+                lease.next_renewal = time.monotonic() + interval / SETTLING_PAUSE
                 return
             try:
                 await self._queue.renew(lease.reservation)

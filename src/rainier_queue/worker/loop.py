@@ -27,7 +27,8 @@ This module is the worker's life cycle: start, the loop that decides when
 to reserve, running each job in its slot, and stopping. How a reserve is
 made (queues in order, acknowledgements riding along, the idle wait that
 carries a reserve, reserves on their way) is `reserving.py`'s; batching the
-acknowledgements is `acks.py`'s; settling a finished job is `settle.py`'s.
+acknowledgements is `acks.py`'s; settling a finished job is `settle.py`'s;
+what a stop waits for is `shutdown.py`'s.
 
 The worker imports no driver: everything it knows about the backend comes
 through the `Queue` port and the error tree.
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -50,7 +52,7 @@ from ..instrument import QueueObserver, instrumented
 from ..locks import LockManager
 from ..queue import Queue
 from ..registry import JobRegistry
-from . import drain, signals
+from . import drain, shutdown, signals
 from .acks import AckBatcher
 from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
@@ -397,18 +399,21 @@ class Worker:
         if self._hard:
             slot.control.interrupt()
         job = slot.reservation.job
-        slot.task = asyncio.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
+        loop = self._loop
+        assert loop is not None, "set by run()"
+        slot.task = loop.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
 
     async def _work(self, slot: Slot) -> None:
         job = slot.reservation.job
         handling = True
+        settled_later = False
         try:
             if self._events:  # a dispatcher with listeners (no event is built for nobody)
                 try:
                     await self._events.emit(JobProcessing(job=job))
                 except Exception:
                     log.exception("the event dispatcher failed on JobProcessing; ignored")
-            attempt = await self._runner.run(slot.reservation, slot.control)
+            attempt = await self._runner.run(slot.reservation, slot.control, slot.task)
             handling = False
             self._slots.handler_returned()
             if self._ahead and attempt.verdict is not Verdict.INTERRUPTED:
@@ -418,6 +423,12 @@ class Worker:
                 log.info(
                     "job `%s` %s ended after its lease was lost; not recorded", job.name, job.id
                 )
+                return
+            # A plain success ends this task here; its acknowledgement finishes the slot.
+            settled_later = self._settler.settle_soon(
+                attempt, slot.lease, functools.partial(self._finished, slot)
+            )
+            if settled_later:
                 return
             await self._settler.settle(attempt, slot.lease)
             if attempt.verdict is not Verdict.SUCCEEDED:
@@ -432,9 +443,14 @@ class Worker:
         finally:
             if handling:
                 self._slots.handler_returned()
-            self._keeper.forget(slot.lease)
-            self._slots.finished(slot)
-            self._changed.set()
+            if not settled_later:
+                self._finished(slot)
+
+    def _finished(self, slot: Slot) -> None:
+        """A job's result is recorded (or given up on): its slot is free for good."""
+        self._keeper.forget(slot.lease)
+        self._slots.finished(slot)
+        self._changed.set()
 
     # -- stopping ----------------------------------------------------------------------
 
@@ -458,32 +474,12 @@ class Worker:
         if self._reserver is not None:
             # Jobs a reserve on its way brings back are started, then handled like the rest.
             await self._reserver.settle_down()
-        if not self._slots:
-            return
-        if not self._hard:
-            log.info(
-                "waiting up to %gs for %d running job(s) to finish",
-                self.options.grace.total_seconds(),
-                len(self._slots),
-            )
-            tasks = [slot.task for slot in self._slots.running.values() if slot.task is not None]
-            grace = self.options.grace.total_seconds()
-            finished = asyncio.create_task(asyncio.wait(tasks, timeout=grace))
-            hard = asyncio.create_task(self._hard_event.wait())
-            try:
-                await asyncio.wait({finished, hard}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                finished.cancel()
-                hard.cancel()
-                await asyncio.gather(finished, hard, return_exceptions=True)
-        remaining = list(self._slots.running.values())
-        if remaining:
-            log.warning("interrupting %d running job(s) and handing them back", len(remaining))
-        for slot in remaining:
-            slot.control.interrupt()
-        leftover = [slot.task for slot in remaining if slot.task is not None]
-        if leftover:
-            await asyncio.wait(leftover)
+        await shutdown.finish_held_jobs(
+            self._slots,
+            self._changed,
+            grace=None if self._hard else self.options.grace,
+            hard=self._hard_event,
+        )
 
     async def _tell_queue_we_stopped(self) -> None:
         """Let the driver give back what it held for this worker (Kafka partition leases)."""

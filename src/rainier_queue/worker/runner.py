@@ -46,6 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from types import CoroutineType
 from typing import Any, TypeVar
 
 from ..context import Dependencies, JobContext
@@ -83,9 +84,14 @@ class Verdict(enum.Enum):
     """Stopped by a worker shutdown: hand it back with the attempt refunded."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class Attempt:
-    """One reservation's run, ready to be settled."""
+    """One reservation's run, ready to be settled.
+
+    Not frozen, though nothing changes one once built (`dataclasses.replace`
+    makes a new one): one is built per job, and a frozen class's `__init__`
+    pays a call of `object.__setattr__` per field.
+    """
 
     reservation: Reservation
     verdict: Verdict
@@ -109,6 +115,19 @@ class Attempt:
     def is_last(self) -> bool:
         """Whether a failure now is final."""
         return self.context.is_last_attempt
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ClassFacts:
+    """What the runner asks of a job class for every job, asked once."""
+
+    handle: object
+    """The `handle` the answers were given for (a class may replace it)."""
+    timeout_setting: object
+    """The class's `timeout` as set, likewise."""
+    is_async: bool
+    timeout: timedelta | None
+    """The limit its jobs run under: their own, else the worker's."""
 
 
 class Interruptible:
@@ -159,6 +178,10 @@ class Runner:
         self._deadlines = Deadlines()
         self._busy = 0
         self._busy_lock = threading.Lock()
+        self._floor = max(options.tries or 0, 1)
+        """The fewest attempts any job gets (`WorkerOptions.attempts_for`)."""
+        self._classes: dict[type[Job], _ClassFacts] = {}
+        """What each job class's handler is, asked once per class rather than once per job."""
 
     # -- threads -----------------------------------------------------------------
 
@@ -204,12 +227,13 @@ class Runner:
 
     def context_for(self, reservation: Reservation) -> JobContext:
         queued = reservation.job
+        floor = self._floor
         return JobContext(
             job_id=queued.id,
             name=queued.name,
             queue=queued.queue,
             attempt=queued.attempts,
-            max_attempts=self._options.attempts_for(queued.max_attempts),
+            max_attempts=queued.max_attempts if queued.max_attempts > floor else floor,
             headers=queued.headers,
             dependencies=self._dependencies,
         )
@@ -219,8 +243,32 @@ class Runner:
         own = job_class.timeout_delta()
         return own if own is not None else self._options.timeout
 
-    async def run(self, reservation: Reservation, control: Interruptible) -> Attempt:
-        """Run `reservation`'s job once and say what became of it. Never raises for the job."""
+    def _facts(self, job_class: type[Job]) -> _ClassFacts:
+        """`job_class`'s handler kind and time limit, kept until the class changes them."""
+        facts = self._classes.get(job_class)
+        if (
+            facts is None
+            or facts.handle is not job_class.handle
+            or facts.timeout_setting is not job_class.timeout
+        ):
+            facts = self._classes[job_class] = _ClassFacts(
+                handle=job_class.handle,
+                timeout_setting=job_class.timeout,
+                is_async=is_async_handler(job_class),
+                timeout=self.timeout_for(job_class),
+            )
+        return facts
+
+    async def run(
+        self,
+        reservation: Reservation,
+        control: Interruptible,
+        task: asyncio.Task[Any] | None = None,
+    ) -> Attempt:
+        """Run `reservation`'s job once and say what became of it. Never raises for the job.
+
+        `task` is the task this is awaited from, when the caller has it at hand.
+        """
         queued = reservation.job
         ctx = self.context_for(reservation)
         started = time.monotonic()
@@ -247,43 +295,38 @@ class Runner:
                 error=error,
                 started=started,
             )
-        timeout = self.timeout_for(type(job))
-
-        def outcome(
-            verdict: Verdict,
-            error: BaseException | None = None,
-            retry_delay: timedelta | None = None,
-        ) -> Attempt:
-            return Attempt(
-                reservation=reservation,
-                verdict=verdict,
-                context=ctx,
-                job=job,
-                error=error,
-                retry_delay=retry_delay,
-                timeout=timeout,
-                started=started,
-            )
-
+        facts = self._facts(type(job))
+        timeout = facts.timeout
+        made = (reservation, ctx, job, timeout, started)
         if queued.attempts > ctx.max_attempts:
-            return outcome(
+            return _ended(
+                made,
                 Verdict.EXHAUSTED,
                 DeliveryExhausted(queued.name, queued.id, queued.attempts, ctx.max_attempts),
             )
         if control.is_interrupted():
-            return outcome(Verdict.INTERRUPTED)
+            return _ended(made, Verdict.INTERRUPTED)
 
         # The handler runs in this task, not in one of its own: a task and a
         # wait per job were a fifth of the worker's cost per job. A time limit
         # (see deadlines.py) or an interrupt cancels this task while the handler
         # runs, and only then.
-        task = asyncio.current_task()
-        assert task is not None  # run() is always awaited from a task
+        if task is None:
+            task = asyncio.current_task()
+            assert task is not None  # run() is always awaited from a task
         limit = None if timeout is None else self._deadlines.start(task, timeout.total_seconds())
         control.attach(task)
         try:
             try:
-                await self._invoke(job, ctx)
+                if facts.is_async:  # called here, not in a coroutine of its own
+                    try:
+                        result = job.handle(ctx)
+                        if type(result) is CoroutineType or inspect.isawaitable(result):
+                            await result
+                    except SystemExit as exc:
+                        raise _exit_refused(exc) from exc
+                else:
+                    await self._invoke_in_thread(job, ctx)
             finally:
                 control.detach()
                 if limit is not None:
@@ -293,31 +336,33 @@ class Runner:
                 task.uncancel()
                 if not is_async_handler(type(job)):
                     self._abandon_thread(queued)
-                return outcome(Verdict.INTERRUPTED)
+                return _ended(made, Verdict.INTERRUPTED)
             if limit is not None and limit.expired:
                 task.uncancel()
-                return self._timed_out(job, queued, outcome, timeout)
+                return self._timed_out(made, timeout)
             if task.cancelling():
                 raise  # the worker itself is being cancelled
-            return outcome(Verdict.RAISED, RuntimeError("the handler cancelled itself"))
+            return _ended(made, Verdict.RAISED, RuntimeError("the handler cancelled itself"))
         except Retry as exc:
-            return outcome(Verdict.RETRY, exc, exc.delay)
+            return _ended(made, Verdict.RETRY, exc, exc.delay)
         except Exception as exc:
-            return outcome(Verdict.RAISED, exc)
+            return _ended(made, Verdict.RAISED, exc)
         if limit is not None and limit.expired:
             # The handler swallowed the cancellation and returned anyway.
             task.uncancel()
-            return self._timed_out(job, queued, outcome, timeout)
-        return outcome(Verdict.SUCCEEDED)
+            return self._timed_out(made, timeout)
+        return Attempt(
+            reservation=reservation,
+            verdict=Verdict.SUCCEEDED,
+            context=ctx,
+            job=job,
+            timeout=timeout,
+            started=started,
+        )
 
-    def _timed_out(
-        self,
-        job: Job,
-        queued: QueuedJob,
-        outcome: Callable[..., Attempt],
-        timeout: timedelta | None,
-    ) -> Attempt:
+    def _timed_out(self, made: _Made, timeout: timedelta | None) -> Attempt:
         assert timeout is not None  # only a limited run can time out
+        job, queued = made[2], made[0].job
         if not is_async_handler(type(job)):
             self._retire_pool()
             log.warning(
@@ -327,7 +372,7 @@ class Runner:
                 queued.id,
                 extra=_fields(queued),
             )
-        return outcome(Verdict.TIMED_OUT, JobTimeout(queued.name, timeout))
+        return _ended(made, Verdict.TIMED_OUT, JobTimeout(queued.name, timeout))
 
     def _abandon_thread(self, queued: QueuedJob) -> None:
         """Say what becomes of a plain `def` handler interrupted at shutdown."""
@@ -341,17 +386,13 @@ class Runner:
             extra=_fields(queued),
         )
 
-    async def _invoke(self, job: Job, ctx: JobContext) -> None:
+    async def _invoke_in_thread(self, job: Job, ctx: JobContext) -> None:
         try:
-            if is_async_handler(type(job)):
-                result = job.handle(ctx)
-            else:
-                result = await self.in_thread(job.handle, ctx)
+            result = await self.in_thread(job.handle, ctx)
             if inspect.isawaitable(result):
                 await result
         except SystemExit as exc:
-            # A handler must not be able to end the worker and every job beside it.
-            raise RuntimeError(f"the handler called sys.exit({exc.code!r})") from exc
+            raise _exit_refused(exc) from exc
 
     async def call_failed_hook(self, attempt: Attempt) -> None:
         """Run the job's `failed(ctx, error)` hook; its errors are logged, never raised."""
@@ -387,6 +428,35 @@ class Runner:
                 job_id,
                 exc_info=hook_error,
             )
+
+
+_Made = tuple[Reservation, JobContext, Job, timedelta | None, float]
+"""What every attempt of a built job shares: reservation, context, job, limit, start."""
+
+
+def _ended(
+    made: _Made,
+    verdict: Verdict,
+    error: BaseException | None = None,
+    retry_delay: timedelta | None = None,
+) -> Attempt:
+    """The attempt of a built job that ended with `verdict`."""
+    reservation, ctx, job, timeout, started = made
+    return Attempt(
+        reservation=reservation,
+        verdict=verdict,
+        context=ctx,
+        job=job,
+        error=error,
+        retry_delay=retry_delay,
+        timeout=timeout,
+        started=started,
+    )
+
+
+def _exit_refused(exc: SystemExit) -> RuntimeError:
+    """A handler must not be able to end the worker and every job beside it."""
+    return RuntimeError(f"the handler called sys.exit({exc.code!r})")
 
 
 def _fields(queued: QueuedJob) -> dict[str, object]:

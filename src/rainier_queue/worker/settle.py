@@ -15,6 +15,14 @@ promises, so the order here is deliberate:
 - an interrupted job: hand it back at once with its attempt refunded, so a
   deploy does not cost a job one of its tries or leave it waiting for a lease.
 
+A plain success (no uniqueness lock to give back, no listeners, no renew
+in flight) is settled without waiting for it (`settle_soon`): the job's
+acknowledgement joins the next batch with a callback that does the rest, so
+its task ends as its handler returns instead of waking once more for the
+acknowledgement. Its result is recorded exactly as `settle` would record it;
+an acknowledgement the broker fails is then retried as `settle` does, in a
+task of its own.
+
 A settle the broker refuses for being stale (`LeaseLost`) is counted and
 dropped: another worker holds the job now. A broker error is ridden out
 like any other (see `outage.py`); the lease keeps being renewed meanwhile,
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 import traceback
@@ -110,6 +119,8 @@ class Settler:
         self._acks = acks
         """Where successes are acknowledged: the worker's batcher, which its reserves also
         take from, so acknowledgements can ride along with the next reserve."""
+        self._retries: set[asyncio.Task[None]] = set()
+        """Acknowledgements `settle_soon` took that the broker failed, being retried."""
 
     async def settle(self, attempt: Attempt, lease: Lease) -> None:
         """Record what became of `attempt` wherever it has to be recorded."""
@@ -131,6 +142,81 @@ class Settler:
         else:
             await self._retry(attempt, lease)
 
+    def settle_soon(self, attempt: Attempt, lease: Lease, finished: Callable[[], None]) -> bool:
+        """Settle a plain success without waiting; False if it needs `settle` instead.
+
+        When True, `finished()` is called once the result is recorded or given
+        up, as the end of an awaited `settle` would have been.
+        """
+        if (
+            attempt.verdict is not Verdict.SUCCEEDED
+            or self._events
+            or attempt.reservation.job.unique_key is not None
+            or lease.lost
+            or lease.lock.locked()
+        ):
+            return False
+        lease.settling = True
+        self._acks.acknowledge_soon(
+            lease.reservation, functools.partial(self._acknowledged, attempt, lease, finished)
+        )
+        return True
+
+    def _acknowledged(
+        self,
+        attempt: Attempt,
+        lease: Lease,
+        finished: Callable[[], None],
+        outcome: BaseException | None,
+    ) -> None:
+        """The rest of `_succeeded`, once `settle_soon`'s acknowledgement has an outcome."""
+        lease.settling = False
+        queued = lease.reservation.job
+        try:
+            if outcome is None:
+                lease.closed = True
+                self._outage.succeeded("settle")
+                self._recorded(attempt)
+            elif isinstance(outcome, LeaseLost):
+                self._lost(lease, "acknowledge", outcome)
+            elif isinstance(outcome, BrokerError):
+                retry = asyncio.get_running_loop().create_task(
+                    self._acknowledge_again(attempt, lease, finished, outcome)
+                )
+                self._retries.add(retry)
+                retry.add_done_callback(self._retries.discard)
+                return
+            elif not isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+        except Exception:
+            log.exception(
+                "the worker failed while handling job `%s` %s; it runs again once its lease lapses",
+                queued.name,
+                queued.id,
+            )
+        finished()
+
+    async def _acknowledge_again(
+        self,
+        attempt: Attempt,
+        lease: Lease,
+        finished: Callable[[], None],
+        error: BrokerError,
+    ) -> None:
+        """`settle_soon`'s acknowledgement failed: wait as `_apply` would, then settle anew."""
+        try:
+            if await self._ride_out(lease, "acknowledge", error):
+                await self._succeeded(attempt, lease)
+        except Exception:
+            queued = lease.reservation.job
+            log.exception(
+                "the worker failed while handling job `%s` %s; it runs again once its lease lapses",
+                queued.name,
+                queued.id,
+            )
+        finally:
+            finished()
+
     # -- outcomes ------------------------------------------------------------------
 
     async def _succeeded(self, attempt: Attempt, lease: Lease) -> None:
@@ -138,20 +224,25 @@ class Settler:
         if not await self._apply(lease, "acknowledge", self._acks.acknowledge):
             return
         await self._release_unique(queued)
-        duration = timedelta(seconds=time.monotonic() - attempt.started)
+        self._recorded(attempt)
+        if self._events:  # no event is built for nobody
+            duration = timedelta(seconds=time.monotonic() - attempt.started)
+            await self._emit(JobProcessed(job=queued, duration=duration))
+
+    def _recorded(self, attempt: Attempt) -> None:
+        """Count and log a success the broker has recorded."""
+        queued = attempt.reservation.job
         self._count(queued, processed=True)
         if log.isEnabledFor(logging.INFO):  # per job: build the record's fields only if kept
             log.info(
                 "job `%s` %s done in %.3fs (attempt %d of %d)",
                 queued.name,
                 queued.id,
-                duration.total_seconds(),
+                time.monotonic() - attempt.started,
                 attempt.number,
                 attempt.context.max_attempts,
                 extra=job_fields(queued, attempt.number),
             )
-        if self._events:  # no event is built for nobody
-            await self._emit(JobProcessed(job=queued, duration=duration))
 
     async def _retry(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job
@@ -240,7 +331,6 @@ class Settler:
         self, lease: Lease, what: str, operation: Callable[[Reservation], Awaitable[None]]
     ) -> bool:
         """Run one settle, riding out broker errors. True if it was applied."""
-        queued = lease.reservation.job
         while True:
             try:
                 async with lease.lock:
@@ -249,42 +339,53 @@ class Settler:
                     await operation(lease.reservation)
                     lease.closed = True
             except LeaseLost as exc:
-                lease.closed = True
-                self._stats.lost_leases += 1
-                log.warning(
-                    "could not %s job `%s` %s: %s; another worker has it now",
-                    what,
-                    queued.name,
-                    queued.id,
-                    exc,
-                    extra=job_fields(queued),
-                )
+                self._lost(lease, what, exc)
                 return False
             except BrokerError as exc:
-                delay = self._outage.failed(exc, "settle")
-                if delay is None:
-                    self._give_up(exc)
-                    return False
-                log.warning(
-                    "could not %s job `%s` %s (%s); trying again in %.2fs",
-                    what,
-                    queued.name,
-                    queued.id,
-                    exc,
-                    delay.total_seconds(),
-                    extra=job_fields(queued),
-                )
-                if await _stopped_within(self._hard_stop, delay):
-                    log.warning(
-                        "gave up on recording job `%s` %s at shutdown; it runs again once "
-                        "its lease lapses",
-                        queued.name,
-                        queued.id,
-                    )
+                if not await self._ride_out(lease, what, exc):
                     return False
             else:
                 self._outage.succeeded("settle")
                 return True
+
+    def _lost(self, lease: Lease, what: str, error: LeaseLost) -> None:
+        """The broker refused a settle as stale: another worker has the job now."""
+        queued = lease.reservation.job
+        lease.closed = True
+        self._stats.lost_leases += 1
+        log.warning(
+            "could not %s job `%s` %s: %s; another worker has it now",
+            what,
+            queued.name,
+            queued.id,
+            error,
+            extra=job_fields(queued),
+        )
+
+    async def _ride_out(self, lease: Lease, what: str, error: BrokerError) -> bool:
+        """Wait after a settle the broker failed; False to give up on it (too many, or a stop)."""
+        queued = lease.reservation.job
+        delay = self._outage.failed(error, "settle")
+        if delay is None:
+            self._give_up(error)
+            return False
+        log.warning(
+            "could not %s job `%s` %s (%s); trying again in %.2fs",
+            what,
+            queued.name,
+            queued.id,
+            error,
+            delay.total_seconds(),
+            extra=job_fields(queued),
+        )
+        if await _stopped_within(self._hard_stop, delay):
+            log.warning(
+                "gave up on recording job `%s` %s at shutdown; it runs again once its lease lapses",
+                queued.name,
+                queued.id,
+            )
+            return False
+        return True
 
     async def _release_unique(self, queued: QueuedJob) -> None:
         key = queued.unique_key
