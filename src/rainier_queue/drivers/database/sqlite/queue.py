@@ -45,7 +45,7 @@ from typing_extensions import override
 from ...._wakeup import Wakeup
 from ....durations import parse_duration
 from ....flags import parse_flag
-from ....queue import DEFAULT_LEASE, Capabilities
+from ....queue import DEFAULT_LEASE, Capabilities, QueueCounts
 from .. import POLL_INTERVAL, DatabaseQueue
 from ..dialect import Dialect, Row, Session, Work
 from ..nearby import Rendezvous, shared_rendezvous
@@ -261,6 +261,12 @@ class SQLiteQueue(DatabaseQueue):
         if queues:
             await self._repair_untyped(queues)
         await super().wait_for_work(queues, timeout)
+
+    @override
+    async def counts(self, queue: str) -> QueueCounts:
+        """The same repair first: a draining worker asks this to decide whether to stop."""
+        await self._repair_untyped([queue])
+        return await super().counts(queue)
 
     async def _repair_untyped(self, queues: Sequence[str]) -> None:
         async def look(s: Session) -> bool:

@@ -11,7 +11,8 @@ their columns are typed; SQLite could only refuse it with a trigger, which
 costs every push about 7 µs of CPU (three times a row's own insert, measured
 with 500,000 rows), so it is not refused here but repaired where it is met.
 
-An idle worker, before each wait, asks two cheap questions: whether any row
+An idle worker, before each wait, and anyone counting a queue (a draining
+worker deciding whether to stop, `rainier-queue size`) ask two cheap questions: whether any row
 of its queues has a due time that sorts as text (`due_at >= ''`, a seek in
 the `(queue, due_at, seq)` index that finds nothing in a healthy table), and
 whether any row due by now has a lease end that is not a number (only the
