@@ -36,7 +36,6 @@ import asyncio
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,6 +45,8 @@ import psycopg
 
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
+
+from .noop_jobs import drain_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -252,10 +253,7 @@ def main() -> None:
         print(f"pushed {args.jobs:,} in {time.perf_counter() - started:.0f} s", flush=True)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"ANALYZE {args.prefix}jobs")
-        command = [
-            sys.executable, "-m", "rainier_queue", "--app", "bench.noop_jobs:registry",
-            "--url", url, "work", "--stop-when-empty", "--concurrency", str(args.concurrency),
-        ]  # fmt: skip
+        command = drain_command(url, args.concurrency)
         procs = [
             subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
             for _ in range(args.processes)

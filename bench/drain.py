@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -39,7 +38,7 @@ from urllib.parse import parse_qs, urlsplit
 from rainier_queue import QueuedJob, Worker, WorkerOptions
 from rainier_queue.connections import open_queue
 
-from .noop_jobs import registry
+from .noop_jobs import drain_command, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,19 +87,7 @@ def cli_drain_sampled(
     url: str, processes: int, concurrency: int, done: Progress | None
 ) -> tuple[float, list[tuple[float, int]]]:
     """Drain with `processes` CLI workers; (seconds taken, (time, jobs done) samples)."""
-    command = [
-        sys.executable,
-        "-m",
-        "rainier_queue",
-        "--app",
-        "bench.noop_jobs:registry",
-        "--url",
-        url,
-        "work",
-        "--stop-when-empty",
-        "--concurrency",
-        str(concurrency),
-    ]
+    command = drain_command(url, concurrency)
     samples: list[tuple[float, int]] = []
     stop = threading.Event()
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -31,6 +30,8 @@ import pymysql
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers.database.mysql.connection import NOW_US
+
+from .noop_jobs import drain_command
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = (0.05, 0.50, 0.90)
@@ -113,10 +114,7 @@ def main() -> None:
         with conn.cursor() as cur:
             cur.execute(f"SELECT COUNT(*) FROM {table}")
             total = int(cur.fetchone()[0])
-        command = [
-            sys.executable, "-m", "rainier_queue", "--app", "bench.noop_jobs:registry",
-            "--url", url, "work", "--stop-when-empty", "--concurrency", str(args.concurrency),
-        ]  # fmt: skip
+        command = drain_command(url, args.concurrency)
         procs = [
             subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
             for _ in range(args.processes)

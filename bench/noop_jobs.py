@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from rainier_queue import Job, JobContext, JobRegistry
 
 
@@ -16,3 +18,12 @@ class Noop(Job):
 
 
 registry = JobRegistry([Noop])
+
+
+def drain_command(url: str, concurrency: int, *, quiet: bool = False) -> list[str]:
+    """One CLI worker that works these jobs from `url` until the queue is empty."""
+    return [
+        *(sys.executable, "-m", "rainier_queue", "--app", "bench.noop_jobs:registry"),
+        *("--url", url, *(["--quiet"] if quiet else []), "work", "--stop-when-empty"),
+        *("--concurrency", str(concurrency)),
+    ]

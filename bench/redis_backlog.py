@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ import redis
 from rainier_queue.connections import open_queue
 
 from .drain import ROOT, enqueue, envelopes
+from .noop_jobs import drain_command
 
 TICK = os.sysconf("SC_CLK_TCK")
 Sample = tuple[float, int, float, float, dict[str, tuple[int, float]], float]
@@ -71,19 +71,7 @@ def drain(
     url: str, stream: str, count: int, processes: int, concurrency: int, every: float
 ) -> list[Sample]:
     client = redis.Redis.from_url(url.split("?", 1)[0])
-    command = [
-        sys.executable,
-        "-m",
-        "rainier_queue",
-        "--app",
-        "bench.noop_jobs:registry",
-        "--url",
-        url,
-        "work",
-        "--stop-when-empty",
-        "--concurrency",
-        str(concurrency),
-    ]
+    command = drain_command(url, concurrency)
     procs = [
         subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL) for _ in range(processes)
     ]

@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import secrets
 import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -38,6 +37,7 @@ from rainier_queue.connections import open_queue
 from rainier_queue.schemes import scheme_of
 
 from .latency import cleanup
+from .noop_jobs import drain_command
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 1000
@@ -123,11 +123,7 @@ async def push(url: str, jobs: int) -> None:
 
 
 def drain(url: str, processes: int, concurrency: int) -> float:
-    command = [
-        *(sys.executable, "-m", "rainier_queue", "--app", "bench.noop_jobs:registry"),
-        *("--url", url, "--quiet", "work", "--stop-when-empty"),
-        *("--concurrency", str(concurrency)),
-    ]
+    command = drain_command(url, concurrency, quiet=True)
     started = time.perf_counter()
     procs = [
         subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL) for _ in range(processes)
