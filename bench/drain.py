@@ -116,11 +116,13 @@ def cli_drain_sampled(
 def window_rate(samples: list[tuple[float, int]], count: int, low: float, high: float) -> float:
     """Jobs/s between the samples where `low` and `high` of `count` were first done."""
 
-    def crossing(share: float) -> tuple[float, int]:
-        return next(s for s in samples if s[1] >= share * count)
+    def crossing(share: float) -> tuple[float, int] | None:
+        return next((s for s in samples if s[1] >= share * count), None)
 
-    (t0, n0), (t1, n1) = crossing(low), crossing(high)
-    return (n1 - n0) / (t1 - t0) if t1 > t0 else float("nan")
+    first, last = crossing(low), crossing(high)
+    if first is None or last is None or last[0] <= first[0]:
+        return float("nan")  # a drain too short for the sampler to see both moments
+    return (last[1] - first[1]) / (last[0] - first[0])
 
 
 def _jobs_table(url: str) -> str:
