@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -93,6 +93,35 @@ class Listener:
 
     def unregister(self, waiter: _Waiter) -> None:
         self._waiters.discard(waiter)
+
+    async def wait(
+        self,
+        queues: Collection[str],
+        timeout: timedelta,
+        look: Callable[[], Awaitable[timedelta | None]],
+    ) -> None:
+        """Return once `look` finds work due (it answers None) or a push is heard, or at
+        `timeout`; `look` otherwise says how long until something comes due.
+
+        Listen first, look second: a push landing between the two still wakes
+        the wait. The listener coming up wakes every wait so that a push made
+        while nobody listened is found; that wake looks again, and with nothing
+        due the wait goes on rather than ending with nothing.
+        """
+        waiter = self.register(queues)
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + timeout.total_seconds()
+        try:
+            while True:
+                until_due = await look()
+                if until_due is None:
+                    return
+                left = min(timedelta(seconds=max(0.0, ends - loop.time())), until_due)
+                if await waiter.wait(left) != "listening" or loop.time() >= ends:
+                    return
+                waiter.rearm()
+        finally:
+            self.unregister(waiter)
 
     def wake(self, queue: str | None, *, notified: bool = True) -> None:
         for waiter in list(self._waiters):

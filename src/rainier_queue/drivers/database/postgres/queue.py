@@ -493,29 +493,17 @@ class PostgresQueue(DatabaseQueue):
         if not queues:
             await asyncio.sleep(timeout.total_seconds())
             return
-        # Listen first, look second: a push landing between the two still wakes us.
-        listener = self._pg_dialect.listener
-        waiter = listener.register(queues)
-        loop = asyncio.get_running_loop()
-        ends = loop.time() + timeout.total_seconds()
         marks = ", ".join(["%s"] * len(queues))
-        try:
-            while True:
-                _, rows = await self._one(self._pg.soonest.format(marks=marks), [*queues] * 3)
-                due, now = rows[0]
-                left = timedelta(seconds=max(0.0, ends - loop.time()))
-                if due is not None:
-                    if due <= now:
-                        return
-                    left = min(left, (int(due) - int(now)) * _MICROSECOND)
-                if await waiter.wait(left) != "listening" or loop.time() >= ends:
-                    return
-                # The listener came up, which wakes every wait so that a push made
-                # while nobody listened is found: looked for above, and if there is
-                # none the wait goes on rather than ending with nothing.
-                waiter.rearm()
-        finally:
-            listener.unregister(waiter)
+
+        async def look() -> timedelta | None:
+            """None when work is due now, else how long until some comes due (if known)."""
+            _, rows = await self._one(self._pg.soonest.format(marks=marks), [*queues] * 3)
+            due, now = rows[0]
+            if due is None:
+                return timeout
+            return None if due <= now else (int(due) - int(now)) * _MICROSECOND
+
+        await self._pg_dialect.listener.wait(queues, timeout, look)
 
     # -- settling --------------------------------------------------------------
 
