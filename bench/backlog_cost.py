@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import os
 import re
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ import psycopg
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
 
-from .noop_jobs import drain_command
+from .noop_jobs import start_drainers
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -253,11 +252,7 @@ def main() -> None:
         print(f"pushed {args.jobs:,} in {time.perf_counter() - started:.0f} s", flush=True)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"ANALYZE {args.prefix}jobs")
-        command = drain_command(url, args.concurrency)
-        procs = [
-            subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
-            for _ in range(args.processes)
-        ]
+        procs = start_drainers(url, args.concurrency, args.processes)
         watch = Watch(
             dsn, f"{args.prefix}jobs", args.jobs, [p.pid for p in procs], args.vacuum_every
         )

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sqlite3
-import subprocess
 import tempfile
 import threading
 import time
@@ -38,7 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 from rainier_queue import QueuedJob, Worker, WorkerOptions
 from rainier_queue.connections import open_queue
 
-from .noop_jobs import drain_command, registry
+from .noop_jobs import registry, start_drainers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,7 +86,6 @@ def cli_drain_sampled(
     url: str, processes: int, concurrency: int, done: Progress | None
 ) -> tuple[float, list[tuple[float, int]]]:
     """Drain with `processes` CLI workers; (seconds taken, (time, jobs done) samples)."""
-    command = drain_command(url, concurrency)
     samples: list[tuple[float, int]] = []
     stop = threading.Event()
 
@@ -98,9 +96,7 @@ def cli_drain_sampled(
 
     sampler = threading.Thread(target=sample, daemon=True)
     started = time.perf_counter()
-    procs = [
-        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL) for _ in range(processes)
-    ]
+    procs = start_drainers(url, concurrency, processes)
     if done is not None:
         sampler.start()
     codes = [p.wait() for p in procs]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers.database.mysql.connection import NOW_US
 
-from .noop_jobs import drain_command
+from .noop_jobs import start_drainers
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = (0.05, 0.50, 0.90)
@@ -114,11 +113,7 @@ def main() -> None:
         with conn.cursor() as cur:
             cur.execute(f"SELECT COUNT(*) FROM {table}")
             total = int(cur.fetchone()[0])
-        command = drain_command(url, args.concurrency)
-        procs = [
-            subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
-            for _ in range(args.processes)
-        ]
+        procs = start_drainers(url, args.concurrency, args.processes)
         out: list[str] = []
         stop = threading.Event()
 

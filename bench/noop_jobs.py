@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 from rainier_queue import Job, JobContext, JobRegistry
 
@@ -20,10 +22,23 @@ class Noop(Job):
 registry = JobRegistry([Noop])
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def drain_command(url: str, concurrency: int, *, quiet: bool = False) -> list[str]:
     """One CLI worker that works these jobs from `url` until the queue is empty."""
     return [
         *(sys.executable, "-m", "rainier_queue", "--app", "bench.noop_jobs:registry"),
         *("--url", url, *(["--quiet"] if quiet else []), "work", "--stop-when-empty"),
         *("--concurrency", str(concurrency)),
+    ]
+
+
+def start_drainers(
+    url: str, concurrency: int, processes: int, *, quiet: bool = False
+) -> list[subprocess.Popen[bytes]]:
+    """`processes` of `drain_command`'s workers, started from the repository root."""
+    command = drain_command(url, concurrency, quiet=quiet)
+    return [
+        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL) for _ in range(processes)
     ]

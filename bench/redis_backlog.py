@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -34,8 +33,8 @@ import redis
 
 from rainier_queue.connections import open_queue
 
-from .drain import ROOT, enqueue, envelopes
-from .noop_jobs import drain_command
+from .drain import enqueue, envelopes
+from .noop_jobs import start_drainers
 
 TICK = os.sysconf("SC_CLK_TCK")
 Sample = tuple[float, int, float, float, dict[str, tuple[int, float]], float]
@@ -71,10 +70,7 @@ def drain(
     url: str, stream: str, count: int, processes: int, concurrency: int, every: float
 ) -> list[Sample]:
     client = redis.Redis.from_url(url.split("?", 1)[0])
-    command = drain_command(url, concurrency)
-    procs = [
-        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL) for _ in range(processes)
-    ]
+    procs = start_drainers(url, concurrency, processes)
     samples: list[Sample] = []
     stop = threading.Event()
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
-import subprocess
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -37,7 +36,7 @@ from rainier_queue.connections import open_queue
 from rainier_queue.schemes import scheme_of
 
 from .latency import cleanup
-from .noop_jobs import drain_command
+from .noop_jobs import start_drainers
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 1000
@@ -123,11 +122,8 @@ async def push(url: str, jobs: int) -> None:
 
 
 def drain(url: str, processes: int, concurrency: int) -> float:
-    command = drain_command(url, concurrency, quiet=True)
     started = time.perf_counter()
-    procs = [
-        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL) for _ in range(processes)
-    ]
+    procs = start_drainers(url, concurrency, processes, quiet=True)
     codes = [p.wait() for p in procs]
     if any(codes):
         raise SystemExit(f"round_trips: a worker exited {codes}")
