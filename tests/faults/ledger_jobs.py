@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 
 from rainier_queue import Job, JobContext, JobRegistry
@@ -38,15 +39,35 @@ def ledger(path: str | None = None) -> sqlite3.Connection:
     return conn
 
 
+_open = threading.local()
+
+
+def _connection() -> sqlite3.Connection:
+    """This thread's ledger connection, opened once and kept for the life of the process.
+
+    A connection per row, opened and closed, made every close the ledger's
+    last one now and then, and the last close checkpoints the WAL and removes
+    it under an exclusive lock; a handler opening the file in that moment on a
+    loaded machine could fail its `start` row, which failed its job before it
+    began (seen once in CI: seven jobs of one batch "never ran").
+    """
+    conn: sqlite3.Connection | None = getattr(_open, "conn", None)
+    if conn is None:
+        conn = _open.conn = ledger()
+    return conn
+
+
 def record(ctx: JobContext, n: int, event: str) -> None:
-    conn = ledger()
-    try:
-        conn.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)",
-            (ctx.job_id, n, ctx.attempt, os.getpid(), event, time.time()),
-        )
-    finally:
-        conn.close()
+    """Write one row; a lock that outlasts SQLite's busy wait is waited out here, not failed."""
+    row = (ctx.job_id, n, ctx.attempt, os.getpid(), event, time.time())
+    for attempt in range(20):
+        try:
+            _connection().execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)", row)
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or attempt == 19:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 class Count(Job):
