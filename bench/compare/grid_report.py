@@ -16,7 +16,17 @@ from typing import Any
 
 from rich.table import Table
 
-from .report import OURS, TIMES, backend_name, num, ordered_backends, system_name
+from .report import (
+    OURS,
+    TIMES,
+    backend_name,
+    bound_ratio,
+    num,
+    ordered_backends,
+    stopped_peer,
+    system_name,
+)
+from .workloads import FAR, PEER_RUN_FLOOR_S
 
 Row = dict[str, Any]
 GridLine = tuple[str, str, str, str, str, str]
@@ -77,14 +87,24 @@ def grid_lines(result: Row) -> list[GridLine]:
             best = _best_peer(rows, backend, "e2e_jobs_s")
             mine = ours.get("e2e_jobs_s") if ours["ok"] else None
             theirs = best["e2e_jobs_s"] if best else None
+            peer_name, peer_number = (
+                system_name(best["system"]) if best else "none ran",
+                num(theirs),
+            )
+            ratio_text = _ratio_text(mine / theirs if mine and theirs else None)
+            if best is None and (stopped := stopped_peer(rows, backend)) is not None:
+                least = bound_ratio(ours, stopped)
+                peer_name = system_name(stopped["system"])
+                peer_number = f"< {num(stopped['stopped_below_jobs_s'])} (stopped)"
+                ratio_text = "-" if least is None else f"> {least:.2f}{TIMES}"
             lines.append(
                 (
                     backend,
                     f"end to end, {name}",
                     num(mine) if ours["ok"] else "FAILED",
-                    system_name(best["system"]) if best else "none ran",
-                    num(theirs),
-                    _ratio_text(mine / theirs if mine and theirs else None),
+                    peer_name,
+                    peer_number,
+                    ratio_text,
                 )
             )
         ways = enqueue.get(backend)
@@ -133,15 +153,15 @@ def grid_lines(result: Row) -> list[GridLine]:
 def backlog_lines(result: Row) -> list[list[str]]:
     """[backend, jobs, first tenth, last tenth, last ÷ first, small steady, first ÷ small, left].
 
-    "small" is the concurrency-8 cell of the grid (`--grid-jobs` queued), the
-    same processes and concurrency as the backlog's drain.
+    "small" is the grid's cell (`--grid-jobs` queued) at the backlog drain's
+    concurrency, with the same processes.
     """
-    cell = _by_setting(result.get("grid", [])).get("concurrency 8", [])
+    cells = _by_setting(result.get("grid", []))
     out: list[list[str]] = []
     for r in result.get("backlog", []):
         if r["system"] != OURS:
             continue
-        small = _ours(cell, r["backend"])
+        small = _ours(cells.get(f"concurrency {r.get('concurrency')}", []), r["backend"])
         small_rate = small.get("steady_jobs_s") if small and small["ok"] else None
         start, end = r.get("start_jobs_s"), r.get("end_jobs_s")
         left = _left_behind(r)
@@ -194,8 +214,8 @@ BACKLOG_HEAD = (
     "jobs/s, first tenth",
     "jobs/s, last tenth",
     "last ÷ first",
-    "steady jobs/s, grid's c8",
-    "first tenth ÷ c8",
+    "steady jobs/s, the grid's cell at that concurrency",
+    "first tenth ÷ that",
     "left after the drain",
 )
 ENQUEUE_HEAD = (
@@ -246,15 +266,19 @@ def markdown(result: Row) -> list[str]:
             f"of {p.get('grid_rounds', p['rounds'])} interleaved rounds; "
             "`cN` is the concurrency per process; pickup latency is the peer's milliseconds "
             f"over ours, so above 1{TIMES} is ours ahead there too; a peer ran in a grid cell "
-            "if it came within half of the fastest peer in the run above):",
+            "if it came within half of the fastest peer in the run above; a peer more than "
+            f"{FAR:g}{TIMES} behind ours after the first round ran that round only, and a peer "
+            f"run still going after {FAR:g} times ours' drain of the same jobs (and at least "
+            f"{PEER_RUN_FLOOR_S:g} s) was stopped there, its number then a bound):",
             GRID_HEAD,
             grid,
         ),
         *_md_table(
             "A large backlog, ours alone (no peer: enqueueing a million jobs through the slower "
-            "peers would take longer than the whole benchmark), drained to the end by the same "
-            "2 processes at concurrency 8; the first and last tenths are the rates between "
-            "1% and 10% and between 90% and 100% of the jobs:",
+            "peers would take longer than the whole benchmark), drained to the end by "
+            f"{p['processes']} processes at concurrency {_backlog_concurrency(result)}; the "
+            "first and last tenths are the rates between 1% and 10% and between 90% and 100% "
+            "of the jobs:",
             BACKLOG_HEAD,
             backlog_lines(result),
         ),
@@ -267,6 +291,11 @@ def markdown(result: Row) -> list[str]:
             enqueue_lines(result),
         ),
     ]
+
+
+def _backlog_concurrency(result: Row) -> str:
+    seen = {r.get("concurrency") for r in result.get("backlog", [])}
+    return ", ".join(str(c) for c in sorted(c for c in seen if c is not None)) or "-"
 
 
 def _md_table(intro: str, head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

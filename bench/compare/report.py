@@ -97,6 +97,23 @@ def fastest_peer(rows: Sequence[Row], backend: str) -> Row | None:
     return max(peers, key=lambda r: r["e2e_jobs_s"], default=None)
 
 
+def stopped_peer(rows: Sequence[Row], backend: str) -> Row | None:
+    """The peer stopped far behind (`workloads.FAR`) with the highest bound on `backend`."""
+    peers = [
+        r
+        for r in rows
+        if r["backend"] == backend and r["system"] != OURS and r.get("stopped_below_jobs_s")
+    ]
+    return max(peers, key=lambda r: r["stopped_below_jobs_s"], default=None)
+
+
+def bound_ratio(ours: Row | None, stopped: Row) -> float | None:
+    """The least ours ÷ a stopped peer can be: ours' rate over the peer's upper bound."""
+    if ours is None or not ours["ok"] or not ours.get("e2e_jobs_s"):
+        return None
+    return float(ours["e2e_jobs_s"]) / float(stopped["stopped_below_jobs_s"])
+
+
 def ours_row(rows: Sequence[Row], backend: str) -> Row | None:
     return next((r for r in rows if r["backend"] == backend and r["system"] == OURS), None)
 
@@ -154,22 +171,29 @@ def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
     for r in rows:
         if r["backend"] != backend:
             continue
+        mine = ratio(ours, r) if r["system"] != OURS else None
+        ratio_text = "-" if mine is None else f"{mine:.2f}x"
+        runs = f"{r['runs_ok']}/{r['runs']}"
         if r["ok"]:
             enqueue, e2e = num(r.get("enqueue_jobs_s")), num(r.get("e2e_jobs_s"))
             steady = num(r.get("steady_jobs_s"))
             first = seconds(r.get("first_job_s"))
             worker_cpu, server_cpu = num(r.get("worker_cpu_us")), num(r.get("server_cpu_us"))
+        elif r.get("stopped_below_jobs_s"):
+            enqueue, steady, first, worker_cpu, server_cpu = "-", "-", "-", "-", "-"
+            e2e, runs = f"< {num(r['stopped_below_jobs_s'])}", "stopped"
+            least = bound_ratio(ours, r)
+            ratio_text = "-" if least is None else f"> {least:.2f}x"
         else:
             enqueue, e2e, steady, first, worker_cpu, server_cpu = "-", "FAILED", "-", "-", "-", "-"
-        mine = ratio(ours, r) if r["system"] != OURS else None
         cells.append(
             [
                 r["system"],
                 enqueue,
                 e2e,
                 steady,
-                f"{r['runs_ok']}/{r['runs']}",
-                "-" if mine is None else f"{mine:.2f}x",
+                runs,
+                ratio_text,
                 first,
                 worker_cpu,
                 server_cpu,
@@ -181,6 +205,11 @@ def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
 def caption(rows: Sequence[Row], backend: str) -> str:
     best = fastest_peer(rows, backend)
     if best is None:
+        stopped = stopped_peer(rows, backend)
+        least = None if stopped is None else bound_ratio(ours_row(rows, backend), stopped)
+        if stopped is not None and least is not None:
+            name = system_name(stopped["system"])
+            return f"every peer was stopped far behind; rainier-queue / {name}: above {least:.2f}x"
         if any(r["backend"] == backend and r["system"] != OURS for r in rows):
             return "no peer finished every run"
         return NO_PEER.get(backend, "no peer run on this backend")

@@ -5,7 +5,7 @@ A performance claim is only worth what the benchmark behind it is, so this
 one runs everything a reader needs to check ours against what they would pick
 instead, on their own machine, in one go (`make bench` calls it):
 
-    .venv/bin/python -m bench.compare.run                 # everything, under 15 min on 2 cores
+    .venv/bin/python -m bench.compare.run                 # everything, about 20 min on 2 cores
     .venv/bin/python -m bench.compare.run --workloads throughput --backend postgres --rounds 1
 
 Workloads:
@@ -19,7 +19,7 @@ Workloads:
   and the medians reported.
 - **latency**: ours on every driver, an idle worker, jobs pushed one at a
   time at a fixed rate; push-to-start p50/p99 (bench/compare/latency_run.py).
-- **memory**: a long run (200,000 jobs by default) through one worker process,
+- **memory**: a long run (100,000 jobs by default) through one worker process,
   with its resident memory at the first job, at the last job, and the peak.
 
 Every job INCRs one per-run Redis key (the latency job writes one line); a
@@ -121,7 +121,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--no-latency-peers", dest="latency_peers", action="store_false", help="ours only"
     )
-    parser.add_argument("--memory-jobs", type=int, default=200_000, help="[%(default)s]")
+    parser.add_argument("--memory-jobs", type=int, default=100_000, help="[%(default)s]")
     parser.add_argument(
         "--memory-backends", default="memory,redis", help="ours, comma-separated [%(default)s]"
     )

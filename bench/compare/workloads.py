@@ -41,6 +41,19 @@ SYSTEMS: list[tuple[str, str, str]] = [
     ("celery", "redis", "bench.compare.peers.celery"),
     (OURS, "kafka", "bench.compare.ours_kafka"),
 ]
+FAR = 4.0
+"""How far behind ours a peer may be before more of its runs stop being worth their time.
+
+The target is 3x the fastest peer. A peer whose first round ran at less than
+ours / FAR is not run again in that setting (its ratio comes from one run: no
+noise on this machine brings 4x near 3x), and a peer run that has not drained
+its jobs after FAR times ours' drain of the same jobs in that round is stopped
+there: by then its rate is known to be below ours / FAR."""
+
+PEER_RUN_FLOOR_S = 60.0
+"""A peer run is never stopped by `FAR` before this many seconds, so every peer that
+finishes within a minute gets a real number rather than a bound."""
+
 LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
 LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker by default
 MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
@@ -62,11 +75,24 @@ class Runs:
     end: list[float] = field(default_factory=list)
     runs: int = 0
     errors: list[str] = field(default_factory=list)
+    stopped: list[float] = field(default_factory=list)
+    """Upper bounds (jobs/s) of runs stopped by `FAR`: jobs done over the seconds allowed."""
     last: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.runs > 0 and not self.errors
+        return self.runs > 0 and not self.errors and not self.stopped
+
+    @property
+    def done(self) -> bool:
+        """No more runs: one failed, or one was stopped for being far behind."""
+        return bool(self.errors or self.stopped)
+
+    def far_behind(self, ours: Runs | None) -> bool:
+        """Whether this peer's rate so far is below ours' over `FAR` (so more rounds are moot)."""
+        mine = report.median(ours.e2e) if ours is not None and ours.ok else None
+        theirs = report.median(self.e2e) if self.ok else None
+        return mine is not None and theirs is not None and theirs * FAR <= mine
 
     def row(self) -> dict[str, Any]:
         enqueue = report.median(self.enqueue) if self.ok else None
@@ -92,6 +118,7 @@ class Runs:
             "server_cpu_us": round(server_cpu, 1) if server_cpu is not None else None,
             "start_jobs_s": round(start, 1) if start is not None else None,
             "end_jobs_s": round(end, 1) if end is not None else None,
+            "stopped_below_jobs_s": round(max(self.stopped), 1) if self.stopped else None,
             "errors": self.errors,
         }
 
@@ -162,9 +189,17 @@ def throughput(
         common["sleep_ms"] = setting.sleep_ms
     label = f"{setting.name}: " if setting.name else ""
     for round_no in range(1, rounds + 1):
+        ours_drain: dict[str, float] = {}
         for system, backend, module in chosen:
-            if runs[system, backend].errors:
-                continue  # one failed run already fails the pair; another would only take time
+            entry = runs[system, backend]
+            if entry.done:
+                continue  # one failed or stopped run ends the pair; another would only take time
+            peer = system != OURS
+            if peer and round_no > 1 and entry.far_behind(runs.get((OURS, backend))):
+                continue
+            timeout = args.timeout
+            if peer and backend in ours_drain:
+                timeout = min(timeout, max(PEER_RUN_FLOOR_S, FAR * ours_drain[backend]))
             console.print(f"{label}throughput round {round_no}/{rounds}: {system} ({backend}) ...")
             processes = 1 if backend == "memory" else args.processes
             result = run_adapter(
@@ -174,12 +209,13 @@ def throughput(
                 jobs=jobs,
                 processes=processes,
                 concurrency=concurrency,
-                timeout=args.timeout,
+                timeout=timeout,
                 sleep_ms=setting.sleep_ms,
             )
-            entry = runs[system, backend]
             entry.runs += 1
             ok = bool(result.get("ok"))
+            if not peer and ok:
+                ours_drain[backend] = result["drain_s"]
             row: dict[str, Any] = {
                 "type": "run",
                 "workload": "throughput",
@@ -218,6 +254,11 @@ def throughput(
                         row[key] = entry.last[key] = result[key]
                 if "file_bytes" in result:
                     row["file_bytes"] = entry.last["file_bytes"] = result["file_bytes"]
+            elif peer and timeout < args.timeout and str(result.get("error")).startswith("timed"):
+                # Stopped by FAR: not a failure, a bound (what it did in the time it had).
+                row["stopped_below_jobs_s"] = round(jobs / timeout, 1)
+                row["stopped_at"] = result.get("counter")  # jobs done when it was stopped
+                entry.stopped.append(row["stopped_below_jobs_s"])
             else:
                 row["error"] = result.get("error")
                 entry.errors.append(str(result.get("error")))
