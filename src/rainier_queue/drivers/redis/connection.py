@@ -26,7 +26,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, cast
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
@@ -52,7 +52,7 @@ def split_options(url: str, ours: Iterable[str]) -> tuple[str, dict[str, str]]:
             taken[key] = value
         else:
             kept.append((key, value))
-    return urlunsplit(parts._replace(query=urlencode(kept))), taken
+    return _with_query(parts, kept), taken
 
 
 def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) -> Client:
@@ -140,7 +140,7 @@ def _tls_checked(url: str) -> str:
     tls.warn_unverified(where)
     kept = [(k, v) for k, v in query if k not in (tls.INSECURE, *_WEAKENING)]
     kept += [("ssl_cert_reqs", "none"), ("ssl_check_hostname", "false")]
-    return urlunsplit(parts._replace(query=urlencode(kept)))
+    return _with_query(parts, kept)
 
 
 def transport_warnings(url: str) -> list[str]:
@@ -166,7 +166,19 @@ def transport_warnings(url: str) -> list[str]:
 
 
 def _without(parts: SplitResult, query: list[tuple[str, str]], name: str) -> str:
-    return urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != name])))
+    return _with_query(parts, [(k, v) for k, v in query if k != name])
+
+
+def _with_query(parts: SplitResult, query: list[tuple[str, str]]) -> str:
+    """The URL of `parts` with `query` as its query string.
+
+    Built by hand rather than with `urlunsplit`, which writes `unix:///run/x.sock`
+    back as `unix:/run/x.sock` (no host, so no `//`); redis-py 8 refuses that form.
+    """
+    url = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if query:
+        url += f"?{urlencode(query)}"
+    return f"{url}#{parts.fragment}" if parts.fragment else url
 
 
 def _check_socket_url(parts: SplitResult, *, cluster: bool) -> None:
