@@ -288,6 +288,21 @@ async def test_an_envelope_naming_another_queue_is_settled_on_the_stream_it_came
     assert await queue.size("default") == 0
 
 
+async def test_an_idle_wait_longer_than_the_read_timeout_is_not_an_outage(open_on: Any) -> None:
+    """redis-py reads a BLPOP's answer under its socket timeout (5 s by default in
+    redis-py 8): a wait longer than that must end quietly, not as BrokerUnavailable."""
+    queue = open_on(f"{SHARED}?socket_timeout=0.4")
+    long = timedelta(seconds=1.5)
+
+    await queue.wait_for_work(["default"], long)
+    assert await queue.wait_and_reserve("default", long, limit=1) == []
+
+    waiting = asyncio.create_task(queue.wait_for_work(["default"], timedelta(seconds=30)))
+    await queue.push(a_job())
+    await asyncio.wait_for(waiting, 30)  # a liveness bound: the push still wakes the wait
+    assert len(await queue.reserve("default")) == 1
+
+
 @pytest.mark.parametrize("where", ["single", "cluster"])
 async def test_an_idle_worker_waits_for_a_delayed_job_and_then_finds_it(
     namespace: str, opened: list[Queue], where: str

@@ -96,6 +96,18 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
     return client
 
 
+def socket_timeout(client: Client) -> float | None:
+    """The read timeout `client` gives every command, BLPOP's included (None: no limit).
+
+    redis-py 8 sets 5 s unless the URL says otherwise; earlier versions set none.
+    """
+    if isinstance(client, RedisCluster):
+        value = client.nodes_manager.connection_kwargs.get("socket_timeout")
+    else:
+        value = client.connection_pool.connection_kwargs.get("socket_timeout")
+    return float(value) if value else None
+
+
 _WEAKENING = {
     "ssl_cert_reqs": ("none", "optional"),
     "ssl_check_hostname": ("false", "no", "off", "0", ""),

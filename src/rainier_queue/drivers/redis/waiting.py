@@ -37,7 +37,7 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...queue import Queue, Reservation
 from . import scripts
-from .connection import Client, Ready, translated
+from .connection import Client, Ready, socket_timeout, translated
 from .keys import Keys, QueueKeys
 
 if TYPE_CHECKING:
@@ -247,8 +247,22 @@ class RedisWaits(Queue):
         next wait joins it if it is still running.
         """
         client = await self._ready()
+        seconds = within_read_timeout(seconds, socket_timeout(client))
         async with translated("wait for work"):
             await cast(Awaitable[Any], client.blpop([self.keys.wake], timeout=seconds))
+
+
+def within_read_timeout(seconds: float, read_timeout: float | None) -> float:
+    """A BLPOP's `seconds`, cut so that its answer comes back inside the client's read timeout.
+
+    redis-py reads a BLPOP's answer under the same timeout as any other command
+    (5 s by default since redis-py 8), so a longer BLPOP would end as a timeout
+    and be reported as an outage. A wait cut short just returns early: the
+    worker looks for work and waits again, one round trip every few seconds.
+    """
+    if read_timeout is None:
+        return seconds
+    return min(seconds, max(read_timeout - min(SLACK, read_timeout / 2), 0.01))
 
 
 __all__ = ["Abandoned", "RedisWaits", "behind_blpop"]
