@@ -288,11 +288,17 @@ async def test_an_envelope_naming_another_queue_is_settled_on_the_stream_it_came
     assert await queue.size("default") == 0
 
 
-async def test_an_idle_wait_longer_than_the_read_timeout_is_not_an_outage(open_on: Any) -> None:
-    """redis-py reads a BLPOP's answer under its socket timeout (5 s by default in
+@pytest.mark.parametrize(
+    ("query", "long"),
+    [("?socket_timeout=0.4", timedelta(seconds=1.5)), ("", timedelta(seconds=6))],
+    ids=["set-in-the-url", "redis-py-default"],
+)
+async def test_an_idle_wait_longer_than_the_read_timeout_is_not_an_outage(
+    open_on: Any, query: str, long: timedelta
+) -> None:
+    """redis-py reads a BLPOP's answer under its socket timeout (5 s by default since
     redis-py 8): a wait longer than that must end quietly, not as BrokerUnavailable."""
-    queue = open_on(f"{SHARED}?socket_timeout=0.4")
-    long = timedelta(seconds=1.5)
+    queue = open_on(f"{SHARED}{query}")
 
     await queue.wait_for_work(["default"], long)
     assert await queue.wait_and_reserve("default", long, limit=1) == []

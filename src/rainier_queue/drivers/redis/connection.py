@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, cast
@@ -96,16 +97,20 @@ def connect(url: str, *, cluster: bool, decode: bool, ours: Iterable[str] = ()) 
     return client
 
 
-def socket_timeout(client: Client) -> float | None:
-    """The read timeout `client` gives every command, BLPOP's included (None: no limit).
+def socket_timeout(client: Client) -> float:
+    """The read timeout `client` gives every command, BLPOP's included (`math.inf`: none).
 
-    redis-py 8 sets 5 s unless the URL says otherwise; earlier versions set none.
+    redis-py 8 sets 5 s unless the URL says otherwise (earlier versions set none),
+    as a default of its connection class rather than in the pool's settings, so
+    a connection is built (not connected) to read it.
     """
     if isinstance(client, RedisCluster):
         value = client.nodes_manager.connection_kwargs.get("socket_timeout")
     else:
-        value = client.connection_pool.connection_kwargs.get("socket_timeout")
-    return float(value) if value else None
+        pool = client.connection_pool
+        kwargs = pool.connection_kwargs
+        value = kwargs.get("socket_timeout", pool.connection_class(**kwargs).socket_timeout)
+    return float(value) if value else math.inf
 
 
 _WEAKENING = {

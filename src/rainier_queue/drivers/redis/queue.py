@@ -135,6 +135,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         self._scripts: dict[str, AsyncScript] = {}
         self._epoch: str | None = None
         self._blocking: asyncio.Task[None] | None = None
+        self._read_timeout: float | None = None
         self._checked_at = 0.0
         # Every push holds its connection for the answer (on a cluster, one of the
         # node owning its slot), so a push whose answer was lost is OutcomeUnknown,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Sequence
 from datetime import datetime, timedelta
@@ -143,6 +144,8 @@ class RedisWaits(Queue):
     _ready: Ready
     _lease: timedelta
     _blocking: asyncio.Task[None] | None
+    _read_timeout: float | None
+    """The client's read timeout (`connection.socket_timeout`), once known."""
 
     if TYPE_CHECKING:  # the queue's own, used here
 
@@ -247,12 +250,14 @@ class RedisWaits(Queue):
         next wait joins it if it is still running.
         """
         client = await self._ready()
-        seconds = within_read_timeout(seconds, socket_timeout(client))
+        if self._read_timeout is None:
+            self._read_timeout = socket_timeout(client)
+        seconds = within_read_timeout(seconds, self._read_timeout)
         async with translated("wait for work"):
             await cast(Awaitable[Any], client.blpop([self.keys.wake], timeout=seconds))
 
 
-def within_read_timeout(seconds: float, read_timeout: float | None) -> float:
+def within_read_timeout(seconds: float, read_timeout: float) -> float:
     """A BLPOP's `seconds`, cut so that its answer comes back inside the client's read timeout.
 
     redis-py reads a BLPOP's answer under the same timeout as any other command
@@ -260,7 +265,7 @@ def within_read_timeout(seconds: float, read_timeout: float | None) -> float:
     and be reported as an outage. A wait cut short just returns early: the
     worker looks for work and waits again, one round trip every few seconds.
     """
-    if read_timeout is None:
+    if math.isinf(read_timeout):
         return seconds
     return min(seconds, max(read_timeout - min(SLACK, read_timeout / 2), 0.01))
 
