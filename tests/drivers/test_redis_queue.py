@@ -510,3 +510,36 @@ async def test_a_delayed_job_pushed_alone_waits_in_the_delayed_set_not_the_strea
     assert await queue.client.xlen(keys.stream) == 0
     assert await queue.client.zcard(keys.delayed) == 1
     assert await queue.reserve("default") == []
+
+
+async def test_waits_that_find_work_go_out_on_one_connection_kept_between_them(
+    private_queue: RedisQueue,
+) -> None:
+    queue = private_queue
+    await queue.reserve("default")  # the script is loaded, the group made
+    before = (await queue.client.info("stats"))["total_connections_received"]
+
+    for _ in range(10):  # an idle worker, woken by one job after another
+        job = a_job()
+        await queue.push(job)
+        got = await queue.wait_and_reserve("default", timedelta(seconds=5), limit=5)
+        assert [r.job.id for r in got] == [job.id]
+        assert await queue.acknowledge_many(got) == [None]
+
+    after = (await queue.client.info("stats"))["total_connections_received"]
+    assert after - before <= 1
+
+
+async def test_a_kept_wait_connection_the_server_closed_is_reopened_not_an_outage(
+    private_queue: RedisQueue,
+) -> None:
+    queue = private_queue
+    await queue.push(a_job())
+    assert len(await queue.wait_and_reserve("default", timedelta(seconds=5), limit=5)) == 1
+    await queue.client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    job = a_job()
+    await queue.push(job)
+
+    got = await queue.wait_and_reserve("default", timedelta(seconds=5), limit=5)
+
+    assert [r.job.id for r in got] == [job.id]

@@ -39,7 +39,7 @@ from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
-from .waiting import RedisWaits
+from .waiting import KeptConnection, RedisWaits
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -135,6 +135,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         self._scripts: dict[str, AsyncScript] = {}
         self._epoch: str | None = None
         self._blocking: asyncio.Task[None] | None = None
+        self._kept = KeptConnection()
         self._checked_at = 0.0
         # Every push holds its connection for the answer (on a cluster, one of the
         # node owning its slot), so a push whose answer was lost is OutcomeUnknown,
@@ -601,6 +602,8 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         if self._blocking is not None:
             self._blocking.cancel()
             await asyncio.gather(self._blocking, return_exceptions=True)
+        if isinstance(self._client, Redis):
+            await self._kept.give_back(self._client.connection_pool)
         async with translated("close the connection"):
             await self._client.aclose()
 

@@ -13,7 +13,9 @@ worker gives up on must still be read to its end. `behind_blpop` does
 that when cancelled: it asks Redis to end the BLPOP at once (`CLIENT
 UNBLOCK`, sent on another connection), reads what the reserve took, and
 returns it through `Abandoned` so the caller can hand the jobs back. One
-connection of the pool is held for the length of each wait.
+connection of the pool is held for the length of each wait, and kept for
+the next (`KeptConnection`): handing it back to redis-py's pool, which takes
+its lock and keeps its books, came between the job's arrival and its start.
 
 `RedisWaits` is the part of `RedisQueue` that waits: how long a wait may
 last, the plain BLPOP (`wait_for_work`) and the one with the reserve behind
@@ -25,13 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from typing_extensions import override
 
 from ..._clock import utcnow
@@ -53,6 +55,52 @@ class Abandoned(Exception):
     def __init__(self, reply: Any) -> None:
         super().__init__("the wait was cancelled")
         self.reply = reply
+
+
+class KeptConnection:
+    """The connection an idle worker's waits go out on, kept from one wait to the next.
+
+    Only a wait that was read to its end is kept; one cut short is dropped
+    (its replies may still be on their way). A kept connection the server
+    closed meanwhile is checked for, and reopened, as the pool does before
+    it lends one out (`ensure_connection`).
+    """
+
+    def __init__(self) -> None:
+        self._conn: AbstractConnection | None = None
+
+    async def take(self, pool: ConnectionPool) -> AbstractConnection:
+        """The kept connection, ready to send on, else one from `pool`."""
+        conn, self._conn = self._conn, None
+        # The pool's own check, where this redis-py has it; else the pool lends a fresh one.
+        ensure: Callable[[AbstractConnection], Awaitable[None]] | None = getattr(
+            pool, "ensure_connection", None
+        )
+        if conn is not None:
+            if ensure is None:
+                await pool.release(conn)
+            else:
+                try:
+                    await ensure(conn)
+                except BaseException:
+                    await pool.release(conn)
+                    raise
+                return conn
+        taken: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        return taken
+
+    def keep(self, conn: AbstractConnection) -> bool:
+        """Keep `conn` for the next wait; False if one is kept already (two waits at once)."""
+        if self._conn is not None:
+            return False
+        self._conn = conn
+        return True
+
+    async def give_back(self, pool: ConnectionPool) -> None:
+        """Hand the kept connection back to `pool` (the queue is closing)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await pool.release(conn)
 
 
 class _Exchange:
@@ -80,7 +128,13 @@ class _Exchange:
 
 
 async def behind_blpop(
-    client: Redis, wake: str, seconds: float, command: Sequence[Any], *, what: str
+    client: Redis,
+    wake: str,
+    seconds: float,
+    command: Sequence[Any],
+    *,
+    what: str,
+    kept: KeptConnection | None = None,
 ) -> tuple[Any, float]:
     """BLPOP `wake` for up to `seconds`, then `command`; the command's reply, and the
     seconds its answer may have been on its way (to date what the command did).
@@ -88,10 +142,15 @@ async def behind_blpop(
     An error reply of the command is returned, not raised (a missing script
     is the caller's to load). If cancelled, raises `Abandoned` with the
     command's reply once the wait has been cut short and read to its end.
+    With `kept`, the connection comes from there and, read to its end, goes
+    back there rather than to the pool.
     """
     pool = client.connection_pool
     async with translated(what):
-        conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        if kept is None:
+            conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        else:
+            conn = await kept.take(pool)
     exchange = _Exchange(conn)
     reading = asyncio.ensure_future(exchange.run(wake, seconds, command))
     clean = False
@@ -108,7 +167,8 @@ async def behind_blpop(
         if not clean:
             reading.cancel()
             await conn.disconnect(nowait=True)  # replies may still be on their way
-        await pool.release(conn)
+        if not (clean and kept is not None and kept.keep(conn)):
+            await pool.release(conn)
 
 
 async def _cut_short(client: Redis, exchange: _Exchange, reading: asyncio.Future[Any]) -> Any:
@@ -143,6 +203,7 @@ class RedisWaits(Queue):
     _ready: Ready
     _lease: timedelta
     _blocking: asyncio.Task[None] | None
+    _kept: KeptConnection
 
     if TYPE_CHECKING:  # the queue's own, used here
 
@@ -186,7 +247,7 @@ class RedisWaits(Queue):
         what = f"wait for work on {queue!r}"
         try:
             rows, in_transit = await behind_blpop(
-                client, self.keys.wake, seconds, command, what=what
+                client, self.keys.wake, seconds, command, what=what, kept=self._kept
             )
         except Abandoned as gone:
             if isinstance(gone.reply, list):
@@ -251,4 +312,4 @@ class RedisWaits(Queue):
             await cast(Awaitable[Any], client.blpop([self.keys.wake], timeout=seconds))
 
 
-__all__ = ["Abandoned", "RedisWaits", "behind_blpop"]
+__all__ = ["Abandoned", "KeptConnection", "RedisWaits", "behind_blpop"]
