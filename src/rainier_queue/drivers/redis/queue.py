@@ -36,10 +36,11 @@ from .connection import (
 )
 from .failed import RedisFailedJobs
 from .health import RedisHealth
+from .kept import KeptConnection
 from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
-from .waiting import KeptConnection, RedisWaits
+from .waiting import RedisWaits
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -604,6 +605,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
             await asyncio.gather(self._blocking, return_exceptions=True)
         if isinstance(self._client, Redis):
             await self._kept.give_back(self._client.connection_pool)
+        await self._pushes.give_back()
         async with translated("close the connection"):
             await self._client.aclose()
 

@@ -27,19 +27,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection, ConnectionPool
+from redis.asyncio.connection import AbstractConnection
 from typing_extensions import override
 
 from ..._clock import utcnow
 from ...queue import Queue, Reservation
 from . import scripts
 from .connection import Client, Ready, translated
+from .kept import KeptConnection
 from .keys import Keys, QueueKeys
 
 if TYPE_CHECKING:
@@ -55,52 +56,6 @@ class Abandoned(Exception):
     def __init__(self, reply: Any) -> None:
         super().__init__("the wait was cancelled")
         self.reply = reply
-
-
-class KeptConnection:
-    """The connection an idle worker's waits go out on, kept from one wait to the next.
-
-    Only a wait that was read to its end is kept; one cut short is dropped
-    (its replies may still be on their way). A kept connection the server
-    closed meanwhile is checked for, and reopened, as the pool does before
-    it lends one out (`ensure_connection`).
-    """
-
-    def __init__(self) -> None:
-        self._conn: AbstractConnection | None = None
-
-    async def take(self, pool: ConnectionPool) -> AbstractConnection:
-        """The kept connection, ready to send on, else one from `pool`."""
-        conn, self._conn = self._conn, None
-        # The pool's own check, where this redis-py has it; else the pool lends a fresh one.
-        ensure: Callable[[AbstractConnection], Awaitable[None]] | None = getattr(
-            pool, "ensure_connection", None
-        )
-        if conn is not None:
-            if ensure is None:
-                await pool.release(conn)
-            else:
-                try:
-                    await ensure(conn)
-                except BaseException:
-                    await pool.release(conn)
-                    raise
-                return conn
-        taken: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
-        return taken
-
-    def keep(self, conn: AbstractConnection) -> bool:
-        """Keep `conn` for the next wait; False if one is kept already (two waits at once)."""
-        if self._conn is not None:
-            return False
-        self._conn = conn
-        return True
-
-    async def give_back(self, pool: ConnectionPool) -> None:
-        """Hand the kept connection back to `pool` (the queue is closing)."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await pool.release(conn)
 
 
 class _Exchange:
@@ -312,4 +267,4 @@ class RedisWaits(Queue):
             await cast(Awaitable[Any], client.blpop([self.keys.wake], timeout=seconds))
 
 
-__all__ = ["Abandoned", "KeptConnection", "RedisWaits", "behind_blpop"]
+__all__ = ["Abandoned", "RedisWaits", "behind_blpop"]
