@@ -499,3 +499,83 @@ async def test_a_reserve_sent_behind_the_wait_loads_its_script_when_redis_lost_i
     assert [r.job.id for r in got] == [job.id]
     assert got[0].job.attempts == 1
     await queue.acknowledge(got[0])
+
+
+async def test_a_job_pushed_alone_wakes_a_waiting_worker_and_the_wake_list_stays_short(
+    open_on: Any,
+) -> None:
+    queue = open_on()
+    waiting = asyncio.ensure_future(
+        queue.wait_and_reserve("default", timedelta(seconds=5), limit=5)
+    )
+    job = a_job()
+    await queue.push(job)
+
+    got = await waiting
+
+    assert [r.job.id for r in got] == [job.id]
+    assert await queue.acknowledge_many(got) == [None]
+    for _ in range(redis_queue_module.WAKE_TOKENS + 3):
+        await queue.push(a_job())
+    assert await queue.client.llen(queue.keys.wake) == redis_queue_module.WAKE_TOKENS
+
+
+async def test_a_delayed_job_pushed_alone_waits_in_the_delayed_set_not_the_stream(
+    open_on: Any,
+) -> None:
+    queue = open_on()
+    job = a_job(delay=timedelta(hours=1))
+    await queue.push(job)
+
+    keys = queue.keys.queue("default")
+    assert await queue.client.xlen(keys.stream) == 0
+    assert await queue.client.zcard(keys.delayed) == 1
+    assert await queue.reserve("default") == []
+
+
+async def test_pushes_and_waits_go_out_on_connections_kept_between_them(
+    private_queue: RedisQueue,
+) -> None:
+    queue = private_queue
+
+    async def one_job() -> None:  # an idle worker, woken by one job after another
+        job = a_job()
+        await queue.push(job)
+        got = await queue.wait_and_reserve("default", timedelta(seconds=5), limit=5)
+        assert [r.job.id for r in got] == [job.id]
+        assert await queue.acknowledge_many(got) == [None]
+
+    await one_job()  # the push, the wait and the rest have their connections now
+    before = (await queue.client.info("stats"))["total_connections_received"]
+    for _ in range(10):
+        await one_job()
+
+    after = (await queue.client.info("stats"))["total_connections_received"]
+    assert after == before
+
+
+async def test_a_kept_wait_connection_the_server_closed_is_reopened_not_an_outage(
+    private_queue: RedisQueue,
+) -> None:
+    queue = private_queue
+    await queue.push(a_job())
+    assert len(await queue.wait_and_reserve("default", timedelta(seconds=5), limit=5)) == 1
+    await queue.client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    job = a_job()
+    await queue.push(job)
+
+    got = await queue.wait_and_reserve("default", timedelta(seconds=5), limit=5)
+
+    assert [r.job.id for r in got] == [job.id]
+
+
+async def test_a_push_after_the_server_closed_the_kept_connection_is_written_once(
+    private_queue: RedisQueue,
+) -> None:
+    queue = private_queue
+    await queue.push(a_job())
+    await queue.client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+
+    await queue.push(a_job())
+
+    assert await queue.size("default") == 2

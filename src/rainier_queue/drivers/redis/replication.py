@@ -42,6 +42,7 @@ from redis.asyncio import Redis
 from ...durations import format_duration, parse_duration
 from ...errors import ConfigurationError, NotReplicated, OutcomeUnknown
 from .connection import Client, refusal, translated
+from .kept import KeptConnection
 from .resp import pack
 
 if TYPE_CHECKING:
@@ -168,6 +169,9 @@ class HeldWrites:
         and the primary that answered."""
         raise NotImplementedError
 
+    async def give_back(self) -> None:
+        """Hand back any connection kept between pushes (the queue is closing)."""
+
     async def _held(
         self, conn: AbstractConnection, commands: Sequence[Sequence[Any]], where: str
     ) -> list[Any]:
@@ -223,17 +227,29 @@ class ReplicatedWrites(HeldWrites):
         where = str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
         super().__init__(client, durability, where)
         self._pool = client.connection_pool
+        self._kept = KeptConnection()
 
     async def _write(
         self, commands: Sequence[Sequence[Any]], *, what: str
     ) -> tuple[list[Any], str]:
-        """Connecting happens before anything is sent, so a failure there is a plain outage."""
+        """Connecting happens before anything is sent, so a failure there is a plain outage.
+
+        The connection is kept for the next push (`KeptConnection`) when its
+        exchange ended cleanly; `_held` has dropped one that did not.
+        """
         async with translated(what):
-            conn: AbstractConnection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+            conn = await self._kept.take(self._pool)
+        clean = False
         try:
-            return await self._held(conn, commands, self._where), self._where
+            replies = await self._held(conn, commands, self._where)
+            clean = True
+            return replies, self._where
         finally:
-            await self._pool.release(conn)
+            if not (clean and self._kept.keep(conn)):
+                await self._pool.release(conn)
+
+    async def give_back(self) -> None:
+        await self._kept.give_back(self._pool)
 
 
 def raise_first(outcomes: Sequence[BaseException | None]) -> None:

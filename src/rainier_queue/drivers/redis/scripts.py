@@ -58,12 +58,20 @@ local function reserve(stream, delayed, leases, deliveries, cursor,
     redis.call('ZREM', delayed, body)
     redis.call('XADD', stream, '*', 'body', body)
   end
-  redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
 
-  -- Entries whose lease lapsed come first, then new ones.
+  -- Entries whose lease lapsed come first, then new ones. The group is made
+  -- when the first reserve finds it missing, not tried for on every reserve:
+  -- that cost a command, and an error reply (BUSYGROUP) in Redis's error
+  -- counters, per reserve.
   local picked = {}
   local start = redis.call('GET', cursor) or '0-0'
-  local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, lease, start, 'COUNT', limit)
+  local claimed = redis.pcall('XAUTOCLAIM', stream, group, consumer, lease, start,
+                              'COUNT', limit)
+  if claimed.err then
+    if string.sub(claimed.err, 1, 8) ~= 'NOGROUP ' then error(claimed) end
+    redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+    claimed = redis.call('XAUTOCLAIM', stream, group, consumer, lease, start, 'COUNT', limit)
+  end
   redis.call('SET', cursor, claimed[1])
   for _, entry in ipairs(claimed[2]) do picked[#picked + 1] = entry end
   if claimed[3] and #claimed[3] > 0 then

@@ -13,7 +13,9 @@ worker gives up on must still be read to its end. `behind_blpop` does
 that when cancelled: it asks Redis to end the BLPOP at once (`CLIENT
 UNBLOCK`, sent on another connection), reads what the reserve took, and
 returns it through `Abandoned` so the caller can hand the jobs back. One
-connection of the pool is held for the length of each wait.
+connection of the pool is held for the length of each wait, and kept for
+the next (`KeptConnection`): handing it back to redis-py's pool, which takes
+its lock and keeps its books, came between the job's arrival and its start.
 
 `RedisWaits` is the part of `RedisQueue` that waits: how long a wait may
 last, the plain BLPOP (`wait_for_work`) and the one with the reserve behind
@@ -39,6 +41,7 @@ from ..._clock import utcnow
 from ...queue import Queue, Reservation
 from . import scripts
 from .connection import Client, Ready, socket_timeout, translated
+from .kept import KeptConnection
 from .keys import Keys, QueueKeys
 
 if TYPE_CHECKING:
@@ -81,7 +84,13 @@ class _Exchange:
 
 
 async def behind_blpop(
-    client: Redis, wake: str, seconds: float, command: Sequence[Any], *, what: str
+    client: Redis,
+    wake: str,
+    seconds: float,
+    command: Sequence[Any],
+    *,
+    what: str,
+    kept: KeptConnection | None = None,
 ) -> tuple[Any, float]:
     """BLPOP `wake` for up to `seconds`, then `command`; the command's reply, and the
     seconds its answer may have been on its way (to date what the command did).
@@ -89,10 +98,15 @@ async def behind_blpop(
     An error reply of the command is returned, not raised (a missing script
     is the caller's to load). If cancelled, raises `Abandoned` with the
     command's reply once the wait has been cut short and read to its end.
+    With `kept`, the connection comes from there and, read to its end, goes
+    back there rather than to the pool.
     """
     pool = client.connection_pool
     async with translated(what):
-        conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        if kept is None:
+            conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        else:
+            conn = await kept.take(pool)
     exchange = _Exchange(conn)
     reading = asyncio.ensure_future(exchange.run(wake, seconds, command))
     clean = False
@@ -109,7 +123,8 @@ async def behind_blpop(
         if not clean:
             reading.cancel()
             await conn.disconnect(nowait=True)  # replies may still be on their way
-        await pool.release(conn)
+        if not (clean and kept is not None and kept.keep(conn)):
+            await pool.release(conn)
 
 
 async def _cut_short(client: Redis, exchange: _Exchange, reading: asyncio.Future[Any]) -> Any:
@@ -146,6 +161,7 @@ class RedisWaits(Queue):
     _blocking: asyncio.Task[None] | None
     _read_timeout: float | None
     """The client's read timeout (`connection.socket_timeout`), once known."""
+    _kept: KeptConnection
 
     if TYPE_CHECKING:  # the queue's own, used here
 
@@ -189,7 +205,7 @@ class RedisWaits(Queue):
         what = f"wait for work on {queue!r}"
         try:
             rows, in_transit = await behind_blpop(
-                client, self.keys.wake, seconds, command, what=what
+                client, self.keys.wake, seconds, command, what=what, kept=self._kept
             )
         except Abandoned as gone:
             if isinstance(gone.reply, list):
