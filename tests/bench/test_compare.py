@@ -448,12 +448,14 @@ def grid_result() -> dict[str, Any]:
             {
                 **row(OURS, "redis", 7000.0),
                 "jobs": 1_000_000,
+                "concurrency": 32,
                 "start_jobs_s": 10_000.0,
                 "end_jobs_s": 9000.0,
             },
             {
                 **row(OURS, "postgres", 5000.0),
                 "jobs": 1_000_000,
+                "concurrency": 32,
                 "start_jobs_s": 6000.0,
                 "end_jobs_s": 3000.0,
                 "table_bytes": 2**20,
@@ -480,6 +482,7 @@ def test_the_grid_gives_ours_over_the_fastest_peer_at_every_setting() -> None:
 
 
 def test_the_backlog_table_compares_the_end_of_a_drain_with_its_start_and_the_small_cell() -> None:
+    """The small cell is the grid's at the backlog drain's own concurrency (32 here, not 8)."""
     from bench.compare.grid_report import backlog_lines
 
     redis, postgres = backlog_lines(grid_result())
@@ -490,9 +493,10 @@ def test_the_backlog_table_compares_the_end_of_a_drain_with_its_start_and_the_sm
         "10,000",
         "9,000",
         "0.90\u00d7",
-        "14,400",
-        "0.69\u00d7",
+        "10,800",
+        "0.93\u00d7",
     ]
+    assert postgres[5] == "-", "no PostgreSQL cell in the grid: nothing to compare with"
     assert postgres[4] == "0.50\u00d7"
     assert postgres[7] == "table 1.0 MiB, indexes 2.0 MiB, HOT updates 90%"
 
@@ -524,3 +528,26 @@ def test_the_readme_says_where_the_minutes_went(tmp_path: Path) -> None:
     report.write_readme(readme, result(workload_s={"throughput": 540.0, "backlog": 60.0}), None)
 
     assert "which took 10.0 minutes (throughput 9.0, backlog 1.0). " in readme.read_text()
+
+
+def test_a_peer_stopped_far_behind_is_shown_as_a_bound_not_a_failure() -> None:
+    """A peer stopped by the FAR rule has no rate, only an upper bound: the tables say
+    "below X" for it and "above Y" for ours over it, and never call it FAILED."""
+    from bench.compare.grid_report import grid_lines
+
+    stopped = {
+        **row("huey", "mysql", None),
+        "runs": 1,
+        "stopped_below_jobs_s": 250.0,
+        "setting": "concurrency 32",
+        "jobs": 20_000,
+    }
+    ours = {**row(OURS, "mysql", 5000.0), "setting": "concurrency 32", "jobs": 20_000}
+
+    cells = {c[0]: c for c in report.throughput_cells([ours, stopped], "mysql")}
+    assert cells["huey"][2:6] == ["< 250", "-", "stopped", "> 20.00x"]
+    assert "above 20.00x" in report.caption([ours, stopped], "mysql")
+
+    lines = grid_lines(result(grid=[ours, stopped]))
+    [c32] = [line for line in lines if line[1] == "end to end, 20,000 jobs, c32"]
+    assert c32[2:] == ("5,000", "Huey", "< 250 (stopped)", "> 20.00\u00d7")
