@@ -63,7 +63,7 @@ clean:  ## remove caches, the venv, the demo's database and built packages
 	rm -f examples/quickstart/demo.db examples/quickstart/demo.db-wal examples/quickstart/demo.db-shm
 
 BENCH_ARGS ?=
-bench: install  ## the comparison with peers and the grid of settings (about 40 min on 2 cores; BENCH_ARGS=...)
+bench: install  ## the comparison with peers and the grid of settings (about 20 min on 2 cores; BENCH_ARGS=...)
 	scripts/services.sh postgres mariadb redis
 	RQBENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
 		$(BIN)/python -m bench.compare.run $(BENCH_ARGS)

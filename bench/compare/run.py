@@ -306,10 +306,18 @@ def main(argv: list[str] | None = None) -> None:
         f"{r.get('system', report.OURS)} ({r['backend']}, {kind})"
         for kind in ("throughput", "latency", "memory", "grid", "io", "enqueue", "backlog")
         for r in result[kind]
-        if not r["ok"]
+        if not r["ok"] and not r.get("stopped_below_jobs_s")
     ]
     if failed:
         console.print(f"[red]FAILED[/red]: {', '.join(failed)}")
+    stopped = [
+        f"{r['system']} ({r['backend']}, {kind}) below {r['stopped_below_jobs_s']:,.0f} jobs/s"
+        for kind in ("throughput", "grid", "io")
+        for r in result[kind]
+        if r.get("stopped_below_jobs_s")
+    ]
+    if stopped:
+        console.print(f"stopped far behind ours (a bound, not a failure): {', '.join(stopped)}")
     total = result["total_s"]
     spent = ", ".join(f"{name} {s / 60:.1f}" for name, s in result["workload_s"].items())
     console.print(f"total run time: {int(total // 60)} min {total % 60:.0f} s ({spent} min)")

@@ -257,6 +257,10 @@ def throughput(
             elif peer and timeout < args.timeout and str(result.get("error")).startswith("timed"):
                 # Stopped by FAR: not a failure, a bound (what it did in the time it had).
                 row["stopped_below_jobs_s"] = round(jobs / timeout, 1)
+                console.print(
+                    f"{system} ({backend}) stopped after {timeout:.0f} s, {FAR:g}x ours' drain: "
+                    f"below {jobs / timeout:,.0f} jobs/s, so its runs end here"
+                )
                 row["stopped_at"] = result.get("counter")  # jobs done when it was stopped
                 entry.stopped.append(row["stopped_below_jobs_s"])
             else:
