@@ -109,7 +109,10 @@ def socket_timeout(client: Client) -> float:
     else:
         pool = client.connection_pool
         kwargs = pool.connection_kwargs
-        value = kwargs.get("socket_timeout", pool.connection_class(**kwargs).socket_timeout)
+        if "socket_timeout" in kwargs:
+            value = kwargs["socket_timeout"]
+        else:
+            value = pool.connection_class(**kwargs).socket_timeout
     return float(value) if value else math.inf
 
 
