@@ -20,6 +20,7 @@ import pytest
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import NOT_A_JOB, RedisQueue
 from rainier_queue.drivers.redis import queue as redis_queue_module
+from rainier_queue.drivers.redis.wakeups import WAKE_TOKENS
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import (
     BrokerUnavailable,
@@ -515,9 +516,9 @@ async def test_a_job_pushed_alone_wakes_a_waiting_worker_and_the_wake_list_stays
 
     assert [r.job.id for r in got] == [job.id]
     assert await queue.acknowledge_many(got) == [None]
-    for _ in range(redis_queue_module.WAKE_TOKENS + 3):
+    for _ in range(WAKE_TOKENS + 3):
         await queue.push(a_job())
-    assert await queue.client.llen(queue.keys.wake) == redis_queue_module.WAKE_TOKENS
+    assert await queue.client.llen(queue.keys.wake) == WAKE_TOKENS
 
 
 async def test_a_delayed_job_pushed_alone_waits_in_the_delayed_set_not_the_stream(

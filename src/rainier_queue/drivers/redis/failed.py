@@ -24,6 +24,7 @@ from ...stored import Malformed
 from . import scripts
 from .connection import Ready, translated
 from .keys import Keys
+from .wakeups import wake_apart
 
 log = logging.getLogger("rainier_queue.redis")
 
@@ -35,9 +36,6 @@ class RedisFailedJobs:
     _ready: Ready
 
     async def _run(self, source: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
-        raise NotImplementedError
-
-    def _wake(self, pipe: Any, tokens: int) -> None:
         raise NotImplementedError
 
     async def _failed_queues(self, queue: str | None) -> list[str]:
@@ -83,10 +81,7 @@ class RedisFailedJobs:
             scripts.RESTORE_FAILED, [keys.failed, keys.stream], [raw, restored.to_json()], "retry"
         )
         if ok:
-            pipe = (await self._ready()).pipeline(transaction=False)
-            self._wake(pipe, 1)
-            async with translated("wake workers"):
-                await pipe.execute()
+            await wake_apart(await self._ready(), self.keys.wake, 1)
         return bool(ok)
 
     async def forget_failed(self, job_id: str) -> bool:

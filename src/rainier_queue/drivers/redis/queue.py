@@ -41,6 +41,7 @@ from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
 from .waiting import RedisWaits
+from .wakeups import WAKE_TOKENS, wake_apart, wake_commands
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -51,12 +52,6 @@ MAX_RESERVE_PASSES = 100
 """How many reserves one call makes at most while it keeps meeting entries that are not jobs."""
 
 log = logging.getLogger("rainier_queue.redis")
-
-"""The name a stream entry that is not a job envelope is failed under (see the package doc)."""
-
-WAKE_TOKENS = 4
-"""At most this many wake-up tokens wait in the wake list: enough to wake a few idle
-workers after a burst, few enough that workers do not spin on stale ones."""
 
 CONSUMER_IDLE_LIMIT = timedelta(hours=1)
 """A stopping worker also removes other consumers idle this long that hold nothing."""
@@ -203,7 +198,10 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         keys = self.keys.queue(job.queue)
         delay = _delay_ms(job, utcnow())
         if not delay:
-            sent = [("XADD", keys.stream, "*", "body", job.to_json()), *self._wake_commands(1)]
+            sent = [
+                ("XADD", keys.stream, "*", "body", job.to_json()),
+                *wake_commands(self.keys.wake, 1),
+            ]
             await self._pushes.commands(sent, what="push jobs", job_ids=[job.id])
             return job.id
         args = [1, WAKE_TOKENS, delay, job.to_json()]
@@ -244,7 +242,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
             else:
                 raise_first(await asyncio.gather(*pushes, return_exceptions=True))
         if self.cluster:
-            await self._wake_cluster(tokens)
+            await wake_apart(self.client, self.keys.wake, tokens)
         return [job.id for job in jobs]
 
     @override
@@ -258,26 +256,10 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         await self._ready()
         xadd = ("XADD", stream, "*", "body", body)
         # On a cluster the wake-up list is on another slot, so it is a command of its own.
-        sent = [xadd] if self.cluster else [xadd, *self._wake_commands(1)]
+        sent = [xadd] if self.cluster else [xadd, *wake_commands(self.keys.wake, 1)]
         await self._pushes.commands(sent, what="push a raw body", job_ids=[])
         if self.cluster:
-            await self._wake_cluster(1)
-
-    async def _wake_cluster(self, tokens: int) -> None:
-        """After a push on a cluster: wake idle workers (resending this is harmless)."""
-        pipe = self.client.pipeline(transaction=False)
-        self._wake(pipe, tokens)
-        async with translated("wake workers"):
-            await pipe.execute()
-
-    def _wake_commands(self, tokens: int) -> list[tuple[Any, ...]]:
-        """The wake-up of `tokens` idle workers, as commands to send behind a write."""
-        wake = self.keys.wake
-        return [("LPUSH", wake, *["1"] * tokens), ("LTRIM", wake, 0, WAKE_TOKENS - 1)]
-
-    def _wake(self, pipe: Any, tokens: int) -> None:
-        pipe.lpush(self.keys.wake, *["1"] * tokens)
-        pipe.ltrim(self.keys.wake, 0, WAKE_TOKENS - 1)
+            await wake_apart(self.client, self.keys.wake, 1)
 
     # -- reserving -----------------------------------------------------------------
 
@@ -504,10 +486,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         if not ok:
             raise self._lost(reservation)
         if not due:
-            pipe = (await self._ready()).pipeline(transaction=False)
-            self._wake(pipe, 1)
-            async with translated("wake workers"):
-                await pipe.execute()
+            await wake_apart(await self._ready(), self.keys.wake, 1)
 
     @override
     async def renew(self, reservation: Reservation) -> None:
