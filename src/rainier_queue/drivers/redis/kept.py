@@ -51,12 +51,15 @@ class KeptConnection:
         taken: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
         return taken
 
-    def keep(self, conn: AbstractConnection) -> bool:
-        """Keep `conn` for the next use; False if one is kept already (two uses at once)."""
-        if self._conn is not None:
-            return False
-        self._conn = conn
-        return True
+    async def put_back(
+        self, pool: ConnectionPool, conn: AbstractConnection, *, clean: bool
+    ) -> None:
+        """After a use: keep `conn` for the next if its exchange was read to its end
+        (`clean`) and none is kept already (two uses at once); else hand it to `pool`."""
+        if clean and self._conn is None:
+            self._conn = conn
+        else:
+            await pool.release(conn)
 
     async def give_back(self, pool: ConnectionPool) -> None:
         """Hand the kept connection back to `pool` (the queue is closing)."""

@@ -245,8 +245,7 @@ class ReplicatedWrites(HeldWrites):
             clean = True
             return replies, self._where
         finally:
-            if not (clean and self._kept.keep(conn)):
-                await self._pool.release(conn)
+            await self._kept.put_back(self._pool, conn, clean=clean)
 
     async def give_back(self) -> None:
         await self._kept.give_back(self._pool)

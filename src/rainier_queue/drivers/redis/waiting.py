@@ -90,7 +90,7 @@ async def behind_blpop(
     command: Sequence[Any],
     *,
     what: str,
-    kept: KeptConnection | None = None,
+    kept: KeptConnection,
 ) -> tuple[Any, float]:
     """BLPOP `wake` for up to `seconds`, then `command`; the command's reply, and the
     seconds its answer may have been on its way (to date what the command did).
@@ -98,15 +98,12 @@ async def behind_blpop(
     An error reply of the command is returned, not raised (a missing script
     is the caller's to load). If cancelled, raises `Abandoned` with the
     command's reply once the wait has been cut short and read to its end.
-    With `kept`, the connection comes from there and, read to its end, goes
-    back there rather than to the pool.
+    The connection comes from `kept` and, read to its end, goes back there
+    rather than to the pool.
     """
     pool = client.connection_pool
     async with translated(what):
-        if kept is None:
-            conn: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
-        else:
-            conn = await kept.take(pool)
+        conn = await kept.take(pool)
     exchange = _Exchange(conn)
     reading = asyncio.ensure_future(exchange.run(wake, seconds, command))
     clean = False
@@ -123,8 +120,7 @@ async def behind_blpop(
         if not clean:
             reading.cancel()
             await conn.disconnect(nowait=True)  # replies may still be on their way
-        if not (clean and kept is not None and kept.keep(conn)):
-            await pool.release(conn)
+        await kept.put_back(pool, conn, clean=clean)
 
 
 async def _cut_short(client: Redis, exchange: _Exchange, reading: asyncio.Future[Any]) -> Any:
