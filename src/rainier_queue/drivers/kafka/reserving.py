@@ -75,6 +75,8 @@ class Reserver:
         """Held by a reserve, and by giving partitions back, so the two never interleave."""
         self._settled = 0
         """How many deliveries were settled so far."""
+        self._passed_over = 0
+        """How many records that are not jobs were recorded as failed and passed so far."""
         self._contended = False
         self._short = False
         """The last pass ended below this worker's share, others holding what it wanted."""
@@ -99,17 +101,21 @@ class Reserver:
                 # worker that stops when empty stop with that partition's jobs left.
                 # And a partition another worker holds may be held only for a moment
                 # (while its reserve looks around), so that is looked at again too.
-                settled, self._contended = self._settled, False
+                # A pass that met only records that are not jobs on the partitions
+                # it read may have left jobs on others it fetched meanwhile: another
+                # pass looks, at once, rather than answer "nothing" with jobs left.
+                settled, passed, self._contended = self._settled, self._passed_over, False
                 out = await self._once(topic, numbers, queue, limit)
                 if self._short:
                     # Others hold what it wanted: one of them may serve more than its
                     # share, and gives a partition back between jobs once asked.
                     await self._membership.want(topic)
-                if out or (self._settled == settled and not self._contended):
+                moved = self._passed_over != passed
+                if out or (self._settled == settled and not self._contended and not moved):
                     break
                 if time.monotonic() >= patience:
                     break
-                if self._settled == settled:
+                if self._settled == settled and not moved:
                     # Look again as soon as one of this worker's jobs is settled.
                     self._settling.clear()
                     with contextlib.suppress(TimeoutError):
@@ -274,6 +280,7 @@ class Reserver:
                 # raises here and leaves the record at the head, to be handled again.
                 await self._failures.record_not_a_job(record, job, queue)
                 state.buffer.popleft()
+                self._passed_over += 1
                 if not await self._partitions.commit(
                     state, state.cursor, Cursor(record.offset + 1)
                 ):
