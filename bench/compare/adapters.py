@@ -23,10 +23,9 @@ from typing import Any
 
 from rich.console import Console
 
-from .report import OURS
+from .report import OURS, ROOT
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 PEERS_VENV = ROOT / "bench" / ".peers-venv"
 PEERS_PYTHON = PEERS_VENV / "bin" / "python"
 REQUIREMENTS = HERE / "requirements-peers.txt"

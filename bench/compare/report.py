@@ -16,6 +16,7 @@ venv. Every function here works on the plain dicts of `latest.json`:
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,6 +24,9 @@ from typing import Any
 
 from rich.table import Table
 
+ROOT = Path(__file__).resolve().parents[2]
+README_CHART = ROOT / "bench" / "results" / "compare.png"
+"""The chart the README shows: tracked by git, written only with the README's numbers."""
 OURS = "rainier-queue"
 BACKEND_ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka")
 BACKEND_NAMES = {
@@ -437,6 +441,20 @@ def _spent(result: dict[str, Any]) -> str:
 
 
 def write_readme(path: Path, result: Row, chart: str | None) -> None:
-    """Rewrite the marked block of the README at `path` from one run's result."""
+    """Rewrite the marked block of the README at `path` from one run's result.
+
+    `chart` is the run's own chart, relative to the repository. Every run
+    draws one, quick runs included, so the README's tracked copy
+    (`README_CHART`) is replaced only here, together with the numbers it
+    shows; a run that does not write the README leaves it alone.
+    """
+    shown = None
+    if chart is not None:
+        drawn = ROOT / chart
+        if not drawn.is_file():
+            raise ValueError(f"the run's chart {chart} is gone; run the benchmark again")
+        if drawn != README_CHART:
+            shutil.copyfile(drawn, README_CHART)
+        shown = os.path.relpath(README_CHART, ROOT)
     text = path.read_text()
-    path.write_text(replace_block(text, markdown_block(result, chart)))
+    path.write_text(replace_block(text, markdown_block(result, shown)))

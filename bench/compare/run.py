@@ -30,9 +30,10 @@ peer import touches the project's venv. The output is rich tables with
 ratios to the fastest peer per backend, JSON lines appended to
 bench/results/compare-<date>.jsonl, the whole result in
 bench/results/latest.json, and a PNG chart drawn by the peers' venv
-(matplotlib lives there, not in the project). `--write-readme` rewrites the
-marked block of README.md from this run; `python -m bench.compare.readme`
-does the same later from latest.json.
+(matplotlib lives there, not in the project) to bench/results/latest.png.
+`--write-readme` rewrites the marked block of README.md from this run and
+copies the chart to the tracked bench/results/compare.png it shows;
+`python -m bench.compare.readme` does the same later from latest.json.
 
 This module is the command line and the printing; `workloads.py` runs the
 three workloads, `adapters.py` runs one adapter in the venv it needs, and
@@ -54,12 +55,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import grid_report, report
-from .adapters import ROOT, compile_bytecode, console, draw_chart, ensure_peers_venv
+from .adapters import compile_bytecode, console, draw_chart, ensure_peers_venv
 from .grid import backlog, concurrency_cells, enqueue_ways, io_bound
+from .report import ROOT
 from .workloads import LATENCY_CONCURRENCY, MEMORY_PEERS, latency, memory, now, throughput
 
 RESULTS = ROOT / "bench" / "results"
-CHART = RESULTS / "compare.png"
+CHART = RESULTS / "latest.png"
 LATEST = RESULTS / "latest.json"
 COMMAND_ENV = "RQBENCH_COMMAND"  # set by `make bench` so the README names the command typed
 WORKLOADS = ("throughput", "latency", "memory", "grid", "io", "enqueue", "backlog")

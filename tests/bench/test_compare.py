@@ -205,6 +205,23 @@ def test_write_readme_on_a_temp_file(tmp_path: Path) -> None:
     assert readme.read_text() == text
 
 
+def test_only_writing_the_readme_replaces_the_chart_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.setattr(report, "README_CHART", tmp_path / "shown.png")
+    (tmp_path / "shown.png").write_bytes(b"the full run's chart")
+    (tmp_path / "latest.png").write_bytes(b"this run's chart")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{START}\n{END}\n")
+    report.write_readme(readme, result(), "latest.png")
+    assert (tmp_path / "shown.png").read_bytes() == b"this run's chart"
+    assert "(shown.png)" in readme.read_text()
+    (tmp_path / "latest.png").unlink()
+    with pytest.raises(ValueError, match="latest.png is gone"):
+        report.write_readme(readme, result(), "latest.png")
+
+
 def test_machine_reads_cores_memory_and_cpu(tmp_path: Path) -> None:
     (tmp_path / "meminfo").write_text("MemTotal:       24683584 kB\nMemFree: 1 kB\n")
     (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Some CPU @ 2GHz\n")
