@@ -9,7 +9,7 @@ rows, and rather than walk the due index to the first few, it fetches every
 due row by bitmap and sorts them: each claim reads the whole backlog.
 Measured on this project's machine: a claim of 8 from 5,000 waiting jobs
 took 3.3 ms instead of 0.24 ms, from 20,000 11.6 ms, and a 5,000-job drain
-spent 180-200 µs of server CPU per job instead of 65-80. From about 100,000
+spent 180-200 µs of server CPU per job instead of 65-90. From about 100,000
 rows the guess comes out for the index again.
 
 So the queue looks for the table's statistics before this process's first
