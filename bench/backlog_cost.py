@@ -33,8 +33,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import re
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,11 +48,14 @@ import psycopg
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
 
+from . import counted_noop as counted
 from .noop_jobs import start_drainers
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
-MARKS = (0.01, 0.05, 0.11, 0.89, 0.90, 0.99)
+MARKS = (0.01, 0.05, 0.1, 0.11, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.89, 0.9, 0.99, 1.0)
+STEPS = (0.01, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""Where the rate and server CPU of each step of the drain (about a tenth) are read."""
 PROBES = (0.05, 0.90)
 
 
@@ -79,6 +85,7 @@ class Watch:
     count: int
     workers: list[int]
     vacuum_every: float
+    counts: Path
     server_ticks: dict[int, int] = field(default_factory=dict)
     snaps: dict[float, Snapshot] = field(default_factory=dict)
     probes: list[str] = field(default_factory=list)
@@ -91,13 +98,15 @@ class Watch:
             mine.add(probe.info.backend_pid)
             vacuum = psycopg.connect(self.dsn, autocommit=True)
             mine.add(vacuum.info.backend_pid)
-            base = self._deleted(conn)
             marks = list(MARKS)
             probes = list(PROBES)
             last_vacuum = time.monotonic()
-            while not stop.wait(0.1):
-                self._server(conn, mine)
-                done = self._deleted(conn) - base
+            polls = 0
+            while not stop.wait(0.01):
+                polls += 1
+                if polls % 10 == 0:
+                    self._server(conn, mine)
+                done = counted.done(self.counts)
                 while marks and done >= marks[0] * self.count:
                     self.snaps[marks.pop(0)] = self._snapshot(conn, done)
                 while probes and done >= probes[0] * self.count:
@@ -108,13 +117,6 @@ class Watch:
                     last_vacuum = time.monotonic()
             probe.close()
             vacuum.close()
-
-    def _deleted(self, conn: psycopg.Connection[tuple[object, ...]]) -> int:
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-        row = conn.execute(
-            "SELECT n_tup_del FROM pg_stat_user_tables WHERE relname = %s", (self.table,)
-        ).fetchone()
-        return int(row[0]) if row else 0  # type: ignore[call-overload]
 
     def _server(self, conn: psycopg.Connection[tuple[object, ...]], mine: set[int]) -> None:
         rows = conn.execute(
@@ -133,9 +135,13 @@ class Watch:
         for name, hit in conn.execute(
             "SELECT 'heap', heap_blks_hit + heap_blks_read FROM pg_statio_user_tables "
             "WHERE relname = %s UNION ALL "
+            "SELECT 'heap (missed)', heap_blks_read FROM pg_statio_user_tables "
+            "WHERE relname = %s UNION ALL "
             "SELECT indexrelname, idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes "
+            "WHERE relname = %s UNION ALL "
+            "SELECT indexrelname || ' (missed)', idx_blks_read FROM pg_statio_user_indexes "
             "WHERE relname = %s",
-            (self.table, self.table),
+            (self.table, self.table, self.table, self.table),
         ):
             pages[str(name)] = int(hit)  # type: ignore[call-overload]
         row = conn.execute(
@@ -177,12 +183,12 @@ class Watch:
                 ).fetchall()
                 lines.append(f"  {label}: {_buffers(plan)}")
             got = conn.execute(sql.claim, ("default", *below, 8, 30_000_000)).fetchall()
-            ids = [str(r[4]) for r in got]
+            seqs = [int(r[0]) for r in got]  # type: ignore[call-overload]
             tokens = [str(r[3]) for r in got]
             plan = conn.execute(
-                "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) " + sql.acknowledge_many, (ids, tokens)
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) " + sql.acknowledge_many, (seqs, tokens)
             ).fetchall()
-            lines.append(f"  delete of {len(ids)}: {_buffers(plan)}")
+            lines.append(f"  delete of {len(seqs)}: {_buffers(plan)}")
         finally:
             conn.rollback()
         return "\n".join(lines)
@@ -252,9 +258,13 @@ def main() -> None:
         print(f"pushed {args.jobs:,} in {time.perf_counter() - started:.0f} s", flush=True)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"ANALYZE {args.prefix}jobs")
-        procs = start_drainers(url, args.concurrency, args.processes)
+        counts = Path(tempfile.mkdtemp(prefix="backlog-counts-", dir="/dev/shm"))
+        os.environ[counted.COUNTS_ENV] = str(counts)
+        procs = start_drainers(
+            url, args.concurrency, args.processes, app="bench.counted_noop:registry"
+        )
         watch = Watch(
-            dsn, f"{args.prefix}jobs", args.jobs, [p.pid for p in procs], args.vacuum_every
+            dsn, f"{args.prefix}jobs", args.jobs, [p.pid for p in procs], args.vacuum_every, counts
         )
         stop = threading.Event()
         thread = threading.Thread(target=watch.run, args=(stop,), daemon=True)
@@ -267,6 +277,7 @@ def main() -> None:
         if any(codes):
             raise SystemExit(f"a worker exited with {codes}")
         print(f"drained in {took:.0f} s ({args.jobs / took:,.0f} jobs/s); vacuums: {watch.vacuums}")
+        shutil.rmtree(counts, ignore_errors=True)
         first = per_job(watch.snaps[0.01], watch.snaps[0.11])
         last = per_job(watch.snaps[0.89], watch.snaps[0.99])
         print(f"{'per job':<36}{'1-11%':>12}{'89-99%':>12}{'last/first':>12}")
@@ -274,6 +285,13 @@ def main() -> None:
             a, b = first[key], last.get(key, float("nan"))
             ratio = b / a if a else float("nan")
             print(f"{key:<36}{a:>12,.2f}{b:>12,.2f}{ratio:>12.2f}")
+        print(f"{'step':<12}{'jobs/s':>10}{'server us/job':>15}{'worker us/job':>15}")
+        for a, b in itertools.pairwise(STEPS):
+            step = per_job(watch.snaps[a], watch.snaps[b])
+            print(
+                f"{f'{a:.0%}-{b:.0%}':<12}{step['jobs/s']:>10,.0f}"
+                f"{step['server us/job']:>15.1f}{step['worker us/job']:>15.1f}"
+            )
         for text in watch.probes:
             print(text)
         with psycopg.connect(dsn, autocommit=True) as conn:

@@ -8,6 +8,7 @@ suite's; these tests cover what follows from PostgreSQL itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -329,6 +330,30 @@ async def test_acknowledging_with_the_next_claim_finds_a_row_behind_the_last_cla
     assert one.job.id == first.id
 
 
+async def test_a_reservation_without_its_rows_seq_is_still_acknowledged_and_still_fenced(
+    opened: Callable[..., PostgresQueue],
+) -> None:
+    # Acknowledgements name rows by the seq each reservation carries; one
+    # that does not carry it (made elsewhere, kept from before an upgrade)
+    # is settled by job id, with the same token fence.
+    queue = opened(lease="90s")
+    jobs = [a_job(n) for n in range(4)]
+    await queue.push_many(jobs)
+    held = await queue.reserve("default", limit=3)
+    bare = [dataclasses.replace(r, handle=None) for r in held]
+    forged = dataclasses.replace(bare[2], token="not-its-token")
+
+    assert await queue.acknowledge_many([bare[0]]) == [None]
+    outcomes, claimed = await queue.acknowledge_and_reserve([bare[1], forged], "default", limit=5)
+
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], LeaseLost)
+    assert [r.job.id for r in claimed] == [jobs[3].id]
+    assert await queue.acknowledge_many([held[2], claimed[0]]) == [None, None]
+    assert await queue.size("default") == 0
+    assert await queue.reserve("default") == []
+
+
 # -- schema, options, errors ------------------------------------------------------
 
 
@@ -396,6 +421,73 @@ async def test_the_cache_store_takes_the_prepared_statements_option_too(
         assert (await _prepared_on_the_server(run) > 0) is prepared
     finally:
         await cache.aclose()
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+async def test_claims_are_planned_once_per_connection_when_statements_are_prepared(
+    opened: Callable[..., PostgresQueue], prepared: bool
+) -> None:
+    # A plan per execution costs more server time than a small claim; a plan
+    # made for the parameters goes wrong on a table without statistics.
+    queue = opened(pool_min=1, pool_max=1, prepared_statements=str(prepared).lower())
+    await queue.push_many([a_job(n) for n in range(3)])
+    for _ in range(3):
+        await queue.reserve("default")
+
+    async def run(statement: str) -> list[Any]:
+        return (await queue._pg_dialect.one(statement, ()))[1]
+
+    plans = await run(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+        "WHERE position('SKIP LOCKED' in statement) > 0"
+    )
+    mode = (await run("SHOW plan_cache_mode"))[0][0]
+    if prepared:
+        # psycopg prepares one statement per set of parameter types (a floor's
+        # numbers may be sent as int8 or int4), each on its first run.
+        assert sum(generic for generic, _ in plans) == 3, "prepared on its first run"
+        assert all(custom == 0 for _, custom in plans), "and planned once"
+        assert mode == "force_generic_plan"
+    else:
+        assert plans == []
+        assert mode == "auto", "a session setting would leak through PgBouncer"
+
+
+async def _has_statistics(prefix: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_stats WHERE tablename = %s AND attname = 'due_at'",
+            (f"{prefix}jobs",),
+        )
+        row = await cur.fetchone()
+        return row is not None and row[0] > 0
+
+
+async def test_the_first_claim_on_a_table_nobody_analyzed_leaves_it_with_statistics(
+    opened: Callable[..., PostgresQueue], prefix: str
+) -> None:
+    queue = opened()
+    await queue.push_many([a_job(n) for n in range(40)])
+    assert not await _has_statistics(prefix)
+
+    assert len(await queue.reserve("default", limit=5)) == 5
+
+    assert await _has_statistics(prefix)
+
+
+async def test_a_table_empty_at_the_first_claim_is_analyzed_once_a_claim_finds_a_backlog(
+    opened: Callable[..., PostgresQueue], prefix: str
+) -> None:
+    queue = opened()
+    assert await queue.reserve("default") == []
+    assert not await _has_statistics(prefix), "an empty table has nothing to sample"
+    queue._statistics.retry = 0.0
+    await queue.push_many([a_job(n) for n in range(40)])
+
+    assert len(await queue.reserve("default", limit=5)) == 5
+    await queue._statistics.settled()
+
+    assert await _has_statistics(prefix)
 
 
 def test_a_prepared_statements_value_that_is_not_true_or_false_is_refused() -> None:

@@ -47,6 +47,7 @@ from ....errors import (
 )
 from ....redact import redact_url
 from ... import tls
+from .plans import plan_once
 
 NOW_US = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint"
 """The server's clock in microseconds since the epoch, as an SQL expression.
@@ -323,7 +324,7 @@ class Pool:
                     name=self._name,
                     open=False,
                     kwargs=self._kwargs,
-                    configure=self._warn if self._unverified else None,
+                    configure=self._configure,
                 )
                 self._pool = pool
                 await pool.open(wait=False)
@@ -335,9 +336,13 @@ class Pool:
                         self._sweep_idle()
                     raise
 
-    async def _warn(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """The pool's hook for each connection it opens, when none of them checks the server."""
-        tls.warn_unverified(self.where)
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """The pool's hook for each connection it opens: plans made once (see `plans`), and
+        a warning when no connection checks the server."""
+        if self.settings.prepared_statements:
+            await plan_once(conn)
+        if self._unverified:
+            tls.warn_unverified(self.where)
 
     def _sweep_idle(self) -> None:
         """Test the idle connections now, in the background, after one was found dead.

@@ -58,6 +58,7 @@ from ....stored import Malformed, read_columns
 from .. import MAX_CLAIM_PASSES, DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Row, Session, Work
 from ..schema import DEFAULT_PREFIX, Tables
+from .acks import acknowledged, seqs_of
 from .connection import (
     DEFAULT_POOL_TIMEOUT,
     NOW_US,
@@ -83,6 +84,7 @@ from .push import (
 )
 from .settings import PostgresSettings
 from .statements import PgStatements
+from .statistics import Statistics
 
 if TYPE_CHECKING:
     from ... import DriverContext
@@ -173,19 +175,26 @@ class PostgresDialect(Dialect):
         return await _again_if_rolled_back(once)
 
     async def one(
-        self, statement: str, params: Sequence[object], *, binary: bool = False
+        self,
+        statement: str,
+        params: Sequence[object],
+        *,
+        binary: bool = False,
+        prepare: bool | None = None,
     ) -> tuple[int, list[Row]]:
         """Run one statement on its own, outside an explicit transaction.
 
         A single statement is atomic by itself, so this saves the `BEGIN` and
         `COMMIT` round trips a unit of work costs: one trip instead of three.
         Returns (rows changed, rows returned). `binary` sends the parameters
-        in binary, which spares big arrays their text quoting.
+        in binary, which spares big arrays their text quoting; `prepare` True
+        prepares the statement on its first run (see `plans`), None leaves it
+        to psycopg (prepared from its fifth).
         """
 
         async def once() -> tuple[int, list[Row]]:
             async with self.pool.connection() as conn:
-                cur = await conn.execute(statement, params, binary=binary)
+                cur = await conn.execute(statement, params, binary=binary, prepare=prepare)
                 # The result's status, not `description`: that builds a column object
                 # per column on every call, which a claim of 15 columns paid per batch.
                 result = cur.pgresult
@@ -311,6 +320,12 @@ class PostgresQueue(DatabaseQueue):
         self._pg = PgStatements.build(tables)
         self._push = PushStatements(tables)
         self._floors = Floors(refresh=min(REFRESH, lease.total_seconds() / 10))
+        self._statistics = Statistics(tables.jobs)
+
+    @override
+    async def aclose(self) -> None:
+        await self._statistics.aclose()
+        await super().aclose()
 
     @property
     def listening(self) -> bool:
@@ -429,7 +444,8 @@ class PostgresQueue(DatabaseQueue):
         """The plain claim of up to `limit` rows of `queue`, from a given floor."""
 
         async def claim(floor: tuple[int, int]) -> Rows:
-            _, rows = await self._one(self._pg.claim, (queue, *floor, limit, self._lease_us))
+            params = (queue, *floor, limit, self._lease_us)
+            _, rows = await self._one(self._pg.claim, params, prepare=True)
             return rows
 
         return claim
@@ -439,6 +455,7 @@ class PostgresQueue(DatabaseQueue):
     ) -> Rows:
         """Claim by `first` from this process's floor for `queue` (see `floor`); if that
         finds nothing, claim again from the head, so nothing claimable is left behind."""
+        await self._statistics.before_claim(self._one)
         floor = self._floors.start(queue)
         rows = await first(floor or HEAD)
         from_head = floor is None
@@ -447,6 +464,7 @@ class PostgresQueue(DatabaseQueue):
             from_head = True
         keys = [(int(row[1]), int(row[0])) for row in rows]
         self._floors.claimed(queue, keys, from_head=from_head)
+        self._statistics.claimed(self._one, full=len(rows) >= limit)
         return rows
 
     async def _reservations(self, queue: str, rows: list[Row], limit: int) -> list[Reservation]:
@@ -511,10 +529,14 @@ class PostgresQueue(DatabaseQueue):
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
         if not reservations:
             return []
-        ids = [r.job.id for r in reservations]
         tokens = [r.token for r in reservations]
-        _, rows = await self._one(self._pg.acknowledge_many, (ids, tokens))
-        return _acknowledged(reservations, rows)
+        seqs = seqs_of(reservations)
+        if seqs is None:
+            ids = [r.job.id for r in reservations]
+            _, rows = await self._one(self._pg.acknowledge_many_by_id, (ids, tokens))
+        else:
+            _, rows = await self._one(self._pg.acknowledge_many, (seqs, tokens))
+        return acknowledged(reservations, rows)
 
     @property
     @override
@@ -525,20 +547,20 @@ class PostgresQueue(DatabaseQueue):
     async def acknowledge_and_reserve(
         self, reservations: Sequence[Reservation], queue: str, *, limit: int
     ) -> tuple[list[Exception | None], list[Reservation]]:
-        if not reservations or limit < 1:
+        seqs = seqs_of(reservations)
+        if not reservations or limit < 1 or seqs is None:
             return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
-        ids = [r.job.id for r in reservations]
         tokens = [r.token for r in reservations]
         acked: list[Sequence[object]] = []
 
         async def both(floor: tuple[int, int]) -> Rows:
-            params = (ids, tokens, queue, *floor, limit, self._lease_us)
-            _, rows = await self._one(self._pg.acknowledge_and_claim, params)
+            params = (seqs, tokens, queue, *floor, limit, self._lease_us)
+            _, rows = await self._one(self._pg.acknowledge_and_claim, params, prepare=True)
             acked.extend(row[-2:] for row in rows if row[0] is None)
             return [row[:-2] for row in rows if row[0] is not None]
 
         claimed = await self._claim(queue, limit, both)
-        return _acknowledged(reservations, acked), await self._reservations(queue, claimed, limit)
+        return acknowledged(reservations, acked), await self._reservations(queue, claimed, limit)
 
     @override
     async def release(
@@ -574,18 +596,15 @@ class PostgresQueue(DatabaseQueue):
             raise _lost(reservation)
 
     async def _one(
-        self, statement: str, params: Sequence[object], *, binary: bool = False
+        self,
+        statement: str,
+        params: Sequence[object],
+        *,
+        binary: bool = False,
+        prepare: bool | None = None,
     ) -> tuple[int, list[Row]]:
         await self._ensure_schema()
-        return await self._pg_dialect.one(statement, params, binary=binary)
-
-
-def _acknowledged(
-    reservations: Sequence[Reservation], rows: Sequence[Sequence[object]]
-) -> list[Exception | None]:
-    """Each reservation's outcome, given the (id, token) rows the DELETE returned."""
-    done = {(str(job_id), str(token)) for job_id, token in rows}
-    return [None if (r.job.id, r.token) in done else _lost(r) for r in reservations]
+        return await self._pg_dialect.one(statement, params, binary=binary, prepare=prepare)
 
 
 __all__ = ["PostgresDialect", "PostgresQueue", "channel_for"]

@@ -24,6 +24,9 @@ class PgStatements:
     claim: str
     """Parameters: queue, the floor's due_at and seq (see `floor`), limit, lease."""
     acknowledge_many: str
+    """Parameters: the rows' seqs (their reservations' handles) and their tokens."""
+    acknowledge_many_by_id: str
+    """`acknowledge_many` for reservations that do not carry their row's seq."""
     acknowledge_and_claim: str
     """`acknowledge_many` and `claim` as one statement; acknowledged rows come last, with
     NULL in every claim column and (id, token) at the end."""
@@ -55,7 +58,13 @@ class PgStatements:
             "FROM picked, clock WHERE j.seq = picked.seq "
             f"RETURNING {', '.join(returned)}"
         )
+        # Rows named by seq, not id (see `acks`).
         delete = (
+            f"DELETE FROM {jobs} AS j USING unnest(%s::bigint[], %s::text[]) "
+            "AS s(seq, token) WHERE j.seq = s.seq AND j.reservation_token = s.token "
+            "RETURNING j.id, j.reservation_token"
+        )
+        delete_by_id = (
             f"DELETE FROM {jobs} AS j USING unnest(%s::text[], %s::text[]) "
             "AS s(id, token) WHERE j.id = s.id AND j.reservation_token = s.token "
             "RETURNING j.id, j.reservation_token"
@@ -63,6 +72,7 @@ class PgStatements:
         return cls(
             claim=f"WITH {clock_and_pick} {update}",
             acknowledge_many=delete,
+            acknowledge_many_by_id=delete_by_id,
             # One statement, so one commit: the acknowledgements and the claim
             # land together or not at all. The rows being acknowledged are
             # reserved (due later), so the claim could not pick them anyway.
