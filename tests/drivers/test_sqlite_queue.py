@@ -110,6 +110,39 @@ async def test_several_processes_on_one_file_never_hold_the_same_job_at_once(
     await queue.aclose()
 
 
+# -- what waits for the disk ----------------------------------------------------
+
+
+async def test_pushes_wait_for_the_disk_and_the_workers_books_do_not(tmp_path: Path) -> None:
+    # A push that returned must survive a power cut (synchronous=FULL). A
+    # claim or a settle that a power cut undoes only runs its jobs again,
+    # and the workers die with the file's machine, so those commit with
+    # synchronous=NORMAL (still safe against a killed process in WAL mode).
+    queue = SQLiteQueue(tmp_path / "jobs.db")
+    thread = queue._dialect._thread  # type: ignore[attr-defined]
+
+    async def setting() -> int:
+        return int(await thread.call(lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0]))
+
+    full, normal = 2, 1
+    await queue.push_many([a_job(n) for n in range(4)])
+    assert await setting() == full
+    held = await queue.reserve("default", limit=3)
+    assert await setting() == normal
+    await queue.push(a_job())
+    assert await setting() == full
+    await queue.renew(held[0])
+    await queue.acknowledge_many(held[:1])
+    assert await setting() == normal
+    await queue.release(held[1], delay=timedelta(0))
+    await queue.fail(held[2], "boom")
+    assert await setting() == normal
+    await queue.push(a_job())
+    assert await setting() == full, "a push after the worker's commits waits for the disk again"
+    assert await queue.size("default") == 4
+    await queue.aclose()
+
+
 # -- fail: recorded, then deleted, in one transaction ---------------------------
 
 

@@ -181,9 +181,9 @@ class DatabaseQueue(Queue):
         # A database newer than this code is fine: migrations only add.
         self._schema_ready = True
 
-    async def _run(self, work: Work[T], *, write: bool = True) -> T:
+    async def _run(self, work: Work[T], *, write: bool = True, durable: bool = True) -> T:
         await self._ensure_schema()
-        return await self._dialect.run(work, write=write)
+        return await self._dialect.run(work, write=write, durable=durable)
 
     # -- pushing ---------------------------------------------------------------
 
@@ -213,7 +213,7 @@ class DatabaseQueue(Queue):
     async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
         if limit < 1:
             return []
-        return await self._run(self._reserve_work(queue, limit))
+        return await self._run(self._reserve_work(queue, limit), durable=False)
 
     def _reserve_work(self, queue: str, limit: int) -> Work[list[Reservation]]:
         """The unit of work that claims up to `limit` due jobs of `queue`.
@@ -354,7 +354,7 @@ class DatabaseQueue(Queue):
             if await s.execute(sql, params) == 0:
                 raise _lost(reservation)
 
-        await self._run(work)
+        await self._run(work, durable=False)
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:
@@ -363,7 +363,9 @@ class DatabaseQueue(Queue):
 
     @override
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
-        return await self._run(self._acknowledge_work(reservations)) if reservations else []
+        if not reservations:
+            return []
+        return await self._run(self._acknowledge_work(reservations), durable=False)
 
     def _acknowledge_work(
         self, reservations: Sequence[Reservation]
@@ -397,7 +399,7 @@ class DatabaseQueue(Queue):
         async def work(s: Session) -> tuple[list[Exception | None], list[Reservation]]:
             return await acknowledge(s), await claim(s)
 
-        return await self._run(work)
+        return await self._run(work, durable=False)
 
     @override
     async def release(
@@ -417,7 +419,7 @@ class DatabaseQueue(Queue):
             if await s.execute(self._sql.release, params) == 0:
                 raise _lost(reservation)
 
-        await self._run(work)
+        await self._run(work, durable=False)
         dialect.pushed()
 
     @override
@@ -429,7 +431,7 @@ class DatabaseQueue(Queue):
             if await s.execute(self._sql.renew, (until, job.id, reservation.token)) == 0:
                 raise _lost(reservation)
 
-        await self._run(work)
+        await self._run(work, durable=False)
 
     @override
     async def fail(self, reservation: Reservation, error: str) -> None:
@@ -446,7 +448,7 @@ class DatabaseQueue(Queue):
             if await s.execute(self._sql.acknowledge, (job.id, reservation.token)) == 0:
                 raise _lost(reservation)  # rolls the record back with it
 
-        await self._run(work)
+        await self._run(work, durable=False)
 
     # -- counting --------------------------------------------------------------
 

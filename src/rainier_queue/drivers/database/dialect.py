@@ -103,12 +103,20 @@ class Dialect(abc.ABC):
         return converted
 
     @abc.abstractmethod
-    async def run(self, work: Work[T], *, write: bool = True) -> T:
+    async def run(self, work: Work[T], *, write: bool = True, durable: bool = True) -> T:
         """Run `work` in one transaction: committed if it returns, rolled back if it raises.
 
         `write=False` promises the work only reads, so the dialect may skip
-        taking a write lock. Client exceptions come out translated into
-        `rainier_queue.errors`; the work's own exceptions come out as raised.
+        taking a write lock. `durable=False` says the work only keeps the
+        worker's books on jobs it holds (claims, settles, renewals), which a
+        power cut may undo at the cost of running those jobs again, never of
+        losing one; an embedded database, which goes down only together with
+        its workers, may then commit without waiting for the disk. A server
+        must not: it can crash alone while its workers go on, and an undone
+        claim would let a second worker run a job the first finished.
+
+        Client exceptions come out translated into `rainier_queue.errors`;
+        the work's own exceptions come out as raised.
         """
 
     async def now(self, session: Session) -> int:

@@ -115,7 +115,7 @@ class MySQLDialect(Dialect):
         self.pool = pool
 
     @override
-    async def run(self, work: Work[T], *, write: bool = True) -> T:
+    async def run(self, work: Work[T], *, write: bool = True, durable: bool = True) -> T:
         return await self.pool.run(work)
 
     @override

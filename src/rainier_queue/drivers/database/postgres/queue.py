@@ -167,7 +167,7 @@ class PostgresDialect(Dialect):
         self._lock_key = f"rainier_queue migrate {tables.schema or ''}.{tables.prefix}"
 
     @override
-    async def run(self, work: Work[T], *, write: bool = True) -> T:
+    async def run(self, work: Work[T], *, write: bool = True, durable: bool = True) -> T:
         async def once() -> T:
             async with self.pool.connection() as conn, conn.transaction():
                 return await work(_Session(conn.cursor()))

@@ -151,6 +151,8 @@ class SQLiteThread:
         self._pragmas = dict(pragmas or {})
         self._executor = _one_thread()
         self._conn: sqlite3.Connection | None = None
+        self._synchronous: str | None = None
+        """The connection's `synchronous` setting now; touched only on its thread."""
         self._pid = os.getpid()
         self._closed = False
 
@@ -168,14 +170,27 @@ class SQLiteThread:
         with translated(self.path):
             return await loop.run_in_executor(self._executor, self._on_thread, fn)
 
-    async def transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def transaction(
+        self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True
+    ) -> T:
         """Run `fn` inside `BEGIN IMMEDIATE`: committed if it returns, rolled back if it raises.
 
         IMMEDIATE takes the file's write lock up front, so two processes can
         never both read the same row as free and then both claim it; the
         second waits (up to `busy_timeout`) and then sees the first's claim.
+        `durable=False` commits with `synchronous=NORMAL`, whatever the
+        connection's own setting: the commit does not wait for the disk, and
+        a power cut (not a killed process) may undo it.
         """
-        return await self.call(lambda conn: _in_transaction(conn, fn))
+        wanted = self._pragmas.get("synchronous") if durable else "NORMAL"
+
+        def run(conn: sqlite3.Connection) -> T:
+            if wanted is not None and wanted != self._synchronous:
+                conn.execute(f"PRAGMA synchronous = {wanted}")  # never inside a transaction
+                self._synchronous = wanted
+            return _in_transaction(conn, fn)
+
+        return await self.call(run)
 
     def _after_fork(self) -> None:
         # A forked child inherits neither the thread (so the executor would
@@ -183,6 +198,7 @@ class SQLiteThread:
         # one across a fork). Start over with both, leaving the parent's alone.
         self._executor = _one_thread()
         self._conn = None
+        self._synchronous = None
         self._pid = os.getpid()
 
     def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -200,6 +216,7 @@ class SQLiteThread:
         except BaseException:
             conn.close()
             raise
+        self._synchronous = self._pragmas.get("synchronous")
         return conn
 
     def _use_wal(self, conn: sqlite3.Connection) -> None:

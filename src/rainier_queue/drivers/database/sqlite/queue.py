@@ -11,7 +11,16 @@ processes on one machine share the file safely. What it costs:
   lock (`BEGIN IMMEDIATE`), which is what makes double reservation
   impossible across processes, and also what caps throughput: thousands
   (not tens of thousands) of settles a second on a local disk, shared by
-  every worker on the file, since each commit waits for the disk.
+  every worker on the file.
+- **A power cut can repeat the last jobs, never lose one.** A push commits
+  with `synchronous=FULL`: once it returns, the job is on disk. The
+  workers' claims, settles and renewals commit with `synchronous=NORMAL`,
+  which does not wait for the disk (two workers drained 20,000 no-op jobs
+  15% faster: 5,685 against 6,556 jobs/s, medians of 4 interleaved
+  rounds); a killed process undoes none of them, and a
+  power cut may undo the last few, so those jobs run again. The workers
+  share the machine's fate, so no worker goes on holding a claim the file
+  forgot.
 - **One machine.** SQLite's locking is not safe on a network filesystem, so
   workers on other machines cannot share the file. Use PostgreSQL then.
 - **Wake-ups on one machine, and a poll behind them.** A push wakes idle
@@ -174,18 +183,19 @@ class SQLiteDialect(Dialect):
         super().__init__(wakeup=wakeup, nearby=nearby)
         self.path = path
         # synchronous=FULL: a push that returned is on disk, even across a
-        # power cut (NORMAL, WAL's usual partner, can lose the last commits).
+        # power cut (NORMAL, WAL's usual partner, can lose the last commits);
+        # the workers' own commits ask for NORMAL (`durable=False`).
         self._thread = SQLiteThread(
             path, busy_timeout=busy_timeout, pragmas={"synchronous": "FULL"}
         )
 
     @override
-    async def run(self, work: Work[T], *, write: bool = True) -> T:
+    async def run(self, work: Work[T], *, write: bool = True, durable: bool = True) -> T:
         def on_thread(conn: sqlite3.Connection) -> T:
             return _drive(work(_Session(conn)))
 
         if write:
-            return await self._thread.transaction(on_thread)
+            return await self._thread.transaction(on_thread, durable=durable)
         return await self._thread.call(on_thread)
 
     @override
