@@ -129,7 +129,7 @@ def test_a_fair_share_is_the_partitions_over_the_workers_rounded_up() -> None:
 
 @pytest.fixture
 def look_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A count is trusted for a second; these tests look again at once.
+    # A count is trusted for a while (LOOK_EVERY); these tests look again at once.
     monkeypatch.setattr(membership, "LOOK_EVERY", 0.0)
 
 
