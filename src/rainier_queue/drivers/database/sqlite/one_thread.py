@@ -7,8 +7,9 @@ and back. Through `loop.run_in_executor` a hop cost about 65 us of CPU
 asyncio future, and a pool thread still busy with its own bookkeeping while
 the loop wants the interpreter lock); this hands the call over on a
 `queue.SimpleQueue` and the result back with one `call_soon_threadsafe`,
-about 28 us (`tmp` measure: 20,000 hops of a no-op, CPU of both threads).
-A busy worker makes a hop for every batch of jobs.
+about 28 us (20,000 hops of a no-op in a row, CPU of both threads). A busy
+worker makes a hop for every batch of jobs: an in-process worker draining
+20,000 no-op jobs at concurrency 8 spent about a sixth less CPU per job.
 
 What the executor promised is kept: calls run one at a time in the order
 they were made; a call whose caller was cancelled still runs to its end
