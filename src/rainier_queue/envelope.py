@@ -245,7 +245,7 @@ class QueuedJob:
         than this code is a `MalformedEntry` (a `PayloadError`) naming it.
         """
         if type(data) is dict:
-            common = _common_envelope(cls, data)
+            common = _common_envelope(cls, data, None, 0)
             if common is not None:
                 return common
         if not isinstance(data, Mapping):
@@ -276,6 +276,24 @@ class QueuedJob:
         )
 
     @classmethod
+    def from_delivery(cls, data: object, *, queue: str | None = None, delivered: int = 0) -> Self:
+        """`from_dict` as a reserve hands it out: `delivered` more attempts, and the queue
+        it came from (if given) in place of the one written.
+
+        The same checks as `from_dict`, on the fields as stored; what this
+        saves is the copy `with_changes` made per reserved job, since the
+        envelope a driver reads is built with the delivery counted.
+        """
+        if type(data) is dict:
+            common = _common_envelope(cls, data, queue, delivered)
+            if common is not None:
+                return common
+        read = cls.from_dict(data)
+        return read.with_changes(
+            queue=read.queue if queue is None else queue, attempts=read.attempts + delivered
+        )
+
+    @classmethod
     def from_json(cls, text: str | bytes) -> Self:
         """Read the JSON form from text; a `MalformedEntry` naming what is wrong otherwise."""
         data = parse_json(text, "the envelope")
@@ -287,8 +305,13 @@ _ENVELOPE_FIELDS = frozenset(f.name for f in fields(QueuedJob))
 _Job = TypeVar("_Job", bound=QueuedJob)
 
 
-def _common_envelope(cls: type[_Job], data: dict[str, JSONValue]) -> _Job | None:
+def _common_envelope(
+    cls: type[_Job], data: dict[str, JSONValue], delivered_on: str | None, delivered: int
+) -> _Job | None:
     """`data` as a job if it is what this library writes, checked by type and range only.
+
+    The job is built with `delivered` added to its attempts and, if
+    `delivered_on` is given, that queue in place of its own (`from_delivery`).
 
     Every reserve on Redis and Kafka reads its envelopes here, so this is the
     per-job cost of the checks; anything unusual (a missing time, headers
@@ -328,8 +351,8 @@ def _common_envelope(cls: type[_Job], data: dict[str, JSONValue]) -> _Job | None
         id=job_id,
         name=name,
         payload=data["payload"],
-        queue=queue,
-        attempts=attempts,
+        queue=queue if delivered_on is None else delivered_on,
+        attempts=attempts + delivered,
         max_attempts=max_attempts,
         available_at=available_at,
         created_at=created_at,

@@ -95,23 +95,32 @@ class Malformed:
 # -- whole entries ---------------------------------------------------------------------
 
 
-def read_envelope(body: object, *, field: str = "body") -> QueuedJob | Malformed:
+def read_envelope(
+    body: object, *, field: str = "body", queue: str | None = None, delivered: int = 0
+) -> QueuedJob | Malformed:
     """A job from its stored JSON text (Redis, Kafka), or a `Malformed`. Never raises.
 
     `field` names where the text was (a stream entry's `body`, a record's `value`).
+    A reserve passes the deliveries to count and the queue the entry came
+    from (`QueuedJob.from_delivery`); the entry is checked as it was stored.
     """
     try:
-        return QueuedJob.from_dict(parse_json(body, field))
+        return QueuedJob.from_delivery(parse_json(body, field), queue=queue, delivered=delivered)
     except MalformedEntry as exc:
         return Malformed(reason=exc.reason, raw=raw_value(body), id=_usable_id(body))
     except Exception as exc:  # the one place that keeps a surprise from stopping the worker
         return Malformed(reason=_unexpected(exc), raw=raw_value(body))
 
 
-def read_columns(row: tuple[Any, ...] | list[Any]) -> QueuedJob | Malformed:
-    """A job from the SQL drivers' columns (`ENVELOPE` order), or a `Malformed`. Never raises."""
+def read_columns(row: tuple[Any, ...] | list[Any], *, delivered: int = 0) -> QueuedJob | Malformed:
+    """A job from the SQL drivers' columns (`ENVELOPE` order), or a `Malformed`. Never raises.
+
+    `delivered` is added to the stored attempts, checked as stored: a claim
+    that read the row before counting its delivery gets the job with the
+    delivery counted, without a second copy of it.
+    """
     try:
-        common = _common_row(row)
+        common = _common_row(row, delivered)
         if common is not None:
             return common
         job_id, queue, name, payload, headers, attempts, max_attempts, available, created, key = row
@@ -120,7 +129,7 @@ def read_columns(row: tuple[Any, ...] | list[Any]) -> QueuedJob | Malformed:
             name=name_field(name, "name"),
             payload=parse_json(payload, "payload"),
             queue=name_field(queue, "queue"),
-            attempts=count_field(attempts, "attempts", least=0),
+            attempts=count_field(attempts, "attempts", least=0) + delivered,
             max_attempts=count_field(max_attempts, "max_attempts", least=1),
             available_at=micros_field(available, "available_at"),
             created_at=micros_field(created, "created_at"),
@@ -145,7 +154,7 @@ def read_columns(row: tuple[Any, ...] | list[Any]) -> QueuedJob | Malformed:
     )
 
 
-def _common_row(row: tuple[Any, ...] | list[Any]) -> QueuedJob | None:
+def _common_row(row: tuple[Any, ...] | list[Any], delivered: int) -> QueuedJob | None:
     """The row as a job if it is the kind this library writes (plain ASCII text, whole
     numbers in range, no headers), checked in a few type and range tests; None for
     anything else, which the full checks then read field by field.
@@ -190,7 +199,7 @@ def _common_row(row: tuple[Any, ...] | list[Any]) -> QueuedJob | None:
         name=name,
         payload=data,
         queue=queue,
-        attempts=attempts,
+        attempts=attempts + delivered,
         max_attempts=max_attempts,
         available_at=from_micros(available),
         created_at=from_micros(created),

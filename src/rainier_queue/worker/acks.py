@@ -47,7 +47,9 @@ class Callback:
         return self._done
 
     def set_result(self, _: None) -> None:
-        self._finish(None)
+        if not self._done:  # `_finish`, written out: this is every plain success's way
+            self._done = True
+            self._then(None)
 
     def set_exception(self, error: BaseException) -> None:
         self._finish(error)

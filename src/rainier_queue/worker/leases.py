@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import BrokerError, LeaseLost
 from ..queue import Queue, Reservation
@@ -54,14 +54,28 @@ class Lease:
     """Seconds between renewals; None when the driver never reclaims."""
     next_renewal: float = 0.0
     """Monotonic time of the next renewal."""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    """Held by a renew and by a settle, so the two never interleave."""
+    _lock: asyncio.Lock | None = None
     lost: bool = False
     """Another worker may own the job now; do not settle it."""
     closed: bool = False
     """Settled (or lost): nothing more to renew."""
     settling: bool = False
     """An acknowledgement is on its way without the lock held: renew later, not now."""
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held by a renew and by a settle, so the two never interleave.
+
+        Made when first taken: a plain success is acknowledged without it
+        (`Settler.settle_soon`), and its lease is seldom renewed.
+        """
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def is_locked(self) -> bool:
+        """Whether a renew or a settle holds the lock now."""
+        return self._lock is not None and self._lock.locked()
 
 
 class LeaseKeeper:

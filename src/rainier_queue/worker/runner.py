@@ -128,6 +128,8 @@ class _ClassFacts:
     is_async: bool
     timeout: timedelta | None
     """The limit its jobs run under: their own, else the worker's."""
+    seconds: float | None
+    """`timeout` in seconds."""
 
 
 class Interruptible:
@@ -251,11 +253,13 @@ class Runner:
             or facts.handle is not job_class.handle
             or facts.timeout_setting is not job_class.timeout
         ):
+            timeout = self.timeout_for(job_class)
             facts = self._classes[job_class] = _ClassFacts(
                 handle=job_class.handle,
                 timeout_setting=job_class.timeout,
                 is_async=is_async_handler(job_class),
-                timeout=self.timeout_for(job_class),
+                timeout=timeout,
+                seconds=None if timeout is None else timeout.total_seconds(),
             )
         return facts
 
@@ -314,7 +318,8 @@ class Runner:
         if task is None:
             task = asyncio.current_task()
             assert task is not None  # run() is always awaited from a task
-        limit = None if timeout is None else self._deadlines.start(task, timeout.total_seconds())
+        seconds = facts.seconds
+        limit = None if seconds is None else self._deadlines.start(task, seconds)
         control.attach(task)
         try:
             try:

@@ -153,7 +153,7 @@ class Settler:
             or self._events
             or attempt.reservation.job.unique_key is not None
             or lease.lost
-            or lease.lock.locked()
+            or lease.is_locked()
         ):
             return False
         lease.settling = True

@@ -25,7 +25,7 @@ from .leases import Lease
 from .runner import Interruptible
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Slot:
     """One job the worker holds: its reservation, its lease, and the means to interrupt it."""
 

@@ -241,11 +241,12 @@ class DatabaseQueue(Queue):
             now = await self._dialect.now(s)
             rows = await s.fetchall(self._sql.select_due, (queue, now, now, limit))
             until = now + self._lease_us
+            lease_until = from_micros(until)
             claims: list[tuple[object, ...]] = []
             out: list[Reservation] = []
             bad: list[Quarantined] = []
             for row in rows:
-                job = read_columns(row[1:])
+                job = read_columns(row[1:], delivered=1)  # the claim below counts it
                 if isinstance(job, Malformed):
                     bad.append((row[0], None, job))
                     continue
@@ -253,9 +254,9 @@ class DatabaseQueue(Queue):
                 claims.append((token, now, until, row[0]))
                 out.append(
                     Reservation(
-                        job=job.with_changes(attempts=job.attempts + 1),
+                        job=job,
                         token=token,
-                        lease_until=from_micros(until),
+                        lease_until=lease_until,
                         lease=self._lease,
                         handle=row[0],
                     )

@@ -386,13 +386,12 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         out: list[Reservation] = []
         malformed = 0
         for i, (entry_id, body, deliveries) in enumerate(rows):
-            waiting = read_envelope(body)
-            if isinstance(waiting, Malformed):
-                await self._fail_foreign(keys, queue, str(entry_id), tokens[i], waiting)
+            # The stream it came from is its queue, whatever a foreign producer wrote.
+            job = read_envelope(body, queue=queue, delivered=int(deliveries))
+            if isinstance(job, Malformed):
+                await self._fail_foreign(keys, queue, str(entry_id), tokens[i], job)
                 malformed += 1
                 continue
-            # The stream it came from is its queue, whatever a foreign producer wrote.
-            job = waiting.with_changes(queue=queue, attempts=waiting.attempts + int(deliveries))
             out.append(
                 Reservation(
                     job=job, token=tokens[i], lease_until=until, lease=self._lease, handle=entry_id

@@ -287,7 +287,7 @@ class MySQLQueue(DatabaseQueue):
                 return [], 0
             now = int(rows[0][-1])
             until = now + self._lease_us
-            read = [(row, read_columns(row[1:-1])) for row in rows]
+            read = [(row, read_columns(row[1:-1], delivered=1)) for row in rows]  # claimed below
             # Rows that are not jobs stay unclaimed (locked by this transaction) and are
             # moved to the failed table exactly as they were written.
             bad: list[Quarantined] = [
@@ -304,12 +304,13 @@ class MySQLQueue(DatabaseQueue):
                 pairs = [value for pair in zip(seqs, tokens, strict=True) for value in pair]
                 await s.execute(sql, [*pairs, now, until, *seqs])
             out: list[Reservation] = []
+            lease_until = from_micros(until)
             for (row, job), token in zip(good, tokens, strict=True):
                 out.append(
                     Reservation(
-                        job=job.with_changes(attempts=job.attempts + 1),
+                        job=job,
                         token=token,
-                        lease_until=from_micros(until),
+                        lease_until=lease_until,
                         lease=self._lease,
                         handle=row[0],
                     )

@@ -4,7 +4,7 @@
 A `sqlite3.Connection` must not be used from two threads at once, and an
 asyncio program must not block its loop on a disk write or on another
 process's lock. So each store owns one connection on one thread of its own
-(an executor with a single worker), and every call hops there. Nothing
+(`one_thread.py`), and every call hops there. Nothing
 else ever touches the connection, so `check_same_thread` stays on as a
 guard.
 
@@ -16,7 +16,6 @@ stores call through.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
@@ -24,12 +23,12 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ....errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from .one_thread import OneThread
 
 T = TypeVar("T")
 
@@ -149,7 +148,7 @@ class SQLiteThread:
         self.path = path
         self._busy_ms = max(0, int(busy_timeout.total_seconds() * 1000))
         self._pragmas = dict(pragmas or {})
-        self._executor = _one_thread()
+        self._thread = _one_thread()
         self._conn: sqlite3.Connection | None = None
         self._synchronous: str | None = None
         """The connection's `synchronous` setting now; touched only on its thread."""
@@ -166,9 +165,8 @@ class SQLiteThread:
             raise BrokerUnavailable(f"the SQLite connection to {self.path} is closed")
         if os.getpid() != self._pid:
             self._after_fork()
-        loop = asyncio.get_running_loop()
         with translated(self.path):
-            return await loop.run_in_executor(self._executor, self._on_thread, fn)
+            return await self._thread.submit(self._on_thread, fn)
 
     async def transaction(
         self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True
@@ -196,7 +194,7 @@ class SQLiteThread:
         # A forked child inherits neither the thread (so the executor would
         # never run anything) nor a usable connection (SQLite forbids using
         # one across a fork). Start over with both, leaving the parent's alone.
-        self._executor = _one_thread()
+        self._thread = _one_thread()
         self._conn = None
         self._synchronous = None
         self._pid = os.getpid()
@@ -244,20 +242,19 @@ class SQLiteThread:
         if self._closed:
             return
         self._closed = True
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, self._close_on_thread)
+            await self._thread.submit(self._close_on_thread, None)
         finally:
-            self._executor.shutdown(wait=False)
+            self._thread.stop()
 
-    def _close_on_thread(self) -> None:
+    def _close_on_thread(self, _: None) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
 
 
-def _one_thread() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="rainier-sqlite")
+def _one_thread() -> OneThread:
+    return OneThread("rainier-sqlite")
 
 
 def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
