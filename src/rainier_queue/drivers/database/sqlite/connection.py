@@ -191,9 +191,9 @@ class SQLiteThread:
         return await self.call(run)
 
     def _after_fork(self) -> None:
-        # A forked child inherits neither the thread (so its calls would
-        # never run anything) nor a usable connection (SQLite forbids using
-        # one across a fork). Start over with both, leaving the parent's alone.
+        # A forked child inherits neither the thread (no call would ever
+        # run) nor a usable connection (SQLite forbids using one across a
+        # fork). Start over with both, leaving the parent's alone.
         self._thread = _one_thread()
         self._conn = None
         self._synchronous = None
