@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -31,7 +31,6 @@ from ..envelope import format_time
 from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
 from ..queue import Queue
-from ..scheduling import Scheduler
 from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
 from .event_loop import loop_name
 from .exit_codes import ExitCode
@@ -39,7 +38,10 @@ from .loading import Loaded
 from .output import Problem, echo, error_console, note, warn
 from .progress import Clock, Tally, summary
 from .runtime import State, message_for, run_on_application, warn_if_private
-from .schedule import SCHEDULE_OPTION, build_scheduler
+from .schedule_option import SCHEDULE_OPTION
+
+if TYPE_CHECKING:
+    from ..scheduling import Scheduler
 
 DEFAULTS = WorkerOptions()
 
@@ -178,6 +180,8 @@ def work(ctx: click.Context, /, **params: Any) -> None:
         show_bar = progress if progress is not None else sys.stderr.isatty()
         scheduler = None
         if with_scheduler:
+            from .schedule import build_scheduler  # only a scheduling worker loads the scheduler
+
             scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
         return await _run_worker(loaded, queue, options, show_bar, stranded, scheduler)
 
@@ -343,6 +347,8 @@ def _supervise(
     async def check(loaded: Loaded) -> int:
         _prepare(loaded, state, queues, given)
         if scheduling is not None:
+            from .schedule import build_scheduler
+
             await build_scheduler(loaded, scheduling[0], state.settings.connection)
         return ExitCode.OK
 
