@@ -63,3 +63,45 @@ def test_a_worker_given_its_url_reads_no_config_file_and_loads_no_toml_parser() 
     modules = loaded_by_a_quiet_worker("memory://")
 
     assert families(modules, "tomllib") == []
+
+
+COLLECTOR_PROBE = """
+import asyncio, gc, sys
+from rainier_queue import Job, JobRegistry, QueueConfig
+from rainier_queue.cli.app import main
+
+seen = []
+
+class Look(Job):
+    name = "look"
+
+    def handle(self, ctx):
+        seen.append(gc.isenabled())
+
+registry = JobRegistry([Look])
+
+async def dispatch():
+    manager = QueueConfig.from_url(sys.argv[1]).build(registry)
+    await manager.dispatch(Look())
+    await manager.aclose()
+
+asyncio.run(dispatch())
+try:
+    main(["--app", "__main__:registry", "--url", sys.argv[1], "--quiet", "work",
+          "--stop-when-empty"])
+except SystemExit as exit:
+    code = exit.code
+print(seen, gc.isenabled(), code)
+"""
+
+
+def test_jobs_run_with_the_cycle_collector_on_though_start_up_paused_it(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTOR_PROBE, f"sqlite:///{tmp_path / 'jobs.db'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.stdout.strip().splitlines()[-1:] == ["[True] True 0"], done.stderr

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
 from ..queue import Queue
 from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
+from .collector import StartUpPause
 from .event_loop import loop_name
 from .exit_codes import ExitCode
 from .loading import Loaded
@@ -174,6 +176,7 @@ def work(ctx: click.Context, /, **params: Any) -> None:
         raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given, scheduling))
 
     stranded: list[int] = []
+    pause = StartUpPause()
 
     async def body(loaded: Loaded) -> int:
         queue, options = _prepare(loaded, state, queues, given)
@@ -183,9 +186,12 @@ def work(ctx: click.Context, /, **params: Any) -> None:
             from .schedule import build_scheduler  # only a scheduling worker loads the scheduler
 
             scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
-        return await _run_worker(loaded, queue, options, show_bar, stranded, scheduler)
+        return await _run_worker(
+            loaded, queue, options, show_bar, stranded, scheduler, started=pause.end
+        )
 
-    code = run_on_application(state, body)
+    with pause:
+        code = run_on_application(state, body)
     if stranded:
         _exit_leaving_threads(code)
     raise click.exceptions.Exit(code)
@@ -259,7 +265,10 @@ async def _run_worker(
     show_bar: bool,
     stranded: list[int],
     scheduler: Scheduler | None = None,
+    *,
+    started: Callable[[], None] = lambda: None,
 ) -> int:
+    """Run the worker to its end; `started` is called just before it takes its first job."""
     total = 0
     if options.stop_when_empty:
         total = sum([await queue.size(name) for name in options.queues])
@@ -286,6 +295,7 @@ async def _run_worker(
         scheduling = asyncio.create_task(scheduler.run(stop_scheduling))
     with tally:
         try:
+            started()
             stats = await worker.run()
         except BrokerError as exc:
             gave_up, stats = exc, worker.stats
