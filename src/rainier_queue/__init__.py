@@ -6,10 +6,15 @@ it later, retries it with the job's own backoff when a dependency blinks,
 and records it in the failed store when it finally gives up. Reserve, then
 settle, never pop: a worker that dies takes no job with it.
 
-The public surface is what this module exports.
+The public surface is what this module exports. The scheduler's part of it
+(`Schedule`, `Scheduler`) is imported when first asked for: every worker
+process imports this package, and most never schedule anything, so they do
+not load the cron parser, the time zones and the scheduler at start.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .connections import ConnectionConfig, QueueConfig
@@ -51,8 +56,24 @@ from .queue import (
     Reservation,
 )
 from .registry import JobRegistry
-from .scheduling import Schedule, Scheduler
 from .worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
+
+if TYPE_CHECKING:
+    from .scheduling import Schedule, Scheduler
+
+_ON_FIRST_USE = {"Schedule", "Scheduler"}
+"""Exports imported from `scheduling` when first asked for (see the module docs)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ON_FIRST_USE:
+        from . import scheduling
+
+        value = getattr(scheduling, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BrokerError",

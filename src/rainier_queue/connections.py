@@ -55,7 +55,6 @@ handed over here (`open_queue`) rather than imported by the driver.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -191,6 +190,8 @@ class QueueConfig:
     def _read(
         cls, file: Path, *, required: bool, environ: Mapping[str, str] | None
     ) -> QueueConfig | None:
+        import tomllib  # here: a process given its URL never reads a file, nor loads the parser
+
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:

@@ -10,14 +10,19 @@ way of being told where the jobs are (`--app`, `--url`, `--config`,
 
 The CLI is a leaf: it imports the library's public API, and nothing in the
 library imports it.
+
+Each command's module is imported when that command runs (or `--help` lists
+them all): a worker process starts often, and it has no use for the modules
+of `doctor`, `failed` or `schedule`, nor for the scheduler the last one loads.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from .._version import __version__
-from . import admin, dispatch, doctor, inspection, schedule, work
 from .event_loop import CHOICES as LOOPS
 from .output import QUIET_KEY, setup_logging
 from .runtime import VERBOSE_KEY, Group, State
@@ -25,8 +30,51 @@ from .settings import APP_VAR, CONFIG_VAR, CONNECTION_VAR, EVENT_LOOP_VAR, URL_V
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
+COMMANDS = {
+    "clear": "admin",
+    "dispatch": "dispatch",
+    "doctor": "doctor",
+    "failed": "inspection",
+    "flush": "admin",
+    "forget": "admin",
+    "migrate": "admin",
+    "retry": "admin",
+    "schedule": "schedule",
+    "size": "inspection",
+    "work": "work",
+}
+"""Each command, and the module of this package that defines it under the same name."""
 
-@click.group(cls=Group, context_settings=CONTEXT)
+
+class Commands(Group):
+    """The command group, importing a command's module only when the command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        command = getattr(importlib.import_module(f"{__package__}.{module}"), cmd_name)
+        assert isinstance(command, click.Command)
+        return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # click suggests near names from the commands it holds, and this group
+        # holds none until asked: a typo is answered here, from every name.
+        name = args[0]
+        if name in COMMANDS or name.startswith("-") or ctx.resilient_parsing:
+            return super().resolve_command(ctx, args)
+        import difflib
+
+        near = difflib.get_close_matches(name, COMMANDS, n=1)
+        ctx.fail(f"No such command {name!r}." + (f" Did you mean {near[0]!r}?" if near else ""))
+
+
+@click.group(cls=Commands, context_settings=CONTEXT)
 @click.option(
     "--app",
     metavar="MODULE:ATTR",
@@ -100,20 +148,4 @@ def main(
     ctx.obj = State(settings=settings)
 
 
-for command in (
-    work.work,
-    dispatch.dispatch,
-    inspection.size,
-    inspection.failed,
-    admin.clear,
-    admin.retry,
-    admin.forget,
-    admin.flush,
-    admin.migrate,
-    doctor.doctor,
-    schedule.schedule,
-):
-    main.add_command(command)
-
-
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]

@@ -39,13 +39,7 @@ from .exit_codes import ExitCode
 from .loading import Loaded, _put_cwd_on_path
 from .output import Problem, echo, note, stdout_console, table, warn
 from .runtime import State, run_command
-
-SCHEDULE_OPTION = click.option(
-    "--schedule",
-    "schedule_spec",
-    metavar="MODULE:ATTR",
-    help="A Schedule in code (or a function returning one), beside the config's [schedules].",
-)
+from .schedule_option import SCHEDULE_OPTION
 
 
 async def build_scheduler(loaded: Loaded, spec: str | None, connection: str | None) -> Scheduler:

@@ -20,8 +20,9 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -31,15 +32,18 @@ from ..envelope import format_time
 from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
 from ..queue import Queue
-from ..scheduling import Scheduler
 from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
+from .collector import StartUpPause
 from .event_loop import loop_name
 from .exit_codes import ExitCode
 from .loading import Loaded
 from .output import Problem, echo, error_console, note, warn
 from .progress import Clock, Tally, summary
 from .runtime import State, message_for, run_on_application, warn_if_private
-from .schedule import SCHEDULE_OPTION, build_scheduler
+from .schedule_option import SCHEDULE_OPTION
+
+if TYPE_CHECKING:
+    from ..scheduling import Scheduler
 
 DEFAULTS = WorkerOptions()
 
@@ -172,16 +176,22 @@ def work(ctx: click.Context, /, **params: Any) -> None:
         raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given, scheduling))
 
     stranded: list[int] = []
+    pause = StartUpPause()
 
     async def body(loaded: Loaded) -> int:
         queue, options = _prepare(loaded, state, queues, given)
         show_bar = progress if progress is not None else sys.stderr.isatty()
         scheduler = None
         if with_scheduler:
-            scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
-        return await _run_worker(loaded, queue, options, show_bar, stranded, scheduler)
+            from .schedule import build_scheduler  # only a scheduling worker loads the scheduler
 
-    code = run_on_application(state, body)
+            scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
+        return await _run_worker(
+            loaded, queue, options, show_bar, stranded, scheduler, started=pause.end
+        )
+
+    with pause:
+        code = run_on_application(state, body)
     if stranded:
         _exit_leaving_threads(code)
     raise click.exceptions.Exit(code)
@@ -255,7 +265,10 @@ async def _run_worker(
     show_bar: bool,
     stranded: list[int],
     scheduler: Scheduler | None = None,
+    *,
+    started: Callable[[], None] = lambda: None,
 ) -> int:
+    """Run the worker to its end; `started` is called just before it takes its first job."""
     total = 0
     if options.stop_when_empty:
         total = sum([await queue.size(name) for name in options.queues])
@@ -282,6 +295,7 @@ async def _run_worker(
         scheduling = asyncio.create_task(scheduler.run(stop_scheduling))
     with tally:
         try:
+            started()
             stats = await worker.run()
         except BrokerError as exc:
             gave_up, stats = exc, worker.stats
@@ -343,6 +357,8 @@ def _supervise(
     async def check(loaded: Loaded) -> int:
         _prepare(loaded, state, queues, given)
         if scheduling is not None:
+            from .schedule import build_scheduler
+
             await build_scheduler(loaded, scheduling[0], state.settings.connection)
         return ExitCode.OK
 
