@@ -9,9 +9,12 @@ neither drop nor double a count, under concurrency and across threads.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -19,6 +22,8 @@ from bench.compare.peers import _async, _sync
 from bench.compare.peers._common import KEY_ENV, REDIS_URL
 
 from ..services import require_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -77,3 +82,15 @@ def test_the_sync_counter_counts_from_several_threads_once_each(
         thread.join()
 
     assert count(key) == 400
+
+
+def test_the_counter_a_worker_imports_loads_no_redis_client() -> None:
+    """Every system's workers import the counter: redis-py there would slow each start-up alike."""
+    probe = (
+        "import sys, bench.compare.ours_jobs, bench.compare.peers._sync; "
+        "print(sorted(m for m in sys.modules if m == 'redis' or m.startswith('redis.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == "[]"

@@ -15,8 +15,6 @@ import socket
 import threading
 from urllib.parse import urlsplit
 
-import redis
-
 from ._common import REDIS_URL, counter_key
 
 _local = threading.local()
@@ -65,6 +63,8 @@ def close_counter() -> None:
 
 
 def delete_matching(pattern: str) -> None:
+    import redis  # here: a worker imports this module for its counter, and never calls this
+
     client = redis.Redis.from_url(REDIS_URL)
     try:
         keys = list(client.scan_iter(match=pattern, count=1000))
