@@ -179,6 +179,18 @@ def test_pace_holds_ahead_only_once_jobs_are_measured_quicker_than_reserves() ->
     assert seen == [False, False, True, False]
 
 
+def test_pace_holds_short_jobs_ahead_however_quick_the_reserves() -> None:
+    pace = Pace()
+    pace.reserve_took(0.001)
+    for _ in range(50):
+        pace.job_took(0.02)  # an I/O-bound job: twenty reserves long, but brief
+    short = pace.jobs_outrun_reserves
+    for _ in range(50):
+        pace.job_took(0.5)
+    slow = pace.jobs_outrun_reserves
+    assert (short, slow) == (True, False)
+
+
 def test_a_negative_reserve_ahead_is_refused() -> None:
     with pytest.raises(ValueError, match="reserve_ahead cannot be negative"):
         quick(reserve_ahead=-1)

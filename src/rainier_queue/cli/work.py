@@ -128,7 +128,7 @@ def _shown(value: timedelta | None) -> str:
     "--reserve-ahead",
     type=click.IntRange(min=0),
     help="Jobs a busy worker may hold reserved beyond those it runs, while its jobs "
-    "take no more than a few reserve round trips; 0 for never [the concurrency].",
+    "take no more than a few reserve round trips or 50 ms; 0 for never [the concurrency].",
 )
 @click.option(
     "--batch-wait",

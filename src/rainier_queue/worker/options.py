@@ -59,7 +59,7 @@ class WorkerOptions:
     reserve_ahead: int | None = None
     """Jobs a busy worker may hold reserved beyond those it runs, so the next batch is
     already here when slots free. Only while work is waiting and the worker's jobs
-    take no more than a few reserve round trips (see `worker/pace.py`); a job held ahead
+    take no more than a few reserve round trips or 50 ms (see `worker/pace.py`); a job held ahead
     and not started by a stop is handed back with its attempt refunded. None: as
     many as `concurrency`; 0: never."""
     batch_wait: timedelta = timedelta(milliseconds=2)

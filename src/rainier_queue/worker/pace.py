@@ -16,6 +16,13 @@ without one held, and a held job waits at most about one job's time for
 its slot. Both are measured as the worker runs (moving averages, so a
 change of workload moves the answer within a few dozen jobs); a worker
 that has not measured both yet does not reserve ahead.
+
+Jobs of `SHORT` or less are held ahead whatever a reserve takes. Such a
+job held waits at most about that long for its slot, which no other
+worker can tell from a reserve that came a moment later; and without it
+an I/O-bound worker (jobs awaiting a 20 ms call at concurrency 64) spent
+4-6 ms of every slot's cycle waiting for the gather and the claim: held
+ahead, it drained 12-18% more jobs a second on PostgreSQL and Redis.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ WEIGHT = 0.1
 
 RATIO = 4.0
 """Jobs taking less than this many reserve round trips are held ahead."""
+
+SHORT = 0.05
+"""Seconds: jobs this quick are held ahead however quick the reserves are."""
 
 
 class Pace:
@@ -46,9 +56,12 @@ class Pace:
 
     @property
     def jobs_outrun_reserves(self) -> bool:
-        """Whether a reserve is a sizeable part of a job's time, so holding ahead pays."""
+        """Whether holding ahead pays: a reserve is a sizeable part of a job's time,
+        or the jobs are so short (`SHORT`) that a held one is not kept from anyone."""
         job, reserve = self.job_seconds, self.reserve_seconds
-        return job is not None and reserve is not None and job < RATIO * reserve
+        if job is None or reserve is None:
+            return False
+        return job < RATIO * reserve or job <= SHORT
 
 
 def _moved(average: float | None, sample: float) -> float:
