@@ -168,14 +168,14 @@ async def test_a_held_job_waits_while_the_broker_has_not_recorded_the_jobs_befor
 
 def test_pace_holds_ahead_only_once_jobs_are_measured_quicker_than_reserves() -> None:
     pace = Pace()
-    seen = [pace.jobs_outrun_reserves]
+    seen = [pace.holding_ahead_pays]
     pace.job_took(0.001)
-    seen.append(pace.jobs_outrun_reserves)  # no reserve measured yet
+    seen.append(pace.holding_ahead_pays)  # no reserve measured yet
     pace.reserve_took(0.005)
-    seen.append(pace.jobs_outrun_reserves)
+    seen.append(pace.holding_ahead_pays)
     for _ in range(50):
         pace.job_took(0.5)  # the workload turned slow
-    seen.append(pace.jobs_outrun_reserves)
+    seen.append(pace.holding_ahead_pays)
     assert seen == [False, False, True, False]
 
 
@@ -184,10 +184,10 @@ def test_pace_holds_short_jobs_ahead_however_quick_the_reserves() -> None:
     pace.reserve_took(0.001)
     for _ in range(50):
         pace.job_took(0.02)  # an I/O-bound job: twenty reserves long, but brief
-    short = pace.jobs_outrun_reserves
+    short = pace.holding_ahead_pays
     for _ in range(50):
         pace.job_took(0.5)
-    slow = pace.jobs_outrun_reserves
+    slow = pace.holding_ahead_pays
     assert (short, slow) == (True, False)
 
 

@@ -367,7 +367,7 @@ class Worker:
 
     def _free_slots(self) -> int:
         """How many jobs the next reserve may bring: ahead of the slots while work waits."""
-        ahead = self._ahead if self._backlog and self._pace.jobs_outrun_reserves else 0
+        ahead = self._ahead if self._backlog and self._pace.holding_ahead_pays else 0
         max_jobs = self.options.max_jobs
         limit = None if max_jobs is None else max_jobs - self._stats.total
         return self._slots.free(ahead=ahead, limit=limit)

@@ -55,7 +55,7 @@ class Pace:
         self.reserve_seconds = _moved(self.reserve_seconds, seconds)
 
     @property
-    def jobs_outrun_reserves(self) -> bool:
+    def holding_ahead_pays(self) -> bool:
         """Whether holding ahead pays: a reserve is a sizeable part of a job's time,
         or the jobs are so short (`SHORT`) that a held one is not kept from anyone."""
         job, reserve = self.job_seconds, self.reserve_seconds
