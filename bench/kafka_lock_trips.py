@@ -47,8 +47,8 @@ from urllib.parse import quote
 from rainier_queue import QueuedJob, Worker, WorkerOptions
 from rainier_queue.cache.stores import open_cache
 from rainier_queue.drivers.kafka import KafkaQueue
-from rainier_queue.drivers.kafka.config import read_settings
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
+from rainier_queue.drivers.kafka.settings import read_settings
 from rainier_queue.locks import Cache, LockManager
 
 from .compare.tansu import Tansu

@@ -32,8 +32,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from rainier_queue.cache import LockManager
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.drivers.kafka import KafkaQueue
-from rainier_queue.drivers.kafka.config import KafkaSettings
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
+from rainier_queue.drivers.kafka.settings import KafkaSettings
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import Queue
 

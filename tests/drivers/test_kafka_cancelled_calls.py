@@ -15,8 +15,8 @@ import asyncio
 import gc
 import warnings
 
-from rainier_queue.drivers.kafka.client import KafkaClients
-from rainier_queue.drivers.kafka.config import KafkaSettings
+from rainier_queue.drivers.kafka.connection import KafkaClients
+from rainier_queue.drivers.kafka.settings import KafkaSettings
 
 from ..kafka_broker import KafkaBroker
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from rainier_queue.drivers.kafka import KafkaQueue
-from rainier_queue.drivers.kafka.client import KafkaClients
+from rainier_queue.drivers.kafka.connection import KafkaClients
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerUnavailable
 from rainier_queue.stored import NOT_A_JOB

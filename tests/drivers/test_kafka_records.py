@@ -21,7 +21,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from rainier_queue.drivers.kafka import KafkaPosition
-from rainier_queue.drivers.kafka.client import record_headers, record_key
+from rainier_queue.drivers.kafka.connection import record_headers, record_key
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerRejected
 

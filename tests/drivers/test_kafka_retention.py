@@ -34,8 +34,8 @@ from aiokafka.admin.records_to_delete import RecordsToDelete
 from rainier_queue.cache import LockManager
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.drivers.kafka import KafkaPosition, KafkaQueue
-from rainier_queue.drivers.kafka.config import KafkaSettings
 from rainier_queue.drivers.kafka.names import cursor_key, topic_name
+from rainier_queue.drivers.kafka.settings import KafkaSettings
 from rainier_queue.envelope import QueuedJob
 
 from ..kafka_broker import KafkaBroker, start_broker

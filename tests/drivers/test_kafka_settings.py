@@ -20,7 +20,6 @@ import pytest
 from rainier_queue import connections
 from rainier_queue.drivers import DriverContext, open_queue
 from rainier_queue.drivers.kafka import KafkaQueue
-from rainier_queue.drivers.kafka.config import read_settings
 from rainier_queue.drivers.kafka.names import (
     cursor_key,
     failed_topic_name,
@@ -28,6 +27,7 @@ from rainier_queue.drivers.kafka.names import (
     queue_of_failed_topic,
     topic_name,
 )
+from rainier_queue.drivers.kafka.settings import read_settings
 from rainier_queue.errors import ConfigurationError
 
 

@@ -38,10 +38,10 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from ...envelope import parse_time
 from ...queue import FailedJob
 from ...stored import Malformed, read_envelope
-from .client import KafkaClients, translated
-from .config import KafkaSettings
+from .connection import KafkaClients, translated
 from .failing import header_text, why_not_a_job
 from .names import KafkaPosition, failed_topic_name, queue_of_failed_topic
+from .settings import KafkaSettings
 
 log = logging.getLogger("rainier_queue.kafka")
 

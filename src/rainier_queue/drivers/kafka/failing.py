@@ -30,7 +30,7 @@ from ...entry_fields import raw_value
 from ...envelope import JSONValue, QueuedJob, format_time
 from ...errors import BrokerRejected
 from ...stored import Malformed
-from .client import KafkaClients, record_value
+from .connection import KafkaClients, record_value
 from .names import FAILED_SUFFIX, KafkaPosition
 
 log = logging.getLogger("rainier_queue.kafka")

@@ -48,7 +48,7 @@ from aiokafka import errors as kx
 
 from ...errors import BrokerUnavailable
 from ...locks import Cache, Lock, LockManager
-from .client import KafkaClients, translated
+from .connection import KafkaClients, translated
 from .names import cursor_key, lease_name
 
 log = logging.getLogger("rainier_queue.kafka")

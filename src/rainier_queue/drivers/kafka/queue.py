@@ -17,14 +17,14 @@ from ...envelope import QueuedJob
 from ...errors import BrokerRejected, ConfigurationError, LeaseLost
 from ...locks import LockManager
 from ...queue import Capabilities, FailedJob, Queue, QueueCounts, Reservation
-from .client import KafkaClients, translated
-from .config import OPTIONS, KafkaSettings, read_settings
+from .connection import KafkaClients, translated
 from .failed_topics import FailedTopics
 from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, failed_topic_name, topic_name
 from .partitions import Cursor, Delivery, Partitions, PartitionState
 from .reserving import Reserver
+from .settings import OPTIONS, KafkaSettings, read_settings
 from .waking import Waker
 
 if TYPE_CHECKING:

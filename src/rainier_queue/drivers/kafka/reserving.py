@@ -44,11 +44,11 @@ import time
 from ..._clock import utcnow
 from ...queue import Reservation, new_token
 from ...stored import Malformed, read_envelope
-from .config import KafkaSettings
 from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, attempt_number
 from .partitions import Cursor, Delivery, Partitions, PartitionState
+from .settings import KafkaSettings
 from .sharing import Quota
 
 log = logging.getLogger("rainier_queue.kafka")

@@ -36,7 +36,7 @@ from datetime import timedelta
 from aiokafka import TopicPartition
 
 from ..._clock import utcnow
-from .client import KafkaClients, translated
+from .connection import KafkaClients, translated
 from .partitions import Partitions
 
 POLL = timedelta(milliseconds=100)

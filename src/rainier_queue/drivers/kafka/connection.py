@@ -35,7 +35,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from ...envelope import QueuedJob
 from ...errors import BrokerRejected, BrokerUnavailable
-from .config import KafkaSettings
+from .settings import KafkaSettings
 
 _T = TypeVar("_T")
 
