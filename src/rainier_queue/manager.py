@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .blocking import BlockingManager
 from .dispatch import PendingDispatch
 from .envelope import QueuedJob
+from .envelope.packing import DEFAULTS, DispatchOptions, build_envelopes, unique_lock_name
 from .errors import OutcomeUnknown, UnknownConnection
 from .instrument import QueueObserver, instrumented
 from .job import Job
 from .locks import Lock, LockManager
-from .packing import DEFAULTS, DispatchOptions, build_envelopes, unique_lock_name
 from .queue import Queue
 from .registry import JobRegistry
 

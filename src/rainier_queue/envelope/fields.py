@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from ._clock import from_micros
-from .errors import MalformedEntry, PayloadError
+from .._clock import from_micros
+from ..errors import MalformedEntry, PayloadError
 
 WIRE_VERSION = 1
 """The envelope version this code writes and reads (see `envelope`)."""

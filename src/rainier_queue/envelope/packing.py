@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import cast
 
-from ._clock import utcnow
-from .envelope import QueuedJob, new_job_ids
-from .job import Job
+from .._clock import utcnow
+from ..job import Job
+from .model import QueuedJob, new_job_ids
 
 MAX_QUEUE_NAME = 191
 """The longest queue name every driver stores: MySQL's indexed `VARCHAR(191)` (191 four-byte

@@ -26,8 +26,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ._clock import from_micros, utcnow
-from .entry_fields import (
+from .._clock import from_micros, utcnow
+from ..errors import MalformedEntry
+from .fields import (
     EARLIEST_MICROS,
     LATEST_MICROS,
     MAX_COUNT,
@@ -44,8 +45,7 @@ from .entry_fields import (
     parse_json,
     raw_value,
 )
-from .envelope import JSONValue, QueuedJob
-from .errors import MalformedEntry
+from .model import JSONValue, QueuedJob
 
 NOT_A_JOB = "rainier-queue:not-a-job"
 """The name a malformed entry is failed under: no handler has it, so a retry fails again
