@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from .report import OURS, ROOT
+from .constants import OURS, ROOT
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = ROOT / "bench" / ".peers-venv"

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from . import report
 from .adapters import console, run_adapter
-from .report import OURS
+from .constants import OURS
 from .workloads import Setting, choose, emit, now, throughput
 
 ASYNC_PEERS = frozenset({"taskiq", "saq", "pgqueuer", "procrastinate"})

@@ -16,9 +16,8 @@ from typing import Any
 
 from rich.table import Table
 
-from .report import (
-    OURS,
-    TIMES,
+from .constants import FAR, OURS, PEER_RUN_FLOOR_S, TIMES
+from .labels import (
     backend_name,
     bound_ratio,
     num,
@@ -26,7 +25,6 @@ from .report import (
     stopped_peer,
     system_name,
 )
-from .workloads import FAR, PEER_RUN_FLOOR_S
 
 Row = dict[str, Any]
 GridLine = tuple[str, str, str, str, str, str]

@@ -23,9 +23,9 @@ import aiokafka  # noqa: F401 - a missing extra skips the row at the probe
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
 
 from ..latency import cleanup
+from .constants import KAFKA_PARTITIONS
 from .ours import Ours, kafka_locks, kafka_prefix, url_for
 from .peers._common import main
-from .report import KAFKA_PARTITIONS
 from .tansu import Tansu
 
 

@@ -18,77 +18,35 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[2]
-README_CHART = ROOT / "bench" / "results" / "compare.png"
-"""The chart the README shows: tracked by git, written only with the README's numbers."""
-OURS = "rainier-queue"
-BACKEND_ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka")
-BACKEND_NAMES = {
-    "memory": "memory (in-process)",
-    "sqlite": "SQLite",
-    "postgres": "PostgreSQL",
-    "mysql": "MySQL/MariaDB",
-    "redis": "Redis",
-    "kafka": "Kafka",
-}
-DISPLAY = {
-    "pgqueuer": "PgQueuer",
-    "procrastinate": "Procrastinate",
-    "taskiq": "taskiq",
-    "saq": "SAQ",
-    "dramatiq": "Dramatiq",
-    "huey": "Huey",
-    "rq": "RQ (one job at a time per worker)",
-    "celery": "Celery",
-}
-KAFKA_PARTITIONS = 6
-"""Partitions of the Kafka row's topic: on a log, at most this many jobs run at once."""
-NO_PEER = {
-    "memory": (
-        "one process that pushes, then works (P is 1); no peer: an in-process queue is not "
-        "a deployment the peers offer"
-    ),
-    "sqlite": "no peer ran on SQLite (of the peers here, only Huey has SQLite storage)",
-    "mysql": (
-        "no peer ran on MySQL/MariaDB (of the peers here, only Huey has MySQL storage, "
-        "SqlHuey; PgQueuer and Procrastinate are PostgreSQL-only)"
-    ),
-    "kafka": (
-        f"one topic of {KAFKA_PARTITIONS} partitions, so at most {KAFKA_PARTITIONS} jobs run at "
-        "once whatever the concurrency; no peer ran on Kafka here, and the broker is Tansu "
-        "(a Kafka-protocol broker in memory), not Apache Kafka"
-    ),
-}
-TIMES = "\u00d7"  # the README writes ratios as 1.33\u00d7
-START = "<!-- bench:start -->"
-END = "<!-- bench:end -->"
-
-Row = dict[str, Any]
+from .constants import (
+    END,
+    NO_PEER,
+    OURS,
+    README_CHART,
+    ROOT,
+    START,
+    TIMES,
+)
+from .grid_report import markdown as grid_markdown
+from .labels import (
+    Row,
+    backend_name,
+    bound_ratio,
+    num,
+    ordered_backends,
+    stopped_peer,
+    system_name,
+)
 
 
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
-
-
-def system_name(system: str) -> str:
-    """How the README names a system (the tables and JSON keep the short key)."""
-    return DISPLAY.get(system, system)
-
-
-def backend_name(backend: str) -> str:
-    return BACKEND_NAMES.get(backend, backend)
-
-
-def ordered_backends(backends: Iterable[str]) -> list[str]:
-    seen = list(dict.fromkeys(backends))
-    rank = {name: i for i, name in enumerate(BACKEND_ORDER)}
-    return sorted(seen, key=lambda b: (rank.get(b, len(rank)), b))
 
 
 def fastest_peer(rows: Sequence[Row], backend: str) -> Row | None:
@@ -99,23 +57,6 @@ def fastest_peer(rows: Sequence[Row], backend: str) -> Row | None:
         if r["backend"] == backend and r["system"] != OURS and r["ok"] and r["e2e_jobs_s"]
     ]
     return max(peers, key=lambda r: r["e2e_jobs_s"], default=None)
-
-
-def stopped_peer(rows: Sequence[Row], backend: str) -> Row | None:
-    """The peer stopped far behind (`workloads.FAR`) with the highest bound on `backend`."""
-    peers = [
-        r
-        for r in rows
-        if r["backend"] == backend and r["system"] != OURS and r.get("stopped_below_jobs_s")
-    ]
-    return max(peers, key=lambda r: r["stopped_below_jobs_s"], default=None)
-
-
-def bound_ratio(ours: Row | None, stopped: Row) -> float | None:
-    """The least ours ÷ a stopped peer can be: ours' rate over the peer's upper bound."""
-    if ours is None or not ours["ok"] or not ours.get("e2e_jobs_s"):
-        return None
-    return float(ours["e2e_jobs_s"]) / float(stopped["stopped_below_jobs_s"])
 
 
 def ours_row(rows: Sequence[Row], backend: str) -> Row | None:
@@ -145,10 +86,6 @@ def summaries(rows: Sequence[Row]) -> list[Row]:
         entry["ours_over_fastest_enqueue"] = round(enq, 3) if enq is not None else None
         out.append(entry)
     return out
-
-
-def num(value: float | None, digits: int = 0) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def mib(kib: int | None) -> str:
@@ -408,8 +345,6 @@ def markdown_block(result: Row, chart: str | None) -> str:
                 f"{start} | {end} | {growth} |"
             )
         lines.append("")
-    from .grid_report import markdown as grid_markdown  # it imports this module
-
     lines += grid_markdown(result)
     if chart:
         lines += [f"![End-to-end jobs/s per system, per backend]({chart})", ""]

@@ -14,7 +14,7 @@ Workloads:
   worker processes at concurrency C drain them through the system's own
   worker CLI. Ours runs on every driver (memory, SQLite, PostgreSQL,
   MySQL/MariaDB, Redis, and Kafka on a Tansu broker started for each run,
-  one topic of `report.KAFKA_PARTITIONS` partitions, no peer beside it);
+  one topic of `constants.KAFKA_PARTITIONS` partitions, no peer beside it);
   the peers on theirs. Runs are interleaved (A B C A B C ...) for R rounds
   and the medians reported.
 - **latency**: ours on every driver, an idle worker, jobs pushed one at a
@@ -54,10 +54,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import grid_report, report
+from . import constants, grid_report, labels, report
 from .adapters import compile_bytecode, console, draw_chart, ensure_peers_venv
+from .constants import ROOT
 from .grid import backlog, concurrency_cells, enqueue_ways, io_bound
-from .report import ROOT
 from .workloads import LATENCY_CONCURRENCY, MEMORY_PEERS, latency, memory, now, throughput
 
 RESULTS = ROOT / "bench" / "results"
@@ -262,14 +262,14 @@ def main(argv: list[str] | None = None) -> None:
                 result["workload_s"][name] = round(time.monotonic() - started, 1)
     result["summaries"] = report.summaries(result["throughput"])
     result["names"] = {
-        r["system"]: report.system_name(r["system"])
+        r["system"]: labels.system_name(r["system"])
         for kind in ("throughput", "latency", "memory", "grid", "io", "backlog")
         for r in result[kind]
     }
 
     p = result["params"]
     rows = result["throughput"]
-    for backend in report.ordered_backends(r["backend"] for r in rows):
+    for backend in labels.ordered_backends(r["backend"] for r in rows):
         title = (
             f"{p['jobs']:,} jobs, {p['processes']} processes x concurrency "
             f"{p['concurrency']}, median of {p['rounds']} rounds"
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
             title = title.replace(f"{p['processes']} processes", "1 process")
         if backend == "kafka":
             title = title.replace(
-                " processes", f" processes on {report.KAFKA_PARTITIONS} partitions"
+                " processes", f" processes on {constants.KAFKA_PARTITIONS} partitions"
             )
         console.print(report.throughput_table(rows, backend, title))
     if result["latency"]:
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         report.write_readme(args.write_readme, result, chart)
         console.print(f"rewrote the bench block of {args.write_readme}")
     failed = [
-        f"{r.get('system', report.OURS)} ({r['backend']}, {kind})"
+        f"{r.get('system', constants.OURS)} ({r['backend']}, {kind})"
         for kind in ("throughput", "latency", "memory", "grid", "io", "enqueue", "backlog")
         for r in result[kind]
         if not r["ok"] and not r.get("stopped_below_jobs_s")

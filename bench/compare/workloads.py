@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import report
+from . import constants, report
 from .adapters import available, console, run_adapter
-from .report import OURS
+from .constants import FAR, OURS, PEER_RUN_FLOOR_S
 
 # (system, backend, adapter module): ours first on each backend, then the peers.
 SYSTEMS: list[tuple[str, str, str]] = [
@@ -41,19 +41,6 @@ SYSTEMS: list[tuple[str, str, str]] = [
     ("celery", "redis", "bench.compare.peers.celery"),
     (OURS, "kafka", "bench.compare.ours_kafka"),
 ]
-FAR = 4.0
-"""How far behind ours a peer may be before more of its runs stop being worth their time.
-
-The target is 3x the fastest peer. A peer whose first round ran at less than
-ours / FAR is not run again in that setting (its ratio comes from one run: no
-noise on this machine brings 4x near 3x), and a peer run that has not drained
-its jobs after FAR times ours' drain of the same jobs in that round is stopped
-there: by then its rate is known to be below ours / FAR."""
-
-PEER_RUN_FLOOR_S = 60.0
-"""A peer run is never stopped by `FAR` before this many seconds, so every peer that
-finishes within a minute gets a real number rather than a bound."""
-
 LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis")
 LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker by default
 MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
@@ -159,7 +146,7 @@ def choose(
 
 def partitions_of(backend: str) -> dict[str, int]:
     """The topic's partition count, for a backend that is a log: its ceiling on concurrency."""
-    return {"partitions": report.KAFKA_PARTITIONS} if backend == "kafka" else {}
+    return {"partitions": constants.KAFKA_PARTITIONS} if backend == "kafka" else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
-from .job import Job
-from .packing import (
+from .envelope.packing import (
     MAX_QUEUE_NAME,
     DispatchOptions,
     build_envelope,
     check_queue_name,
     unique_lock_name,
 )
+from .job import Job
 
 Send = Callable[[Job, DispatchOptions], Awaitable[str | None]]
 """Dispatch one job with these options: its id, or None for a dropped duplicate."""

@@ -28,28 +28,31 @@ Given observers (`instrument.py`), the manager pushes through an
 dispatch; without them it pushes to the driver itself and pays nothing.
 
 `QueueManager.fake()` is this same manager over a `RecordingQueue`, a
-driver that keeps what is pushed instead of sending it; the assertions that
-read the record live in `testing.py`, not here.
+driver that keeps what is pushed instead of sending it. The fake and the
+assertions that read its record live in `testing.py`, which this module
+imports only when a test asks for a fake (or asserts on a real manager):
+production code that dispatches never loads it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .blocking import BlockingManager
 from .dispatch import PendingDispatch
-from .drivers.recording import RecordingQueue
 from .envelope import QueuedJob
+from .envelope.packing import DEFAULTS, DispatchOptions, build_envelopes, unique_lock_name
 from .errors import OutcomeUnknown, UnknownConnection
 from .instrument import QueueObserver, instrumented
 from .job import Job
 from .locks import Lock, LockManager
-from .packing import DEFAULTS, DispatchOptions, build_envelopes, unique_lock_name
 from .queue import Queue
 from .registry import JobRegistry
-from .testing import ASSERTIONS, FakeAssertions, not_faking
+
+if TYPE_CHECKING:
+    from .testing import FakeQueueManager
 
 log = logging.getLogger("rainier_queue.dispatch")
 
@@ -107,6 +110,10 @@ class QueueManager:
         Every connection records into one `RecordingQueue`, so the record
         keeps the order of dispatch across connections.
         """
+        # The fake's home is testing.py, above this module; imported here, when a test asks.
+        from .drivers.recording import RecordingQueue
+        from .testing import FakeQueueManager
+
         return FakeQueueManager(
             RecordingQueue(), registry=registry, connections=connections, locks=locks
         )
@@ -304,33 +311,11 @@ class QueueManager:
             # nothing, must fail for that reason and say so, not with a bare
             # AttributeError. Only for names nothing else answered, so it costs
             # nothing on any other path.
+            from .testing import ASSERTIONS, not_faking
+
             if name in ASSERTIONS:
                 raise not_faking()
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-
-class FakeQueueManager(FakeAssertions, QueueManager):
-    """A `QueueManager` over one `RecordingQueue`, with the assertions of `testing.py`."""
-
-    def __init__(
-        self,
-        recording: RecordingQueue,
-        *,
-        registry: JobRegistry | None = None,
-        connections: Iterable[str] = (),
-        locks: LockManager | None = None,
-    ) -> None:
-        named: dict[str, Queue] = dict.fromkeys(connections, recording)
-        super().__init__(recording, registry=registry, connections=named, locks=locks)
-        self.recording = recording
-        """The queue every connection of this manager records into."""
-
-    @property
-    def is_faking(self) -> bool:
-        return True
-
-    def _recorded_jobs(self) -> list[QueuedJob]:
-        return self.recording.pushed
 
 
 def _require_job(job: object) -> Job:
@@ -358,3 +343,12 @@ def _instrumented_all(
 def _lock_name(manager: QueueManager, lock: Lock) -> str:
     assert manager.locks is not None
     return lock.key[len(manager.locks.prefix) :]
+
+
+def __getattr__(name: str) -> Any:
+    # `from rainier_queue.manager import FakeQueueManager` keeps working; its home is testing.py.
+    if name == "FakeQueueManager":
+        from .testing import FakeQueueManager
+
+        return FakeQueueManager
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from .manager import FakeQueueManager, QueueManager
+from .manager import QueueManager
 from .registry import JobRegistry
+from .testing import FakeQueueManager
 
 
 @pytest.fixture

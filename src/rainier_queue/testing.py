@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Test helpers for applications that dispatch jobs.
 
-`QueueManager.fake()` is a manager over a `RecordingQueue`, a driver that
-keeps every pushed envelope instead of sending it; the assertions below
-read that record. They live here, in the one module an application's tests
-import, and nowhere in the production manager. Each one fails loudly when
-called on a real manager, because a test that asserts against a manager
-that really pushed would pass or fail for the wrong reasons.
+`QueueManager.fake()` is a `FakeQueueManager`: the manager over a
+`RecordingQueue`, a driver that keeps every pushed envelope instead of
+sending it, with the assertions below that read that record. They live
+here, in the one module an application's tests import, and nowhere in the
+production manager, which imports this module only when a fake is asked
+for. Each one fails loudly when called on a real manager, because a test
+that asserts against a manager that really pushed would pass or fail for
+the wrong reasons.
 
 ```python
 manager = QueueManager.fake()
@@ -20,12 +22,16 @@ plugin, `rainier_queue.pytest_plugin`) hands each test a fresh one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from .drivers.recording import RecordingQueue
 from .envelope import QueuedJob
 from .job import Job, JobFunction
+from .locks import LockManager
+from .manager import QueueManager
+from .queue import Queue
+from .registry import JobRegistry
 
 J = TypeVar("J", bound=Job)
 
@@ -142,4 +148,37 @@ ASSERTIONS = frozenset(
 )
 """The public names of `FakeAssertions`: on a real manager each raises `not_faking()`."""
 
-__all__ = ["NotFaking", "ASSERTIONS", "FakeAssertions", "JobType", "RecordingQueue", "not_faking"]
+
+class FakeQueueManager(FakeAssertions, QueueManager):
+    """A `QueueManager` over one `RecordingQueue`, with the assertions above."""
+
+    def __init__(
+        self,
+        recording: RecordingQueue,
+        *,
+        registry: JobRegistry | None = None,
+        connections: Iterable[str] = (),
+        locks: LockManager | None = None,
+    ) -> None:
+        named: dict[str, Queue] = dict.fromkeys(connections, recording)
+        super().__init__(recording, registry=registry, connections=named, locks=locks)
+        self.recording = recording
+        """The queue every connection of this manager records into."""
+
+    @property
+    def is_faking(self) -> bool:
+        return True
+
+    def _recorded_jobs(self) -> list[QueuedJob]:
+        return self.recording.pushed
+
+
+__all__ = [
+    "ASSERTIONS",
+    "FakeAssertions",
+    "FakeQueueManager",
+    "JobType",
+    "NotFaking",
+    "RecordingQueue",
+    "not_faking",
+]

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench.compare import report
+from bench.compare import constants, labels, report
+from bench.compare.constants import END, OURS, START
 from bench.compare.latency_check import check_counts, count_lines, summary
 from bench.compare.proccpu import TICK, CpuWindow, cpu_seconds, server_pids
 from bench.compare.procmem import RssSampler, descendants, rss_kib, tree_rss_kib
-from bench.compare.report import END, OURS, START
 
 
 def row(system: str, backend: str, e2e: float | None, enqueue: float | None = 1000.0) -> Any:
@@ -145,18 +145,18 @@ def test_the_kafka_row_stands_alone_and_says_how_many_partitions_it_ran_on(
     rows = [*ROWS, row(OURS, "kafka", 1100.0, 15000.0)]
     text = report.caption(rows, "kafka")
 
-    assert f"{report.KAFKA_PARTITIONS} partitions" in text
+    assert f"{constants.KAFKA_PARTITIONS} partitions" in text
     assert "no peer ran on Kafka" in text
     readme = tmp_path / "README.md"
     readme.write_text(f"{START}\n{END}\n")
     report.write_readme(readme, result(throughput=rows), None)
     written = readme.read_text()
     assert "| Kafka | **rainier-queue** | 15,000 | **1,100** |" in written
-    assert f"Kafka: one topic of {report.KAFKA_PARTITIONS} partitions" in written
+    assert f"Kafka: one topic of {constants.KAFKA_PARTITIONS} partitions" in written
 
 
 def test_backends_are_ordered_embedded_first() -> None:
-    assert report.ordered_backends(["redis", "zz", "memory", "postgres"]) == [
+    assert labels.ordered_backends(["redis", "zz", "memory", "postgres"]) == [
         "memory",
         "postgres",
         "redis",

@@ -15,13 +15,16 @@ tests/faults.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
 
+from ..foreign.planting import envelope_bodies
 from ..kafka_broker import broker
+from ..kafka_foreign import produce_foreign
 from .backends import SECRET, Backend, closed_port
 
 QUEUES = (
@@ -71,6 +74,21 @@ def unreachable_url(tmp: Path, namespace: str) -> str:
     return f"kafka://127.0.0.1:{closed_port()}/?{_query(tmp, namespace)}"
 
 
+async def _produce(
+    tmp: Path, namespace: str, queue: str, entries: Sequence[tuple[str, Any]]
+) -> None:
+    """Produce each entry as a plain producer would: its name as the key, its body as the value."""
+    records = [
+        (name.encode(), body.encode() if isinstance(body, str) else body) for name, body in entries
+    ]
+    await produce_foreign(broker(), topic_name(f"{namespace}.", queue), records)
+
+
+def _listed(record: Mapping[str, Any]) -> str | None:
+    key = record["payload"].get("key")  # a record that is not a job keeps its key
+    return str(key) if key is not None else None
+
+
 def check() -> None:
     broker()
 
@@ -82,6 +100,9 @@ BACKEND = Backend(
     prepare=prepare,
     secret_url=secret_url,
     unreachable_url=unreachable_url,
+    plant=envelope_bodies(
+        _produce, bad={"no-value": (None, "no value")}, listed=_listed
+    ),  # and a record with a key alone
     lacks={
         "cut": (
             "a Kafka client bootstraps through the URL's address, then connects to the"
@@ -90,6 +111,11 @@ BACKEND = Backend(
         "private_server": (
             "the suite's Tansu keeps its log in memory (bench/compare/tansu.py): restarted, it"
             " would come back empty, a loss no driver can ride out"
+        ),
+        "tls": (
+            "the suite's Tansu has no TLS listener, so no certificate can be shown to a client;"
+            " `tls=true` (the system's authorities, the host checked) is read in"
+            " tests/drivers/test_kafka_settings.py, and there is no `insecure_skip_verify` yet"
         ),
         "backlog": (
             "the contract's topics have one partition, so one job runs at a time;"

@@ -15,5 +15,7 @@ BACKEND = Backend(
         "private_server": f"{NO_SERVER} to restart",
         "processes": "memory:// lives in one process: another process opening it gets its own",
         "backlog": "worker processes cannot share memory://",
+        "plant": "memory:// is this process's own: no other program can write into it",
+        "tls": f"{NO_SERVER} to speak TLS to",
     },
 )

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pymysql  # type: ignore[import-untyped]
+
+from ..foreign.catalog import NUL_BAD_ROWS
+from ..foreign.planting import sql_rows
 from ..mysql_service import SERVER, ThrowawayServer, check, drop_tables
-from .backends import SECRET, Backend, Cut, Listen, closed_port
+from ..tls_certs import Certs
+from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
 
 COMMIT = b"\x03COMMIT"
 """A COM_QUERY packet's command byte and the start of the query that commits a push."""
@@ -25,6 +30,23 @@ def _unreachable_url(tmp: Path, namespace: str) -> str:
 
 def _relayed_url(tmp: Path, namespace: str, port: int) -> str:
     return f"mysql://root@127.0.0.1:{port}/test?prefix={namespace}_&pool_max=1"
+
+
+def _insert(tmp: Path, namespace: str, rows: list[dict[str, object]]) -> None:
+    """Rows into the namespace's jobs table with PyMySQL, as another program would."""
+    conn = pymysql.connect(
+        host="127.0.0.1", port=3306, user="root", database="test", autocommit=True
+    )
+    try:
+        with conn.cursor() as cur:
+            for row in rows:
+                marks = ", ".join(["%s"] * len(row))
+                cur.execute(
+                    f"INSERT INTO `{namespace}_jobs` ({', '.join(row)}) VALUES ({marks})",
+                    list(row.values()),
+                )
+    finally:
+        conn.close()
 
 
 class _Private:
@@ -54,6 +76,30 @@ class _Private:
         self.server.stop()  # its data is under the test's temp dir
 
 
+class _TLSServer:
+    """A throw-away MariaDB that offers TLS (aiomysql would log in without it if it did not)."""
+
+    def __init__(self, certs: Certs, folder: Path) -> None:
+        self.server = ThrowawayServer(folder)
+        self.server.use_tls(certs.cert, certs.key, certs.ca)
+        self.server.start()
+        self.port = self.server.port
+
+    def url(self, host: str, namespace: str, query: str) -> str:
+        return f"mysql://root@{host}:{self.port}/test?prefix={namespace}_&{query}"
+
+    def stop(self) -> None:
+        self.server.stop()  # its data is under the folder it was given
+
+
+TLS_RULES = TLS(
+    server=_TLSServer,
+    trusting=lambda ca: f"ssl_ca={ca}",
+    checked="ssl=true",
+    insecure="insecure_skip_verify=true",
+    plain_url=lambda ns: f"{SERVER}?prefix={ns}_&ssl=true",  # the shared server has TLS off
+)
+
 BACKEND = Backend(
     "mysql",
     lambda tmp, ns: f"{SERVER}?prefix={ns}_",
@@ -64,4 +110,6 @@ BACKEND = Backend(
     cut=Cut(3306, _relayed_url, pushes=[(3, COMMIT)]),
     private_server=_Private,
     wake_only={"poll_interval": "60s"},  # a push from another process must be heard
+    tls=TLS_RULES,
+    plant=sql_rows(_insert, bad=NUL_BAD_ROWS),
 )

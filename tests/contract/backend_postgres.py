@@ -3,9 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
+
+from ..foreign.planting import sql_rows
 from ..postgres import PG_URL, drop_prefixed, require_postgres
 from ..postgres_server import ThrowawayPostgres
-from .backends import SECRET, Backend, Cut, Listen, closed_port
+from ..tls_certs import Certs
+from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
 
 SYNC = b"S\x00\x00\x00\x04"
 """The Sync message that ends an extended-protocol INSERT, whose answer carries the commit."""
@@ -35,6 +39,17 @@ def _relayed_url(tmp: Path, namespace: str, port: int) -> str:
         f"postgresql://postgres@127.0.0.1:{port}/test?prefix={namespace}_"
         "&sslmode=disable&pool_min=1&pool_max=1"
     )
+
+
+def _insert(tmp: Path, namespace: str, rows: list[dict[str, object]]) -> None:
+    """Rows into the namespace's jobs table with psycopg, as another program would."""
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        for row in rows:
+            marks = ", ".join(["%s"] * len(row))
+            conn.execute(
+                f"INSERT INTO {namespace}_jobs ({', '.join(row)}) VALUES ({marks})",
+                list(row.values()),
+            )
 
 
 class _Private:
@@ -68,6 +83,35 @@ class _Private:
         self.server.remove()
 
 
+class _TLSServer:
+    """A throw-away PostgreSQL that offers TLS (and still takes connections without)."""
+
+    def __init__(self, certs: Certs, folder: Path) -> None:
+        self.server = ThrowawayPostgres()
+        try:
+            self.server.use_tls(certs.cert, certs.key)
+            self.server.start()
+        except BaseException:
+            self.server.remove()
+            raise
+        self.port = self.server.port
+
+    def url(self, host: str, namespace: str, query: str) -> str:
+        return f"postgresql://postgres@{host}:{self.port}/postgres?prefix={namespace}_&{query}"
+
+    def stop(self) -> None:
+        self.server.remove()
+
+
+TLS_RULES = TLS(
+    server=_TLSServer,
+    trusting=lambda ca: f"sslmode=verify-full&sslrootcert={ca}",
+    checked="sslmode=verify-full",  # with HOME elsewhere: no ~/.postgresql/root.crt
+    insecure="insecure_skip_verify=true",
+    weakenings=("sslmode=require", "sslmode=verify-ca"),
+    plain_url=lambda ns: f"{PG_URL}?prefix={ns}_&sslmode=verify-full",
+)
+
 BACKEND = Backend(
     "postgres",
     lambda tmp, ns: f"{PG_URL}?prefix={ns}_",
@@ -77,4 +121,6 @@ BACKEND = Backend(
     unreachable_url=_unreachable_url,
     cut=Cut(5432, _relayed_url, pushes=[(1, SYNC), (A_COPY, COPY_DONE)]),
     private_server=lambda folder, listen: _Private(listen),
+    tls=TLS_RULES,
+    plant=sql_rows(_insert),  # text with a NUL in it PostgreSQL refuses on insert
 )

@@ -2,11 +2,18 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
-from ..redis_servers import RedisServers, delete_keys
+import redis.asyncio as aioredis
+
+from ..foreign.planting import envelope_bodies
+from ..redis_servers import RedisServers, delete_keys, with_tls
 from ..services import require_port
-from .backends import SECRET, Backend, Cut, Listen, closed_port
+from ..tls_certs import Certs
+from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -25,6 +32,21 @@ def check() -> None:
 
 async def cleanup(tmp: Path, namespace: str) -> None:
     await delete_keys(f"rq:{namespace}:*", REDIS_URL)
+
+
+def stream_key(prefix: str, queue: str) -> str:
+    """A queue's stream, as docs/drivers/redis.md names it: `{prefix}{<queue>}:stream`."""
+    return f"{prefix}{{{quote(queue, safe='')}}}:stream"
+
+
+async def _add(tmp: Path, namespace: str, queue: str, entries: Sequence[tuple[str, Any]]) -> None:
+    """`XADD` each body to the queue's stream, as a producer in another language would."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        for _, body in entries:
+            await client.xadd(stream_key(f"rq:{namespace}:", queue), {"body": body})
+    finally:
+        await client.aclose()
 
 
 class _Private:
@@ -59,6 +81,28 @@ class _Private:
         self.servers.stop()
 
 
+class _TLSServer:
+    """A private redis-server that speaks TLS alone (`rediss://`)."""
+
+    def __init__(self, certs: Certs, folder: Path) -> None:
+        self.servers, self.port = with_tls(certs.cert, certs.key, certs.ca)
+
+    def url(self, host: str, namespace: str, query: str) -> str:
+        return f"rediss://{host}:{self.port}/0?prefix=rq:{namespace}:&{query}"
+
+    def stop(self) -> None:
+        self.servers.stop()
+
+
+TLS_RULES = TLS(
+    server=_TLSServer,
+    trusting=lambda ca: f"ssl_ca_certs={ca}",
+    checked="",  # `rediss://` asks for TLS, checked against the system's authorities
+    insecure="insecure_skip_verify=true&ssl_cert_reqs=none",
+    weakenings=("ssl_cert_reqs=none", "ssl_check_hostname=false"),
+    plain_url=lambda ns: f"rediss://127.0.0.1:6379/0?prefix=rq:{ns}:",
+)
+
 BACKEND = Backend(
     name="redis",
     url=url,
@@ -70,4 +114,12 @@ BACKEND = Backend(
         6379, lambda tmp, ns, port: f"redis://127.0.0.1:{port}/0?prefix=rq:{ns}:", [(1, b"EVALSHA")]
     ),
     private_server=lambda folder, listen: _Private(listen),
+    plant=envelope_bodies(_add),
+    tls=TLS_RULES,
+    known_failures={
+        "test_tls_asked_of_a_server_that_speaks_none_is_refused_not_used_in_the_clear": (
+            "a redis-server without TLS never answers the handshake, which redis-py reports"
+            " as a connect timeout: BrokerUnavailable, an outage, not TLSVerificationError"
+        ),
+    },
 )

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from ..foreign.planting import envelope_bodies
 from ..redis_servers import shared_cluster
+from .backend_redis import stream_key
 from .backends import SECRET, Backend, closed_port
 
 
@@ -34,6 +38,19 @@ async def cleanup(tmp: Path, namespace: str) -> None:
         await client.aclose()
 
 
+async def _add(tmp: Path, namespace: str, queue: str, entries: Sequence[tuple[str, Any]]) -> None:
+    """`XADD` each body to the queue's stream, on the node that holds its slot."""
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    nodes = [ClusterNode("127.0.0.1", port) for port in shared_cluster().ports]
+    client = RedisCluster(startup_nodes=nodes)
+    try:
+        for _, body in entries:
+            await client.xadd(stream_key(f"rq:{namespace}:", queue), {"body": body})
+    finally:
+        await client.aclose()
+
+
 BACKEND = Backend(
     name="redis-cluster",
     url=url,
@@ -41,6 +58,7 @@ BACKEND = Backend(
     cleanup=cleanup,
     secret_url=lambda tmp, ns: f"redis-cluster://app:{SECRET}@{_seeds()}/?prefix=rq:{ns}:",
     unreachable_url=lambda tmp, ns: f"redis-cluster://127.0.0.1:{closed_port()}/?prefix=rq:{ns}:",
+    plant=envelope_bodies(_add),
     lacks={
         "cut": (
             "a cluster client reaches each node at the address the cluster announces, not"
@@ -50,6 +68,11 @@ BACKEND = Backend(
         "private_server": (
             "restarting a cluster means restarting and re-forming its nodes; the driver is the"
             " redis driver, whose restart the redis backend rides out"
+        ),
+        "tls": (
+            "a cluster over TLS is three nodes started with certificates and re-formed; its"
+            " connections and their TLS rules are the redis driver's (drivers/redis/connection.py),"
+            " which the redis backend holds to them"
         ),
         "backlog": (
             "the same driver code as redis: 20,000 jobs again on a cluster cost minutes of"

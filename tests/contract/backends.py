@@ -13,8 +13,10 @@ tests (tests/faults) need more than a URL: a URL whose password must never
 show (`secret_url`), an address nobody answers on (`unreachable_url`), a
 way to lose the answer to a push (`cut`), a server of the test's own to
 crash, restart and cut off (`private_server`), a load for the backlog test
-(`backlog`), and being opened by another process (`processes`, which every
-driver but one living in a process's memory has). Those are `HOOKS`. A test
+(`backlog`), being opened by another process (`processes`, which every
+driver but one living in a process's memory has), entries written into its
+storage by another program (`plant`, for the foreign-entry acceptance) and a
+server of the test's own that speaks TLS (`tls`). Those are `HOOKS`. A test
 names the hooks it uses in `@pytest.mark.needs(...)`. A driver that cannot
 give one says why in `lacks`, keyed by the hook's name, and the tests that
 need it are skipped on that driver with that reason, at collection
@@ -38,6 +40,8 @@ from typing import Any, Protocol
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers import DriverContext
 from rainier_queue.queue import Queue
+
+from ..tls_certs import Certs
 
 SECRET = "s3cret-Pa55word"
 """The password every `secret_url` carries; no description, error or log may show it."""
@@ -88,6 +92,66 @@ class PrivateServer(Protocol):
         """Stop it if it runs and delete its data."""
 
 
+Planted = tuple[str, Any]
+"""One entry another program leaves in storage: (its name, the entry as that program wrote
+it: a row's columns, a stream entry's body, a record's value)."""
+
+
+@dataclass(frozen=True)
+class Plant:
+    """How another program writes into this driver's storage, and what it may write.
+
+    The foreign-entry acceptance (test_foreign_entries.py) mixes `good` and
+    `bad` entries, writes them with `write` and lets CLI workers drain them.
+    """
+
+    write: Callable[[Path, str, str, Sequence[Planted]], Coroutine[Any, Any, None]]
+    """Write these entries, in order, into a queue of the namespace (tmp, namespace, queue,
+    entries) as another program would: SQL rows, stream entries, records with the name as
+    key. The namespace's tables or topics exist already."""
+    good: Callable[[str, int], list[Planted]]
+    """That many well-formed entries of `note` jobs (ledger, count), each appending its name
+    to the ledger file when run; the first ones in the lenient shapes a reader must still
+    take as jobs (JSON null headers, numbers as header values, SQLite's text times)."""
+    bad: Mapping[str, tuple[Any, str]]
+    """Malformed entries by name, each with the text its failed record's error must hold
+    (the field, mostly)."""
+    listed: Callable[[Mapping[str, Any]], str | None]
+    """The name of the planted entry a failed record (as `failed --json` lists it) holds."""
+
+
+class TLSServer(Protocol):
+    """A server of the test's own that speaks TLS with a certificate for `localhost` alone,
+    signed by the test's authority (tests/tls_certs.py)."""
+
+    port: int
+
+    def url(self, host: str, namespace: str, query: str) -> str:
+        """The namespace's URL on this server dialled as `host`, with `query` added."""
+
+    def stop(self) -> None:
+        """Stop it and remove what it wrote."""
+
+
+@dataclass(frozen=True)
+class TLS:
+    """How a driver speaks TLS, for the TLS promises (test_tls.py)."""
+
+    server: Callable[[Certs, Path], TLSServer]
+    """Start a server speaking TLS with these certificates, its data in the given folder."""
+    trusting: Callable[[Path], str]
+    """The query that checks the server's certificate against this authority's file."""
+    checked: str
+    """The query that asks for TLS, checked against the system's authorities alone."""
+    insecure: str
+    """The query that asks for TLS with `insecure_skip_verify=true` (nothing else checked)."""
+    weakenings: Sequence[str] = ()
+    """Queries that turn a check off, each refused unless `insecure_skip_verify=true` is
+    given too. Empty where the driver has no such option."""
+    plain_url: Callable[[str], str] | None = None
+    """The URL (given the namespace) of a server that speaks no TLS, with TLS asked for."""
+
+
 @dataclass(frozen=True)
 class Backend:
     """One driver as the suite sees it."""
@@ -116,6 +180,10 @@ class Backend:
     prepare: Callable[[Path, str, Sequence[str]], None] | None = None
     """Make what the named queues of a namespace need before the first push (Kafka's
     topics); None when a queue comes into being by being used."""
+    plant: Plant | None = None
+    """How another program writes into the namespace's storage (the foreign-entry tests)."""
+    tls: TLS | None = None
+    """How to start a server of the test's own that speaks TLS, and ask for its checks."""
     wake_only: Mapping[str, Any] = field(default_factory=dict)
     """Options under which an idle wait ends within the wake-up tests' bound only by being
     woken, for a driver that also polls: its poll pushed out to a minute. Empty where
@@ -154,7 +222,16 @@ class Backend:
 
 UNEXPLAINED = "<unexplained>"
 
-HOOKS = ("secret_url", "unreachable_url", "cut", "private_server", "backlog", "processes")
+HOOKS = (
+    "secret_url",
+    "unreachable_url",
+    "cut",
+    "private_server",
+    "backlog",
+    "processes",
+    "plant",
+    "tls",
+)
 """Every hook a contract or fault test may need."""
 
 

@@ -1,24 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""The MySQL driver over TLS: asked for in the URL, checked when used, never silently dropped.
+"""What is MySQL's own about TLS; the promises every driver keeps are tests/contract/test_tls.py.
 
-A throw-away MariaDB (tests/mysql_service.py) offers TLS with a certificate
-signed by the tests' own authority for `localhost` (tests/tls_certs.py).
-With `ssl_ca` and dialled as `localhost`, the queue works over TLS. Without
-the authority, or dialled as 127.0.0.1, the certificate fails its check:
-`TLSVerificationError`, not an outage. aiomysql would log in without TLS to
-a server that does not offer it; the driver refuses that connection, shown
-against the shared server, which has TLS off.
+aiomysql would carry on in the clear where TLS was asked for, so the queue's
+connections are checked to have spoken TLS (the server's `Ssl_accepts`
+counts them); `doctor` reads how jobs travel from the URL; settings that
+cannot work are refused at startup, the lock store's too; and a query whose
+error text reads like a certificate failure is not taken for one.
 """
 
 from __future__ import annotations
 
-import logging
-import tempfile
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pymysql  # type: ignore[import-untyped]
 import pytest
@@ -26,41 +19,27 @@ import pytest
 from rainier_queue.cache.stores import open_cache
 from rainier_queue.drivers import open_queue
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.errors import BrokerRejected, ConfigurationError, TLSVerificationError
+from rainier_queue.errors import ConfigurationError, TLSVerificationError
 from rainier_queue.queue import Queue
 
-from ..mysql_service import SERVER, ThrowawayServer, check
+from ..contract.backends import BACKENDS, TLSServer
+from ..mysql_service import check
 from ..tls_certs import Certs
 
 
 @pytest.fixture(scope="module")
-def server(certs: Certs) -> Iterator[ThrowawayServer]:
-    with tempfile.TemporaryDirectory(prefix="rq-mysql-tls-") as folder:
-        db = ThrowawayServer(Path(folder))
-        db.use_tls(certs.cert, certs.key, certs.ca)
-        try:
-            db.start()
-            yield db
-        finally:
-            db.stop()
+def server(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSServer]:
+    check()
+    rules = BACKENDS["mysql"].tls
+    assert rules is not None
+    started = rules.server(certs, tmp_path_factory.mktemp("mysql-tls"))
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
-@pytest.fixture
-def open_at(server: ThrowawayServer, opened: list[Queue]) -> Any:
-    def opener(host: str, query: str) -> Queue:
-        prefix = f"tls{uuid.uuid4().hex[:8]}_"
-        queue = open_queue(f"mysql://root@{host}:{server.port}/test?prefix={prefix}&{query}")
-        opened.append(queue)
-        return queue
-
-    return opener
-
-
-def a_job() -> QueuedJob:
-    return QueuedJob.create("note", {"text": uuid.uuid4().hex})
-
-
-def tls_handshakes(server: ThrowawayServer) -> int:
+def tls_handshakes(server: TLSServer) -> int:
     conn = pymysql.connect(host="127.0.0.1", port=server.port, user="root")
     try:
         with conn.cursor() as cur:
@@ -69,65 +48,6 @@ def tls_handshakes(server: ThrowawayServer) -> int:
             return int(value)
     finally:
         conn.close()
-
-
-async def test_a_certificate_checked_against_the_given_authority_carries_the_queue(
-    certs: Certs, server: ThrowawayServer, open_at: Any
-) -> None:
-    before = tls_handshakes(server)
-    queue = open_at("localhost", f"ssl_ca={certs.ca}")
-    await queue.push(job := a_job())
-
-    [got] = await queue.reserve("default")
-
-    assert got.job.id == job.id
-    await queue.acknowledge(got)
-    assert tls_handshakes(server) > before  # the queue's connections did speak TLS
-
-
-async def test_a_certificate_from_an_unknown_authority_is_a_verification_error(
-    open_at: Any,
-) -> None:
-    queue = open_at("localhost", "ssl=true")  # the system's authorities never signed ours
-
-    with pytest.raises(TLSVerificationError) as caught:
-        await queue.push(a_job())
-
-    assert isinstance(caught.value, BrokerRejected)  # not an outage to wait out
-    assert "ssl_ca" in str(caught.value)
-
-
-async def test_a_host_the_certificate_does_not_name_is_a_verification_error(
-    certs: Certs, server: ThrowawayServer, open_at: Any
-) -> None:
-    queue = open_at("127.0.0.1", f"ssl_ca={certs.ca}")  # the certificate names localhost
-
-    with pytest.raises(TLSVerificationError) as caught:
-        await queue.size("default")
-
-    assert caught.value.host == f"127.0.0.1:{server.port}"
-
-
-async def test_insecure_skip_verify_accepts_any_certificate_and_says_so(
-    open_at: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.WARNING, logger="rainier_queue.tls"):
-        queue = open_at("127.0.0.1", "insecure_skip_verify=true")
-        await queue.push(job := a_job())
-        [got] = await queue.reserve("default")
-
-    assert got.job.id == job.id
-    warnings = [r.getMessage() for r in caplog.records if r.name == "rainier_queue.tls"]
-    assert any("without verifying its certificate" in w for w in warnings), warnings
-    assert any("is not checked" in w for w in await queue.health_warnings())  # `doctor`
-
-
-async def test_doctor_has_nothing_to_say_of_a_checked_tls_connection(
-    certs: Certs, open_at: Any
-) -> None:
-    queue = open_at("localhost", f"ssl_ca={certs.ca}")
-
-    assert not [w for w in await queue.health_warnings() if "TLS" in w or "encrypted" in w]
 
 
 @pytest.mark.parametrize(
@@ -139,17 +59,6 @@ def test_doctor_warns_of_jobs_sent_in_the_clear_to_another_machine(host: str, wa
 
     assert bool(warnings) is warned
     assert all("not encrypted" in w and "ssl_ca" in w and "pw" not in w for w in warnings)
-
-
-async def test_a_server_that_offers_no_tls_is_refused_not_used_in_the_clear(
-    opened: list[Queue],
-) -> None:
-    check()
-    queue = open_queue(f"{SERVER}?prefix=tlsoff_&ssl=true")  # the shared server has TLS off
-    opened.append(queue)
-
-    with pytest.raises(TLSVerificationError, match="did not offer TLS"):
-        await queue.size("default")
 
 
 @pytest.mark.parametrize(
@@ -166,17 +75,22 @@ async def test_a_server_that_offers_no_tls_is_refused_not_used_in_the_clear(
 def test_tls_settings_that_cannot_work_are_refused_at_startup(query: str, says: str) -> None:
     with pytest.raises(ConfigurationError, match=says):
         open_queue(f"mysql://root@db.example:3306/app?{query}")
+    with pytest.raises(ConfigurationError, match=says):
+        open_cache(f"mysql://root@db.example:3306/app?{query}")
 
 
-async def test_the_lock_store_takes_the_same_tls_settings(
-    certs: Certs, server: ThrowawayServer
+async def test_the_queue_s_connections_speak_tls_when_asked_to(
+    certs: Certs, server: TLSServer, opened: list[Queue]
 ) -> None:
-    url = f"mysql://root@localhost:{server.port}/test?prefix=tlscache_&ssl_ca={certs.ca}"
-    async with open_cache(url) as cache:
-        await cache.put("greeting", b"hello", timedelta(seconds=60))
-        assert await cache.get("greeting") == b"hello"
-    with pytest.raises(ConfigurationError, match="remove one of them"):
-        open_cache(f"{url}&insecure_skip_verify=true")
+    before = tls_handshakes(server)
+    queue = open_queue(server.url("localhost", f"tls{uuid.uuid4().hex[:8]}", f"ssl_ca={certs.ca}"))
+    opened.append(queue)
+    await queue.push(QueuedJob.create("note", {"text": "hi"}))
+
+    [got] = await queue.reserve("default")
+    await queue.acknowledge(got)
+
+    assert tls_handshakes(server) > before, "the queue's connections did speak TLS"
 
 
 def test_a_query_error_that_reads_like_a_certificate_failure_is_not_one() -> None:

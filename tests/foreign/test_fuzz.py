@@ -3,7 +3,9 @@
 
 The pure tests push many examples through the functions every driver reads
 with; the storage tests write a few batches into a real SQLite file and a
-real Redis stream and let a real worker drain them. Either way the property
+real Redis stream, through those backends' `plant` hooks (the contract
+suite's foreign writers, tests/contract/backends.py), and let a real worker
+drain them. Either way the property
 is the same: every entry becomes a job or a failed record, nothing raises,
 and what is listed can be printed. `RAINIER_QUEUE_FUZZ=long` (`make fuzz`)
 runs far more examples.
@@ -19,12 +21,9 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import pytest
-import redis.asyncio as aioredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rainier_queue.drivers import open_queue
 from rainier_queue.entry_fields import parse_json, raw_value
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import MalformedEntry
@@ -32,8 +31,7 @@ from rainier_queue.queue import Queue
 from rainier_queue.stored import COLUMNS as ENVELOPE_COLUMNS
 from rainier_queue.stored import Malformed, read_columns, read_envelope
 
-from ..redis_servers import delete_keys
-from ..services import require_port
+from ..contract.backends import BACKENDS
 from ..worker.jobs import Journal, quick, worker_for
 from .catalog import QUEUE, sql_row
 from .strategies import (
@@ -44,7 +42,6 @@ from .strategies import (
     stored_bodies,
 )
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 COLUMNS: tuple[str, ...] = ("payload", "headers", "attempts", "max_attempts", "available_at")
 COLUMNS += ("created_at", "unique_key", "name", "id")
 
@@ -127,6 +124,42 @@ def _drain(queue: Queue) -> tuple[Counter[str], int, int]:
     return asyncio.run(go())
 
 
+def _planted(backend: str, entries: list[tuple[str, object]]) -> tuple[Counter[str], int, int, int]:
+    """Write `entries` through a backend's `plant` hook, one at a time, and drain them with a
+    worker: (texts run, failed records, left waiting, entries the storage took)."""
+    chosen = BACKENDS[backend]
+    assert chosen.plant is not None
+    if chosen.check is not None:
+        chosen.check()
+    plant = chosen.plant
+    namespace = "rqz" + uuid.uuid4().hex[:10]
+
+    async def write(tmp: Path) -> int:
+        queue = chosen.open(tmp, namespace)
+        try:
+            await queue.size(QUEUE)  # creates the tables
+        finally:
+            await queue.aclose()
+        stored = 0
+        for entry in entries:
+            try:
+                await plant.write(tmp, namespace, QUEUE, [entry])
+            except (sqlite3.IntegrityError, OverflowError, sqlite3.ProgrammingError):
+                continue  # refused on insert: the writer hears of it, not us
+            stored += 1
+        return stored
+
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        try:
+            stored = asyncio.run(write(tmp))
+            ran, failed, waiting = _drain(chosen.open(tmp, namespace))
+        finally:
+            if chosen.cleanup is not None:
+                asyncio.run(chosen.cleanup(tmp, namespace))
+    return ran, failed, waiting, stored
+
+
 @through_storage
 @given(
     st.lists(
@@ -136,58 +169,27 @@ def _drain(queue: Queue) -> tuple[Counter[str], int, int]:
     )
 )
 def test_fuzzed_rows_in_a_sqlite_file_never_stop_a_worker(changes: list[dict[str, object]]) -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "jobs.db"
-        queue = open_queue(f"sqlite:///{path}")
-        asyncio.run(queue.size(QUEUE))  # creates the tables
-        stored = 0
-        with sqlite3.connect(path) as conn:
-            for i, change in enumerate(changes):
-                row = sql_row(f"fuzz-{i}", "")
-                row.update(change)
-                marks = ", ".join("?" * len(row))
-                try:
-                    conn.execute(
-                        f"INSERT INTO rainier_jobs ({', '.join(row)}) VALUES ({marks})",
-                        list(row.values()),
-                    )
-                except (sqlite3.IntegrityError, OverflowError, sqlite3.ProgrammingError):
-                    continue  # refused on insert: the writer hears of it, not us
-                stored += 1
-        ran, failed, waiting = _drain(open_queue(f"sqlite:///{path}"))
+    rows: list[tuple[str, object]] = [
+        (f"fuzz-{i}", {**sql_row(f"fuzz-{i}", ""), **change}) for i, change in enumerate(changes)
+    ]
+    ran, failed, waiting, stored = _planted("sqlite", rows)
     assert all(count == 1 for count in ran.values()), "no job runs twice"
     assert sum(ran.values()) + failed + waiting == stored, "every row ran, failed or waits"
-
-
-@pytest.fixture(scope="module")
-def redis_up() -> None:
-    require_port("Redis", 6379)
 
 
 @through_storage
 @given(st.data(), st.integers(min_value=1, max_value=10))
 def test_fuzzed_stream_entries_in_redis_never_stop_a_worker(
-    redis_up: None, data: st.DataObject, count: int
+    data: st.DataObject, count: int
 ) -> None:
-    bodies = [data.draw(near_envelopes(f"fuzz-{i}") | stored_bodies) for i in range(count)]
-    prefix = f"rqz:{uuid.uuid4().hex[:10]}:"
-    stream = f"{prefix}{{{QUEUE}}}:stream"
-
-    async def write() -> None:
-        client = aioredis.Redis.from_url(REDIS_URL)
-        try:
-            for body in bodies:
-                await client.xadd(stream, {"body": body})
-        finally:
-            await client.aclose()
-
-    try:
-        asyncio.run(write())
-        ran, failed, waiting = _drain(open_queue(f"{REDIS_URL}?prefix={prefix}"))
-    finally:
-        asyncio.run(delete_keys(f"{prefix}*", REDIS_URL))
+    bodies: list[tuple[str, object]] = [
+        (f"fuzz-{i}", data.draw(near_envelopes(f"fuzz-{i}") | stored_bodies)) for i in range(count)
+    ]
+    ran, failed, waiting, stored = _planted("redis", bodies)
     assert all(count == 1 for count in ran.values()), "no job runs twice"
-    assert sum(ran.values()) + failed + waiting == len(bodies), "every entry ran, failed or waits"
+    assert sum(ran.values()) + failed + waiting == stored == count, (
+        "every entry ran, failed or waits"
+    )
 
 
 @pure

@@ -81,3 +81,27 @@ def test_every_driver_package_is_held_independent_of_the_others() -> None:
     for module in BUILT:
         top = ".".join(module.split(".")[:4]) if ".database." in module else module
         assert top in listed, f"{top} is missing from the drivers' independence contract"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("rainier_queue.stored", "rainier_queue.envelope.reading"),
+        ("rainier_queue.entry_fields", "rainier_queue.envelope.fields"),
+        ("rainier_queue.packing", "rainier_queue.envelope.packing"),
+        ("rainier_queue.envelope", "rainier_queue.envelope.model"),
+    ],
+)
+def test_the_stored_form_is_one_package_and_its_old_import_paths_still_work(
+    old: str, new: str
+) -> None:
+    before, now = importlib.import_module(old), importlib.import_module(new)
+    defined = getattr(now, "__all__", None) or [
+        name
+        for name, value in vars(now).items()
+        if not name.startswith("_") and getattr(value, "__module__", None) == new
+    ]
+    public = [name for name in defined if not name.startswith("_")]
+    assert public
+    for name in public:
+        assert getattr(before, name, None) is getattr(now, name), f"{old}.{name}"

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from rainier_queue import Job, JobContext, LockManager, QueueManager
@@ -140,3 +143,17 @@ def test_the_pytest_plugin_gives_application_tests_a_faked_manager(
 
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*expected job `welcome` to be pushed*pushed: nothing*"])
+
+
+def test_dispatching_code_never_loads_the_fake_until_a_test_asks_for_one() -> None:
+    program = (
+        "import sys\n"
+        "from rainier_queue import QueueManager\n"
+        "from rainier_queue.drivers.memory import MemoryQueue\n"
+        "QueueManager(MemoryQueue())\n"
+        "assert 'rainier_queue.testing' not in sys.modules, 'the manager loaded testing.py'\n"
+        "fake = QueueManager.fake()\n"
+        "assert type(fake).__module__ == 'rainier_queue.testing', type(fake)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -19,8 +19,8 @@ from typing import Any
 
 import click
 
-from ..entry_fields import parse_json
 from ..envelope import QueuedJob
+from ..envelope.fields import parse_json
 from ..errors import MalformedEntry, PayloadError, UnknownJob
 from ..job import Job
 from .loading import Loaded

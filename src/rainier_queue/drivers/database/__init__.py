@@ -49,8 +49,9 @@ from typing_extensions import override
 
 from ..._clock import from_micros, to_micros
 from ...durations import format_duration
-from ...entry_fields import micros_field
 from ...envelope import QueuedJob, encode_headers, encode_payload
+from ...envelope.fields import micros_field
+from ...envelope.reading import Malformed, read_columns
 from ...errors import BrokerError, ConfigurationError, LeaseLost, MalformedEntry
 from ...queue import (
     DEFAULT_LEASE,
@@ -61,7 +62,6 @@ from ...queue import (
     Reservation,
     new_token,
 )
-from ...stored import Malformed, read_columns
 from .dialect import Dialect, Row, Session, T, Work
 from .schema import DEFAULT_PREFIX, EXPECTED_VERSION, Tables, applied_version, apply_pending
 from .statements import Statements

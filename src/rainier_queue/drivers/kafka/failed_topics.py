@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from ...envelope import parse_time
+from ...envelope.reading import Malformed, read_envelope
 from ...queue import FailedJob
-from ...stored import Malformed, read_envelope
 from .connection import KafkaClients, translated
 from .failing import header_text, why_not_a_job
 from .names import KafkaPosition, failed_topic_name, queue_of_failed_topic

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from aiokafka import ConsumerRecord
 
 from ..._clock import utcnow
-from ...entry_fields import raw_value
 from ...envelope import JSONValue, QueuedJob, format_time
+from ...envelope.fields import raw_value
+from ...envelope.reading import Malformed
 from ...errors import BrokerRejected
-from ...stored import Malformed
 from .connection import KafkaClients, record_value
 from .names import FAILED_SUFFIX, KafkaPosition
 

@@ -42,8 +42,8 @@ import random
 import time
 
 from ..._clock import utcnow
+from ...envelope.reading import Malformed, read_envelope
 from ...queue import Reservation, new_token
-from ...stored import Malformed, read_envelope
 from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, attempt_number

@@ -141,7 +141,7 @@ What it does not close, so that nobody reads "durable" as more than it is:
 
 from __future__ import annotations
 
-from ...stored import NOT_A_JOB
+from ...envelope.reading import NOT_A_JOB
 from .diagnosis import Diagnosis
 from .queue import RedisQueue
 

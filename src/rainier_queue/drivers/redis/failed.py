@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, cast
 
 from ..._clock import from_micros, utcnow
-from ...entry_fields import parse_json, raw_value, time_field
 from ...envelope import QueuedJob
+from ...envelope.fields import parse_json, raw_value, time_field
+from ...envelope.reading import Malformed
 from ...errors import MalformedEntry
 from ...queue import FailedJob
-from ...stored import Malformed
 from . import scripts
 from .connection import Ready, translated
 from .keys import Keys

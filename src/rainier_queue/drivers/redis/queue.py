@@ -20,11 +20,11 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...durations import parse_duration
 from ...envelope import QueuedJob, format_time
+from ...envelope.reading import Malformed, read_envelope
 from ...errors import ConfigurationError, LeaseLost
 from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE, Capabilities, QueueCounts, Reservation, new_token
 from ...redact import redact_url
-from ...stored import Malformed, read_envelope
 from . import scripts
 from .cluster_writes import ClusterWrites
 from .connection import (

@@ -53,10 +53,10 @@ from typing_extensions import override
 from ...._clock import from_micros
 from ....durations import parse_duration
 from ....envelope import QueuedJob
+from ....envelope.reading import Malformed, read_columns
 from ....errors import BrokerUnavailable, ConfigurationError
 from ....flags import parse_flag
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
-from ....stored import Malformed, read_columns
 from .. import POLL_INTERVAL, DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Work
 from ..dialect import Session as SessionProtocol

@@ -43,6 +43,7 @@ from ....errors import (
     BrokerUnavailable,
     ConfigurationError,
     OutcomeUnknown,
+    TLSVerificationError,
     UnknownOption,
 )
 from ....redact import redact_url
@@ -172,6 +173,14 @@ def translated(where: str) -> Iterator[None]:
         if tls.is_verification_failure(exc):
             server = _host_of(where)
             raise tls.verification_failed("PostgreSQL", server, exc, fix=TLS_FIX) from exc
+        if "server does not support ssl" in str(exc).lower():
+            server = _host_of(where)
+            raise TLSVerificationError(
+                f"PostgreSQL at {server} does not offer TLS, which this connection was to use, "
+                "so it is not used: turn ssl on in the server, or set sslmode=disable in the "
+                "URL to connect in the clear",
+                host=server,
+            ) from exc
         if (fix := _settings_fix(exc)) is not None:
             raise ConfigurationError(f"{where}: {_server_said(exc)}; {fix}") from exc
         # Refused or dropped connections, pool timeouts, an admin shutdown,

@@ -49,11 +49,11 @@ from typing_extensions import override
 from ...._clock import from_micros
 from ....durations import parse_duration
 from ....envelope import QueuedJob
+from ....envelope.packing import envelope_of
+from ....envelope.reading import Malformed, read_columns
 from ....flags import parse_flag
 from ....job import Job
-from ....packing import envelope_of
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation
-from ....stored import Malformed, read_columns
 from .. import MAX_CLAIM_PASSES, DatabaseQueue, Quarantined, _lost
 from ..dialect import Row
 from ..schema import DEFAULT_PREFIX, Tables

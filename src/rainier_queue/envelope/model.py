@@ -25,7 +25,7 @@ The JSON form, version 1:
 }
 ```
 
-Reading checks every field it finds (see `entry_fields`): a wrong type, a
+Reading checks every field it finds (see `fields`): a wrong type, a
 number out of range, a time that is not RFC 3339 or a `v` newer than this
 code is a `MalformedEntry` naming the field, and a newer version is never
 read as this one. An absent `v` is read as 1.
@@ -45,11 +45,11 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self, TypeVar
 
-from ._clock import utcnow
-from .entry_fields import (
+from .._clock import utcnow
+from ..errors import MalformedEntry
+from .fields import (
     MAX_COUNT,
     WIRE_VERSION,
-    check_payload_text,
     count_field,
     headers_field,
     name_field,
@@ -58,7 +58,6 @@ from .entry_fields import (
     time_field,
     version_field,
 )
-from .errors import MalformedEntry, PayloadError
 
 JSONValue = Any
 """Any value `json.dumps` accepts. Spelled out for the reader; checked at dispatch."""
@@ -365,43 +364,5 @@ def _all_text(headers: dict[str, JSONValue]) -> bool:
     return all(type(value) is str for value in headers.values())
 
 
-# Encoders made once, not per payload: `json.dumps` with any non-default option
-# builds a new encoder on every call, which a bulk push of many small payloads
-# pays per job. The payload encoder keeps no table of the containers it is in
-# (`check_circular=False`): that bookkeeping costs a tenth of the encode, and a
-# payload that holds itself still fails, as too deep to encode. This is the
-# supported path; the private C encoder factory CPython keeps, built once, was cheaper:
-# on the `bench.dispatch_cost` payload, callgrind counts 44,600 instructions
-# per payload against 37,300 (the public `encode` builds its C encoder per call).
-_COMPACT = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
-)
+# Made once: `json.dumps` with any option builds a new encoder per call (see encoding.py).
 _ENVELOPE_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-
-def encode_payload(payload: JSONValue) -> str:
-    """Payload as compact JSON text, or a `PayloadError` naming what is not JSON.
-
-    What a worker would refuse to read back (nested too deeply, too large)
-    is refused here, where the caller can still do something about it.
-    """
-    try:
-        text = _COMPACT.encode(payload)
-    except (TypeError, ValueError) as exc:
-        raise PayloadError(f"the payload is not JSON-serialisable: {exc}") from exc
-    except RecursionError:
-        raise PayloadError(
-            "the payload is not JSON-serialisable: it refers to itself, or is nested too deeply"
-        ) from None
-    check_payload_text(text)
-    return text
-
-
-def encode_headers(headers: Mapping[str, str]) -> str:
-    """Headers as compact JSON text (`{}` when there are none, as there mostly are)."""
-    return _COMPACT.encode(dict(headers)) if headers else "{}"
-
-
-def decode_payload(text: str | bytes) -> JSONValue:
-    """The inverse of `encode_payload`: a `MalformedEntry` for text it could not have written."""
-    return parse_json(text, "payload")
