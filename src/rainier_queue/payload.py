@@ -13,7 +13,7 @@ Which types a field may have, and the one JSON form of each, is the table in
 `docs/payloads.md`; `payload_types` holds the gate that refuses the rest when
 the job class is defined. The work itself is `msgspec`'s, in C: checking
 and converting a job's fields costs a few microseconds, where the
-hand-written walk it replaced cost tens (`bench.payload_codecs` measures
+hand-written walk it replaced cost tens (`bench.studies.payload_codecs` measures
 both, and pydantic). Pydantic models are carried through their own
 `model_dump` / `model_validate` when pydantic is installed; it is not a
 dependency.

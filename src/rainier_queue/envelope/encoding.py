@@ -24,7 +24,7 @@ from .model import JSONValue
 # (`check_circular=False`): that bookkeeping costs a tenth of the encode, and a
 # payload that holds itself still fails, as too deep to encode. This is the
 # supported path; the private C encoder factory CPython keeps, built once, was cheaper:
-# on the `bench.dispatch_cost` payload, callgrind counts 44,600 instructions
+# on the `bench.studies.dispatch_cost` payload, callgrind counts 44,600 instructions
 # per payload against 37,300 (the public `encode` builds its C encoder per call).
 _COMPACT = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False

@@ -20,8 +20,8 @@ just below its first live row, as a worker's floor would) and the
 acknowledging DELETE under EXPLAIN (ANALYZE, BUFFERS), in a transaction it
 rolls back, and prints the pages each touched.
 
-    .venv/bin/python -m bench.backlog_cost --jobs 1000000
-    .venv/bin/python -m bench.backlog_cost --jobs 1000000 --vacuum-every 30
+    .venv/bin/python -m bench.studies.backlog_cost --jobs 1000000
+    .venv/bin/python -m bench.studies.backlog_cost --jobs 1000000 --vacuum-every 30
 
 With autovacuum off on the server (as on the benchmark machine), a table
 cannot have it on either; `--vacuum-every S` runs a plain `VACUUM` of the
@@ -48,10 +48,10 @@ import psycopg
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
 
-from . import counted_noop as counted
-from .noop_jobs import start_drainers
+from .. import counted_noop as counted
+from ..noop_jobs import start_drainers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TICK = os.sysconf("SC_CLK_TCK")
 MARKS = (0.01, 0.05, 0.1, 0.11, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.89, 0.9, 0.99, 1.0)
 STEPS = (0.01, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)

@@ -13,7 +13,7 @@ session's `Handler_read_*` counters around each: the index entries and rows
 the server stepped through for it. It also prints the purge backlog
 (`Innodb_history_list_length` / "History list length").
 
-    .venv/bin/python -m bench.mysql_claim_cost --jobs 200000
+    .venv/bin/python -m bench.studies.mysql_claim_cost --jobs 200000
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers.database.mysql.connection import NOW_US
 
-from .noop_jobs import start_drainers
+from ..noop_jobs import start_drainers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROBES = (0.05, 0.50, 0.90)
 
 

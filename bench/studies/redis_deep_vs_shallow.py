@@ -12,7 +12,7 @@ and acknowledgements (`acknowledge_and_reserve`, as a worker does) of
 `--batch` jobs at a time. A cost that grows with the backlog shows as the
 deep queue's figure above the shallow one's.
 
-    .venv/bin/python -m bench.redis_deep_vs_shallow --url 'redis://127.0.0.1:6390/0?prefix=dvs:'
+    .venv/bin/python -m bench.studies.redis_deep_vs_shallow --url 'redis://127.0.0.1:6390/0?prefix=dvs:'
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ per push of the calling process, the median of `--rounds` rounds. With
 `--profile` it runs one more round under cProfile and prints the top
 functions by own time.
 
-    .venv/bin/python -m bench.push_cost --url 'redis://127.0.0.1:6379/0?prefix=push_cost:'
+    .venv/bin/python -m bench.studies.push_cost --url 'redis://127.0.0.1:6379/0?prefix=push_cost:'
 """
 
 from __future__ import annotations

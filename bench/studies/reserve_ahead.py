@@ -9,7 +9,7 @@ This models that: the memory driver with every reserve and acknowledgement
 delayed by `--rtt` milliseconds, N no-op jobs drained by one in-process
 worker, once with `reserve_ahead=0` and once with the default, interleaved.
 
-    .venv/bin/python -m bench.reserve_ahead --rtt 0.5 --rtt 1 --rounds 3
+    .venv/bin/python -m bench.studies.reserve_ahead --rtt 0.5 --rtt 1 --rounds 3
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from rainier_queue import Worker, WorkerOptions
 from rainier_queue.drivers.memory import MemoryQueue
 from rainier_queue.queue import Reservation
 
-from .drain import envelopes
-from .noop_jobs import registry
+from ..drain import envelopes
+from ..noop_jobs import registry
 
 
 class RemoteMemory(MemoryQueue):

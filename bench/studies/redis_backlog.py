@@ -12,8 +12,8 @@ server and worker CPU per job and, per command, calls per job and
 microseconds per call: a command whose cost per call grows over the drain is
 one that depends on the backlog.
 
-    .venv/bin/python -m bench.redis_backlog --jobs 200000
-    .venv/bin/python -m bench.redis_backlog --url 'redis://127.0.0.1:6390/0?prefix=mine:'
+    .venv/bin/python -m bench.studies.redis_backlog --jobs 200000
+    .venv/bin/python -m bench.studies.redis_backlog --url 'redis://127.0.0.1:6390/0?prefix=mine:'
 
 Run it against a Redis of its own (`--url` to another port) to keep other
 clients' commands out of the server-wide counters.
@@ -33,8 +33,8 @@ import redis
 
 from rainier_queue.connections import open_queue
 
-from .drain import enqueue, envelopes
-from .noop_jobs import start_drainers
+from ..drain import enqueue, envelopes
+from ..noop_jobs import start_drainers
 
 TICK = os.sysconf("SC_CLK_TCK")
 Sample = tuple[float, int, float, float, dict[str, tuple[int, float]], float]

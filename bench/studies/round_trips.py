@@ -18,8 +18,8 @@ The numbers include the workers' start-up and idle looks, so drain enough
 jobs (20,000 by default) that those are noise. Other clients of the same
 server are counted too: run it on a quiet server.
 
-    .venv/bin/python -m bench.round_trips --url postgresql://postgres@127.0.0.1/test
-    .venv/bin/python -m bench.round_trips --url redis://127.0.0.1:6379/0 --concurrency 32
+    .venv/bin/python -m bench.studies.round_trips --url postgresql://postgres@127.0.0.1/test
+    .venv/bin/python -m bench.studies.round_trips --url redis://127.0.0.1:6379/0 --concurrency 32
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
 from rainier_queue.schemes import scheme_of
 
-from .latency import cleanup
-from .noop_jobs import start_drainers
+from ..latency import cleanup
+from ..noop_jobs import start_drainers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BATCH = 1000
 
 

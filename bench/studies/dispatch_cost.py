@@ -18,8 +18,8 @@ order each round), every measurement starts on an empty queue, and medians
 are reported, because a shared machine drifts by more than the difference
 being measured.
 
-    .venv/bin/python -m bench.dispatch_cost
-    .venv/bin/python -m bench.dispatch_cost --url memory:// --url sqlite \\
+    .venv/bin/python -m bench.studies.dispatch_cost
+    .venv/bin/python -m bench.studies.dispatch_cost --url memory:// --url sqlite \\
         --url redis://127.0.0.1:6379/0 --jobs 100000 --rounds 5
 
 `sqlite` means a fresh temporary file per measurement; a Redis URL gets a
@@ -172,7 +172,9 @@ def reachable(url: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.dispatch_cost", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.studies.dispatch_cost", description=__doc__
+    )
     parser.add_argument("--url", action="append", help="memory://, sqlite or a server URL")
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000, help="jobs per bulk call")

@@ -17,9 +17,10 @@ from each tree in turn and reads, per job:
 Rounds alternate between the trees, so a machine that slows down mid-run
 slows both; medians are reported.
 
-    .venv/bin/python -m bench.claim_cost --before ../before --after . --jobs 20000 --rounds 5
-    .venv/bin/python -m bench.claim_cost --before ../before --after . --kind sqlite
-    .venv/bin/python -m bench.claim_cost --before ../before --after . --kind mysql
+    .venv/bin/python -m bench.studies.claim_cost --before ../before --after . \\
+        --jobs 20000 --rounds 5
+    .venv/bin/python -m bench.studies.claim_cost --before ../before --after . --kind sqlite
+    .venv/bin/python -m bench.studies.claim_cost --before ../before --after . --kind mysql
 
 Each tree must be a checkout of this repository; each round's jobs are
 pushed by the tree's own code, so its tables are that tree's schema.

@@ -22,7 +22,7 @@ load, while worker processes drain no-op jobs:
   rate. The rate is wall-clock and moves with the machine's load; the calls
   per job do not.
 
-    .venv/bin/python -m bench.kafka_lock_trips --jobs 3000 --runs 3
+    .venv/bin/python -m bench.studies.kafka_lock_trips --jobs 3000 --runs 3
 
 To compare with another checkout, put its `src` first on PYTHONPATH.
 """
@@ -51,11 +51,11 @@ from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
 from rainier_queue.drivers.kafka.settings import read_settings
 from rainier_queue.locks import Cache, LockManager
 
-from .compare.tansu import Tansu
-from .latency import cleanup
-from .noop_jobs import registry
+from ..compare.tansu import Tansu
+from ..latency import cleanup
+from ..noop_jobs import registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REDIS = "redis://127.0.0.1:6379/0"
 
 
@@ -168,7 +168,7 @@ def one_run(args: argparse.Namespace) -> dict[str, float]:
             f"&topic_prefix={prefix}&batch_bytes=1"
         )
         asyncio.run(push(url, args.jobs))
-        command = [sys.executable, "-m", "bench.kafka_lock_trips", "--worker", url]
+        command = [sys.executable, "-m", "bench.studies.kafka_lock_trips", "--worker", url]
         command += ["--concurrency", str(args.concurrency)]
         started = time.perf_counter()
         procs = [

@@ -4,7 +4,7 @@
 Every dispatch builds a job, checks its fields against their types and
 encodes them as JSON, so that work's cost is paid per job by every caller.
 This times the three ways of doing it on the same realistic shape (the
-`SendInvoice` job of `bench.dispatch_cost`) for `--jobs` jobs:
+`SendInvoice` job of `bench.studies.dispatch_cost`) for `--jobs` jobs:
 
 - **library**: what rainier-queue does now (`SendInvoice(...)` checks the
   fields; `build_envelope` and `encode_payload` produce the stored text);
@@ -16,7 +16,7 @@ This times the three ways of doing it on the same realistic shape (the
 Rounds interleave the candidates; medians are printed. A candidate whose
 library is not installed is skipped.
 
-    .venv/bin/python -m bench.payload_codecs --jobs 100000 --rounds 5
+    .venv/bin/python -m bench.studies.payload_codecs --jobs 100000 --rounds 5
 """
 
 from __future__ import annotations
@@ -111,7 +111,9 @@ def pydantic_candidate() -> Callable[[list[dict[str, Any]]], None] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.payload_codecs", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.studies.payload_codecs", description=__doc__
+    )
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
