@@ -37,7 +37,8 @@ COMMANDS = {
     "failed": "inspection",
     "flush": "admin",
     "forget": "admin",
-    "migrate": "admin",
+    "migrate": "provision",
+    "provision": "provision",
     "retry": "admin",
     "schedule": "schedule",
     "size": "inspection",
@@ -122,7 +123,7 @@ def main(
     quiet: bool,
     log_format: str,
 ) -> None:
-    """Run workers and look after queues: dispatch, inspect, retry, migrate, diagnose.
+    """Run workers and look after queues: dispatch, inspect, retry, provision, diagnose.
 
     Tell it where the jobs are with --app, and where the queues are with --url
     or --config (or a rainier-queue.toml / [tool.rainier-queue] in pyproject.toml

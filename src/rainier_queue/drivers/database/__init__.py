@@ -171,7 +171,7 @@ class DatabaseQueue(Queue):
     async def provision(self, queues: Sequence[str] = ()) -> list[str]:
         """`Provisionable`: apply pending migrations. A queue is a column value, so the
         tables every queue of the connection shares are all there is to make."""
-        return await self.migrate()
+        return [f"applied migration {name}" for name in await self.migrate()]
 
     async def check_provisioned(self, queues: Sequence[str] = ()) -> list[Finding]:
         """`Provisionable`: the tables missing, or their schema behind this code's."""
@@ -186,9 +186,9 @@ class DatabaseQueue(Queue):
                 problem=f"{state}, and this code needs version {expected} ({pending} to apply)",
                 fixed_on_first_use=self._auto_migrate,
                 fix=(
-                    "the first command on the connection applies it (`migrate = true`)"
+                    "otherwise the first command on the connection applies it (`migrate = true`)"
                     if self._auto_migrate
-                    else "every command on the connection is refused until then (`migrate = false`)"
+                    else "until then every command on the connection is refused (`migrate = false`)"
                 ),
             )
         ]

@@ -109,29 +109,34 @@ class Topics:
         return found
 
     async def provision(self, queues: Sequence[str]) -> list[str]:
-        """Create the missing topics and grow the short ones; what was done, line by line."""
+        """Create the missing topics, then grow the short ones; what was done, line by line.
+
+        Every missing topic is created before any is grown, so a broker that
+        refuses to grow one (`BrokerRejected`) has still had the rest made.
+        """
         done: list[str] = []
+        short: list[tuple[str, int, int]] = []
         admin: AIOKafkaAdminClient | None = None
         try:
             for _queue, topic, partitions in self._wanted(queues):
                 shape = await self._clients.shape(topic)
-                if shape.exists and shape.partitions >= partitions:
+                if shape.exists:
+                    if shape.partitions < partitions:
+                        short.append((topic, shape.partitions, partitions))
                     continue
-                if admin is None:
-                    admin = await self._admin()
-                if not shape.exists:
-                    replicas = self._replicas(shape)
-                    await _create(admin, topic, partitions, replicas)
-                    done.append(
-                        f"created topic `{topic}` with {_plural(partitions, 'partition')} "
-                        f"and {_plural(replicas, 'replica')}"
-                    )
-                else:
-                    await _grow(admin, topic, shape.partitions, partitions)
-                    done.append(
-                        f"grew topic `{topic}` from {shape.partitions} to {partitions} partitions"
-                    )
+                admin = admin or await self._admin()
+                replicas = self._replicas(shape)
+                await _create(admin, topic, partitions, replicas)
                 self._clients.forget(topic)
+                done.append(
+                    f"created topic `{topic}` with {_plural(partitions, 'partition')} "
+                    f"and {_plural(replicas, 'replica')}"
+                )
+            for topic, has, partitions in short:
+                admin = admin or await self._admin()
+                await _grow(admin, topic, has, partitions)
+                self._clients.forget(topic)
+                done.append(f"grew topic `{topic}` from {has} to {partitions} partitions")
         finally:
             if admin is not None:
                 async with translated("close the admin client"):
