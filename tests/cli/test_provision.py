@@ -138,7 +138,7 @@ def test_provision_with_queue_options_makes_only_those_queues(tmp_path: Path) ->
     prefix = f"q{uuid.uuid4().hex[:10]}."
     cli = kafka_cli(tmp_path, prefix)
 
-    made = cli("provision", "--queue", "emails", "-Q", "reports")
+    made = cli("provision", "--queue", "emails,reports", "--queue", "emails")
 
     assert made.code == 0, made.output
     created = [line for line in made.stdout.splitlines() if "created topic" in line]

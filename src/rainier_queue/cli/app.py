@@ -131,8 +131,8 @@ def main(
 
     \b
     Exit codes: 0 ok, 1 a job failed (or an id was not found), 2 configuration
-    or usage error, 3 broker unreachable, 4 doctor found problems, 5 a drain left
-    work due later than --drain-wait, 130 interrupted.
+    or usage error, 3 broker unreachable, 4 doctor (or provision) found problems,
+    5 a drain left work due later than --drain-wait, 130 interrupted.
     """
     ctx.meta[VERBOSE_KEY] = verbose > 0
     ctx.meta[QUIET_KEY] = quiet

@@ -8,11 +8,12 @@ queues and dead-letter targets. Making those is a deploy step, run once
 before the workers start, so it is one command for every connection, and
 the same command `doctor` names when it finds something missing.
 
-Which queues: the `--queue` options, or else every queue the configuration
-names (its `queues` key, `default` without one) and every queue a
-registered job is sent to. A driver that makes what a queue needs on first
-use (memory, Redis: a stream comes into being with its first entry) has
-nothing to do here and says so. What provisioning cannot put right (a
+Which queues: those `--queue` names (comma-separated, as `work` takes
+them), or else every queue the configuration names (its `queues` key,
+`default` without one) and every queue a registered job is sent to. A
+driver that makes what a queue needs on first use (memory, Redis: a
+stream comes into being with its first entry) has nothing to do here and
+says so. What provisioning cannot put right (a
 topic's replication) is listed afterwards, and the exit code is then 4.
 """
 
@@ -29,17 +30,17 @@ from .output import echo
 from .runtime import State, run_command
 
 QUEUE_HELP = (
-    "A queue to provision (repeatable); without it, the config's `queues` and every "
-    "registered job's queue."
+    "Queues to provision, comma-separated (or the option again). Default: the config's "
+    "`queues` and every registered job's queue."
 )
 
 
 def queues_to_provision(loaded: Loaded, given: Sequence[str]) -> list[str]:
     """The queues named by `--queue`, or else by the config and the registered jobs."""
-    if given:
-        return list(dict.fromkeys(given))
-    named = loaded.manager.default_queues() + loaded.registry.queues()
-    return list(dict.fromkeys(named))
+    named = [q.strip() for option in given for q in option.split(",") if q.strip()]
+    if named:
+        return list(dict.fromkeys(named))
+    return list(dict.fromkeys(loaded.manager.default_queues() + loaded.registry.queues()))
 
 
 def _command(state: State, queue: tuple[str, ...]) -> None:
@@ -64,7 +65,7 @@ def _command(state: State, queue: tuple[str, ...]) -> None:
 
 
 @click.command()
-@click.option("--queue", "-Q", "queue", multiple=True, metavar="NAME", help=QUEUE_HELP)
+@click.option("--queue", "queue", multiple=True, metavar="A,B", help=QUEUE_HELP)
 @click.pass_obj
 def provision(state: State, queue: tuple[str, ...]) -> None:
     """Create or bring up to date what the queues need: tables, topics; exit 4 if any is left.
@@ -76,7 +77,7 @@ def provision(state: State, queue: tuple[str, ...]) -> None:
 
 
 @click.command()
-@click.option("--queue", "-Q", "queue", multiple=True, metavar="NAME", help=QUEUE_HELP)
+@click.option("--queue", "queue", multiple=True, metavar="A,B", help=QUEUE_HELP)
 @click.pass_obj
 def migrate(state: State, queue: tuple[str, ...]) -> None:
     """The old name of `provision`, which does the same."""
