@@ -27,16 +27,18 @@ topic never makes one, even on a broker that would.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import errors as kx
-from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
 from ...errors import BrokerRejected
 from ...queue import Finding
 from .connection import KafkaClients, TopicShape, translated
 from .names import failed_topic_name, topic_name
 from .settings import MOST_REPLICAS, KafkaSettings
+
+if TYPE_CHECKING:  # imported when provisioning runs: 5 ms a worker never needs
+    from aiokafka.admin import AIOKafkaAdminClient
 
 FAILED_PARTITIONS = 1
 """Partitions of a failed topic `provision` creates."""
@@ -149,6 +151,8 @@ class Topics:
         return max(1, min(MOST_REPLICAS, shape.brokers))
 
     async def _admin(self) -> AIOKafkaAdminClient:
+        from aiokafka.admin import AIOKafkaAdminClient
+
         args: dict[str, Any] = self._settings.client_arguments()
         admin = AIOKafkaAdminClient(**args)
         async with translated("connect an admin client to the brokers"):
@@ -157,6 +161,8 @@ class Topics:
 
 
 async def _create(admin: AIOKafkaAdminClient, topic: str, partitions: int, replicas: int) -> None:
+    from aiokafka.admin import NewTopic
+
     async with translated(f"create topic {topic!r}"):
         answer = await admin.create_topics([NewTopic(topic, partitions, replicas)])
         for entry in answer.topic_errors:  # (topic, code) or (topic, code, message)
@@ -166,6 +172,8 @@ async def _create(admin: AIOKafkaAdminClient, topic: str, partitions: int, repli
 
 
 async def _grow(admin: AIOKafkaAdminClient, topic: str, has: int, wanted: int) -> None:
+    from aiokafka.admin import NewPartitions
+
     async with translated(f"add partitions to topic {topic!r}"):
         try:
             await admin.create_partitions({topic: NewPartitions(wanted)})
