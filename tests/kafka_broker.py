@@ -6,8 +6,9 @@ real broker speaking Kafka's protocol, started once per test session on a
 free loopback port with memory storage and stopped (by process id) at exit.
 It is started by the benchmark's own `bench.compare.tansu`, so the tests
 and the benchmark's Kafka row run the same broker the same way.
-Tests create their topics through aiokafka's admin client, because the
-queue never creates one.
+A push never creates a topic: the contract suite makes its topics with the
+driver's own provisioning; tests that need a topic of some other shape (too
+few partitions, no failed topic) make it here with aiokafka's admin client.
 
 Two things about Tansu shape the tests:
 

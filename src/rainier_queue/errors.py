@@ -16,7 +16,8 @@ classes at one place, so the tree is the contract between them:
     │   │   └── OutcomeUnknown the connection died after the write was sent: it may have happened
     │   │       └── NotReplicated written on the primary, fewer replicas confirmed it than asked
     │   └── BrokerRejected     the backend refused (schema missing, permissions, too large)
-    │       └── TLSVerificationError  the server's certificate could not be verified
+    │       ├── TLSVerificationError  the server's certificate could not be verified
+    │       └── NotProvisioned a queue's topic (stream, ...) was never made; names the command
     ├── LeaseLost              a settle or renew on a reservation that is no longer current
     ├── UnsupportedOperation   this driver cannot do that (a raw push on MemoryQueue)
     └── JobError               about one job; the worker records it and moves on
@@ -145,6 +146,20 @@ class TLSVerificationError(BrokerRejected):
         self.host = host
 
 
+class NotProvisioned(BrokerRejected):
+    """A push or reserve on a queue whose resources were never made on the server.
+
+    Raised by a driver that does not create them on first use (its
+    `push_creates_resources` capability is False), before anything is
+    stored. The message names `rainier-queue provision`; running it, or
+    the driver's `provision`, is the fix. `queue` is the queue asked for.
+    """
+
+    def __init__(self, message: str, *, queue: str) -> None:
+        super().__init__(message)
+        self.queue = queue
+
+
 class LeaseLost(QueueError):
     """The reservation is no longer the current one for its job.
 
@@ -244,6 +259,7 @@ __all__ = [
     "LeaseLost",
     "MalformedEntry",
     "MissingDependency",
+    "NotProvisioned",
     "NotReplicated",
     "OutcomeUnknown",
     "PayloadError",

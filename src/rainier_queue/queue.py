@@ -84,6 +84,12 @@ class Capabilities:
     producer whose clock runs ahead or behind neither holds a job back nor lets it out
     early. False where producer and queue share one clock (memory, SQLite) or where
     due times travel as moments (Kafka)."""
+    push_creates_resources: bool = True
+    """A push to a queue nothing provisioned is accepted, the driver making whatever the
+    queue needs (a Redis stream, the SQL tables under `migrate = true`), and the job is
+    reserved like any other. False: the push is refused with `NotProvisioned`, naming
+    `rainier-queue provision`, and nothing is stored (Kafka, whose partition count is a
+    decision a push cannot make). Such a driver is `Provisionable`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -423,9 +429,74 @@ class Countable(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """Something a queue needs on its server that is missing or not as asked.
+
+    The driver says what and why; whoever shows it (`rainier-queue doctor`)
+    turns `provisioning_fixes` into the command to run, with the connection
+    and queue it knows about.
+    """
+
+    subject: str
+    """What it is about, as the server names it: "topic `app.emails`", "tables `rq_*`"."""
+    problem: str
+    """What is wrong, as the rest of a sentence: "does not exist", "has 1 partition, and
+    `partitions` asks for 3"."""
+    queue: str | None = None
+    """The queue it belongs to; None for what every queue of the connection shares."""
+    provisioning_fixes: bool = True
+    """Whether `provision` puts it right. False: a person must, as `fix` says (a topic's
+    replication, a queue of the wrong type that holds jobs)."""
+    fix: str = ""
+    """What else to do or know: the step a person takes when provisioning cannot, or what
+    provisioning's fix costs."""
+    fixed_on_first_use: bool = False
+    """The driver puts it right itself the first time the connection is used (a schema
+    under `migrate = true`): worth doing beforehand, not wrong."""
+
+    def describe(self) -> str:
+        """The finding as one sentence, without the command that fixes it."""
+        text = f"{self.subject} {self.problem}"
+        return f"{text}; {self.fix}" if self.fix else text
+
+
+@runtime_checkable
+class Provisionable(Protocol):
+    """A backend whose queues need something made on the server first (`rainier-queue provision`).
+
+    Tables and migrations for SQL; topics with their partitions, and the
+    failed topic, for Kafka; queues, streams, consumers and dead-letter
+    targets for a broker. Both calls are idempotent and safe beside running
+    workers: provisioning only creates and grows, never deletes, empties or
+    recreates anything that holds jobs; what it cannot put right without
+    that comes back as a `Finding` with `provisioning_fixes` False.
+    """
+
+    async def provision(self, queues: Sequence[str]) -> list[str]:
+        """Make what `queues` need, or bring it up to date; one line per change made.
+
+        Empty when everything was in place. A refusal by the server (no
+        permission, a broker that cannot do it) raises `BrokerRejected`.
+        """
+        ...
+
+    async def check_provisioned(self, queues: Sequence[str]) -> list[Finding]:
+        """What `queues` need that is missing or not as asked; empty when all is in place.
+
+        Reads only: it never creates anything, even on a broker that makes a
+        topic when asked about one.
+        """
+        ...
+
+
 @runtime_checkable
 class Migratable(Protocol):
-    """A backend with a schema to create or upgrade (`rainier-queue migrate`)."""
+    """A backend with a schema version, read and upgraded (the SQL drivers).
+
+    Its `Provisionable` side is what the commands use; this one says which
+    version the database has, for `doctor`'s report and the upgrade tests.
+    """
 
     async def migrate(self) -> list[str]:
         """Apply pending migrations; return the names of those applied."""
@@ -490,7 +561,9 @@ __all__ = [
     "FailedJob",
     "FailedJobListing",
     "FailedJobStore",
+    "Finding",
     "Migratable",
+    "Provisionable",
     "Queue",
     "QueueCounts",
     "Reservation",

@@ -184,9 +184,9 @@ def test_doctor_calls_a_schema_that_will_not_be_migrated_a_problem_and_says_to_r
     after = cli("doctor")
 
     assert before.code == 4, before.output
-    assert "run `rainier-queue migrate`" in before.stdout
+    assert "run `rainier-queue provision`" in before.stdout
     assert refused.code == 2, refused.output
-    assert "rainier-queue migrate" in refused.stderr
+    assert "rainier-queue provision" in refused.stderr
     assert "did not answer" not in refused.output
     assert no_traceback(refused)
     assert after.code == 0, after.output

@@ -1,26 +1,31 @@
 # SPDX-License-Identifier: MIT
 """Kafka in the contract suite: Tansu, a topic prefix per namespace, SQLite as the lock store.
 
-The queue never creates topics, so the namespace's topics (one per queue
-name the suite uses, and the failed-jobs topic of each) are created when its
-URL is first asked for. The lock store is an SQLite file in the test's own
+A push never creates a topic, so the namespace's topics (one per queue name
+the suite uses, and the failed-jobs topic of each) are made when its URL is
+first asked for, by the driver's own provisioning, as `rainier-queue
+provision` makes them. The lock store is an SQLite file in the test's own
 directory: shared between the processes of one machine, which is what the
 "another process" test needs, and gone with the test.
 
-One partition per topic keeps the suite's outcomes the same from run to run
-(the model test replays sequences and needs that); spreading work over
-several partitions and several workers is tested in tests/drivers and
-tests/faults.
+One partition per topic (the driver's default) keeps the suite's outcomes
+the same from run to run (the model test replays sequences and needs that);
+spreading work over several partitions and several workers is tested in
+tests/drivers and tests/faults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
+from rainier_queue.connections import open_queue
+from rainier_queue.drivers.kafka.names import topic_name
+from rainier_queue.queue import Provisionable
 
 from ..foreign.planting import envelope_bodies
 from ..kafka_broker import broker
@@ -45,13 +50,43 @@ QUEUES = (
 """Every queue name the contract tests push to or read from."""
 
 
+_provisioned: set[tuple[str, str]] = set()
+"""(namespace, queue) pairs already provisioned, so reopening a namespace costs nothing."""
+
+
 def prepare(tmp: Path, namespace: str, queues: Sequence[str]) -> None:
-    """Create the topics of these queues (and of their failed jobs) in the namespace."""
-    prefix = f"{namespace}."
-    broker().create_topics_now(
-        [topic_name(prefix, q) for q in queues] + [failed_topic_name(prefix, q) for q in queues],
-        partitions=1,
-    )
+    """Make the topics of these queues (and of their failed jobs) in the namespace."""
+    wanted = [q for q in queues if (namespace, q) not in _provisioned]
+    if not wanted:
+        return
+
+    async def provision() -> None:
+        queue = open_queue(f"kafka://{broker().bootstrap}/?{_query(tmp, namespace)}")
+        assert isinstance(queue, Provisionable)
+        try:
+            await queue.provision(wanted)
+        finally:
+            await queue.aclose()
+
+    in_a_thread(provision)  # a test may ask for a URL inside its own event loop
+    _provisioned.update((namespace, q) for q in wanted)
+
+
+def in_a_thread(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run `work` to its end on an event loop of its own, whoever calls."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(work())
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
 
 
 def _query(tmp: Path, namespace: str) -> str:

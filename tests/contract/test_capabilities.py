@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rainier_queue import _clock
-from rainier_queue.errors import UnsupportedOperation
-from rainier_queue.queue import Queue, TransactionalEnqueue
+from rainier_queue.errors import NotProvisioned, UnsupportedOperation
+from rainier_queue.queue import Provisionable, Queue, TransactionalEnqueue
 
 from .backends import Backend
 from .conftest import OpenQueue
@@ -167,3 +167,42 @@ async def test_a_producer_clock_that_runs_behind_lets_jobs_out_early_exactly_whe
         assert got == [], "due in 30 minutes by the server's clock, whatever the producer's says"
     else:
         assert [r.job.id for r in got] == [job.id], f"{queue.name} dates a job by its producer"
+
+
+async def test_a_push_to_a_queue_nothing_provisioned_is_taken_exactly_when_the_driver_says_so(
+    queue: Queue,
+) -> None:
+    fresh = "never-provisioned"
+    job = a_job(payload="first", queue=fresh)
+
+    if queue.capabilities.push_creates_resources:
+        await queue.push(job)
+        assert [r.job.id for r in await queue.reserve(fresh)] == [job.id]
+        return
+    assert isinstance(queue, Provisionable), (
+        f"{queue.name} refuses a push to a queue nothing provisioned, so it must provision"
+    )
+    with pytest.raises(NotProvisioned, match="rainier-queue provision") as refused:
+        await queue.push(job)
+    assert refused.value.queue == fresh
+    await queue.provision([fresh])
+    assert await queue.size(fresh) == 0, "the refused push stored nothing"
+    await queue.push(job)
+    assert [r.job.id for r in await queue.reserve(fresh)] == [job.id]
+
+
+async def test_provisioning_leaves_nothing_for_the_check_to_find_and_nothing_to_do_again(
+    queue: Queue,
+) -> None:
+    if not isinstance(queue, Provisionable):
+        assert queue.capabilities.push_creates_resources
+        pytest.skip(f"{queue.name} makes what a queue needs when it is first used")
+    fresh = ["provisioned-here"]
+
+    missing = await queue.check_provisioned(fresh)
+    made = await queue.provision(fresh)
+
+    assert missing, "a namespace nothing used yet lacks what its queues need"
+    assert made, "provisioning said nothing of what it made"
+    assert await queue.check_provisioned(fresh) == []
+    assert await queue.provision(fresh) == []

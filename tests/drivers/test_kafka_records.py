@@ -138,12 +138,12 @@ async def test_a_record_that_is_not_a_job_is_recorded_as_failed_and_passed_with_
     assert raws == ["{not json", '{"an": "event"}']
 
 
-async def test_a_missing_topic_is_an_error_that_says_to_create_it_and_creates_nothing(
+async def test_a_missing_topic_is_an_error_that_says_to_provision_it_and_creates_nothing(
     tansu: KafkaBroker, open_kafka: Opener, prefix: str
 ) -> None:
     queue = open_kafka()
 
-    with pytest.raises(BrokerRejected, match="Create it") as refused:
+    with pytest.raises(BrokerRejected, match="rainier-queue provision --queue nowhere") as refused:
         await queue.push(a_job("nowhere"))
     with pytest.raises(BrokerRejected, match="does not exist"):
         await queue.reserve("nowhere")

@@ -277,7 +277,7 @@ async def pymysql_connection() -> pymysql.Connection:
 async def test_a_missing_schema_with_migrate_off_says_to_run_migrate(prefix: str) -> None:
     queue = open_queue(f"{SERVER}?prefix={prefix}&migrate=false")
 
-    with pytest.raises(ConfigurationError, match="rainier-queue migrate"):
+    with pytest.raises(ConfigurationError, match="rainier-queue provision"):
         await queue.push(a_job())
     await queue.aclose()
 
@@ -370,7 +370,7 @@ def test_a_server_with_skip_locked_is_accepted(text: str) -> None:
         (pymysql.err.OperationalError(2013, "Lost connection"), BrokerUnavailable, "Lost"),
         (pymysql.err.InterfaceError(0, ""), BrokerUnavailable, "gone"),
         (ConnectionResetError("reset"), BrokerUnavailable, "reset"),
-        (pymysql.err.ProgrammingError(1146, "Table doesn't exist"), BrokerRejected, "migrate"),
+        (pymysql.err.ProgrammingError(1146, "Table doesn't exist"), BrokerRejected, "provision"),
         (pymysql.err.OperationalError(1045, "Access denied"), ConfigurationError, "fix the user"),
         (pymysql.err.OperationalError(1049, "Unknown database"), ConfigurationError, "create"),
         (pymysql.err.DataError(1406, "Data too long"), BrokerRejected, "too long"),

@@ -361,7 +361,7 @@ async def test_a_missing_schema_with_migrate_off_says_to_run_migrate(
     opened: Callable[..., PostgresQueue],
 ) -> None:
     queue = opened(migrate="false")
-    with pytest.raises(ConfigurationError, match="rainier-queue migrate"):
+    with pytest.raises(ConfigurationError, match="rainier-queue provision"):
         await queue.push(a_job())
 
 

@@ -220,9 +220,9 @@ async def test_a_missing_schema_with_migrate_off_says_to_run_migrate(tmp_path: P
     path = tmp_path / "jobs.db"
     queue = open_queue(f"sqlite:///{path}", {"migrate": False}, DriverContext())
 
-    with pytest.raises(ConfigurationError, match="rainier-queue migrate"):
+    with pytest.raises(ConfigurationError, match="rainier-queue provision"):
         await queue.push(a_job())
-    with pytest.raises(ConfigurationError, match="rainier-queue migrate"):
+    with pytest.raises(ConfigurationError, match="rainier-queue provision"):
         await queue.reserve("default")
     assert tables(path) == set(), "nothing was created behind the operator's back"
     await queue.aclose()

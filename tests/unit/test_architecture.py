@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rainier_queue.drivers import _SCHEMES
-from rainier_queue.queue import Capabilities, Queue
+from rainier_queue.queue import Capabilities, Provisionable, Queue
 
 from ..contract.backends import BACKENDS
 
@@ -56,6 +56,20 @@ def test_every_driver_declares_its_name_capabilities_and_options(module: str) ->
     assert driver.name
     assert isinstance(driver.capabilities, Capabilities)
     assert isinstance(getattr(driver, "OPTIONS", None), frozenset), f"{module}: no OPTIONS"
+
+
+@pytest.mark.parametrize("module", sorted(BUILT))
+def test_a_driver_whose_push_makes_nothing_can_provision_what_its_queues_need(
+    module: str,
+) -> None:
+    driver = BUILT[module]
+    if driver.capabilities.push_creates_resources:
+        return
+    assert issubclass(driver, Provisionable), (
+        f"{module}: a push to a queue nothing provisioned is refused "
+        "(push_creates_resources=False), and nothing provisions it: write `provision` "
+        "and `check_provisioned` (docs/architecture.md, the provisioning seam)"
+    )
 
 
 @pytest.mark.parametrize("module", sorted(set(BUILT) - SERVER_FREE))

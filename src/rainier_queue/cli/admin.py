@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`clear`, `retry`, `forget`, `flush`, `migrate`: the commands that change a queue.
+"""`clear`, `retry`, `forget`, `flush`: the commands that change a queue's jobs.
 
 Each one that destroys jobs (`clear`, `flush`) refuses to run without
 `--yes`, and says how many jobs it would take, because there is no undo.
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import click
 
-from ..queue import FailedJobListing, FailedJobStore, Migratable, Queue
+from ..queue import FailedJobListing, FailedJobStore
 from .exit_codes import ExitCode
 from .failed_ids import SEARCHED, lookup
 from .loading import Loaded
@@ -125,41 +125,6 @@ def flush(state: State, queue: str | None, yes: bool) -> None:
     run_command(state, body)
 
 
-@click.command()
-@click.pass_obj
-def migrate(state: State) -> None:
-    """Create or upgrade the schema of every connection that has one (or --connection's)."""
-
-    async def body(loaded: Loaded) -> int:
-        names = (
-            [state.settings.connection]
-            if state.settings.connection is not None
-            else loaded.manager.connection_names()
-        )
-        done: set[int] = set()
-        for name in names:
-            queue = loaded.queue(name)
-            if id(queue) in done:
-                continue
-            done.add(id(queue))
-            await _migrate_one(name, queue)
-        return 0
-
-    run_command(state, body)
-
-
-async def _migrate_one(name: str, queue: Queue) -> None:
-    if not isinstance(queue, Migratable):
-        echo(f"{name}: {queue.describe()} has no schema to migrate")
-        return
-    applied = await queue.migrate()
-    version, expected = await queue.schema_status()
-    if applied:
-        echo(f"{name}: applied {', '.join(applied)} (schema version {version} of {expected})")
-    else:
-        echo(f"{name}: up to date (schema version {version} of {expected})")
-
-
 def _store(loaded: Loaded, state: State) -> FailedJobStore:
     target = loaded.queue(state.settings.connection)
     store = failed_store(target)
@@ -209,4 +174,4 @@ async def _whole_id(store: FailedJobListing, given: str) -> str | None:
     return None
 
 
-__all__ = ["clear", "flush", "forget", "migrate", "retry"]
+__all__ = ["clear", "flush", "forget", "retry"]

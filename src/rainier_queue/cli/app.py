@@ -37,7 +37,8 @@ COMMANDS = {
     "failed": "inspection",
     "flush": "admin",
     "forget": "admin",
-    "migrate": "admin",
+    "migrate": "provision",
+    "provision": "provision",
     "retry": "admin",
     "schedule": "schedule",
     "size": "inspection",
@@ -122,7 +123,7 @@ def main(
     quiet: bool,
     log_format: str,
 ) -> None:
-    """Run workers and look after queues: dispatch, inspect, retry, migrate, diagnose.
+    """Run workers and look after queues: dispatch, inspect, retry, provision, diagnose.
 
     Tell it where the jobs are with --app, and where the queues are with --url
     or --config (or a rainier-queue.toml / [tool.rainier-queue] in pyproject.toml
@@ -130,8 +131,8 @@ def main(
 
     \b
     Exit codes: 0 ok, 1 a job failed (or an id was not found), 2 configuration
-    or usage error, 3 broker unreachable, 4 doctor found problems, 5 a drain left
-    work due later than --drain-wait, 130 interrupted.
+    or usage error, 3 broker unreachable, 4 doctor (or provision) found problems,
+    5 a drain left work due later than --drain-wait, 130 interrupted.
     """
     ctx.meta[VERBOSE_KEY] = verbose > 0
     ctx.meta[QUIET_KEY] = quiet

@@ -5,8 +5,10 @@ Most queue incidents are configuration that was wrong from the start and
 only showed under load: a job timeout longer than the lease (jobs run
 twice), unique jobs with no shared lock store (duplicates get through), a
 schema nobody migrated, a job whose queue no worker serves (it waits for
-ever). Each of those can be seen before the first job runs, so `doctor`
-looks, connection by connection, and says what to change.
+ever), a topic or table nobody provisioned. Each of those can be seen
+before the first job runs, so `doctor` looks, connection by connection, and
+says what to change: for what a queue needs on its server, the `provision`
+command that makes it.
 
 Findings come in three grades: `ok`; `warn`, worth knowing but not wrong
 in itself (a schema that will be created on first use); and `problem`,
@@ -16,16 +18,26 @@ which makes the exit code 4.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass, field
 
 import click
 
 from ..errors import BrokerError
 from ..job import Job
-from ..queue import Capabilities, Diagnosable, HealthNotes, Migratable, Queue
+from ..queue import (
+    Capabilities,
+    Diagnosable,
+    Finding,
+    HealthNotes,
+    Migratable,
+    Provisionable,
+    Queue,
+)
 from ..worker import WorkerOptions, check_worker_settings
 from .exit_codes import ExitCode
 from .loading import Loaded
+from .provision import queues_to_provision
 from .runtime import State, message_for, run_command
 
 _STYLE = {"ok": "green", "warn": "yellow", "problem": "red"}
@@ -97,38 +109,8 @@ def _jobs(loaded: Loaded, report: Report) -> None:
 
 
 async def _connection(loaded: Loaded, name: str, queue: Queue, report: Report) -> None:
-    if isinstance(queue, Migratable):
-        try:
-            applied, expected = await queue.schema_status()
-        except BrokerError as exc:
-            report.add("problem", f"cannot reach it: {message_for(exc)}")
-            return
-        if applied < expected and not queue.migrates_on_first_use:
-            report.add(
-                "problem",
-                f"schema version {applied}, this code needs {expected}, and the connection has "
-                "`migrate = false`, so every command on it fails until you run "
-                "`rainier-queue migrate`",
-            )
-        elif applied < expected:
-            report.add(
-                "warn",
-                f"schema version {applied}, this code expects {expected}: the first command "
-                "on it migrates it (`migrate = true`, the default); run `rainier-queue migrate` "
-                "to do it now",
-            )
-        else:
-            report.add("ok", f"reachable; schema version {applied} (this code expects {expected})")
-    else:
-        try:
-            await queue.size(loaded.manager.default_queues()[0])
-        except BrokerError as exc:
-            report.add("problem", f"cannot reach it: {message_for(exc)}")
-            return
-        except Exception as exc:  # a driver that cannot count (inline) is still usable
-            report.add("warn", f"cannot count its jobs: {exc}")
-        else:
-            report.add("ok", "reachable")
+    if not await _provisioning(loaded, name, queue, report):
+        return
     report.add("ok", _capabilities(queue.capabilities))
     if isinstance(queue, HealthNotes):
         try:
@@ -158,6 +140,54 @@ async def _connection(loaded: Loaded, name: str, queue: Queue, report: Report) -
     if not problems:
         lease = f"the {queue.lease.total_seconds():g}s lease" if queue.lease else "no lease"
         report.add("ok", f"{which} fit {lease}")
+
+
+async def _provisioning(loaded: Loaded, name: str, queue: Queue, report: Report) -> bool:
+    """Whether the server answers, and what the queues need that is missing or not as asked.
+
+    Each finding names the command that fixes it (or what a person must do);
+    one the driver puts right on first use is a warning, any other a problem.
+    False when the server could not be reached.
+    """
+    if not isinstance(queue, Provisionable):
+        try:
+            await queue.size(loaded.manager.default_queues()[0])
+        except BrokerError as exc:
+            report.add("problem", f"cannot reach it: {message_for(exc)}")
+            return False
+        except Exception as exc:  # a driver that cannot count (inline) is still usable
+            report.add("warn", f"cannot count its jobs: {exc}")
+        else:
+            report.add("ok", "reachable; what a queue needs is made when it is first used")
+        return True
+    queues = queues_to_provision(loaded, ())
+    try:
+        findings = await queue.check_provisioned(queues)
+        version = await queue.schema_status() if isinstance(queue, Migratable) else None
+    except BrokerError as exc:
+        report.add("problem", f"cannot reach it: {message_for(exc)}")
+        return False
+    if version is not None and not findings:
+        report.add("ok", f"reachable; schema version {version[0]} (this code expects {version[1]})")
+    elif not findings:
+        listed = ", ".join(f"`{q}`" for q in queues)
+        report.add("ok", f"reachable; what queue(s) {listed} need is in place")
+    several = len(loaded.manager.connection_names()) > 1
+    for finding in findings:
+        report.add(
+            "warn" if finding.fixed_on_first_use else "problem",
+            _with_fix(finding, f" --connection {name}" if several else ""),
+        )
+    return True
+
+
+def _with_fix(finding: Finding, connection: str) -> str:
+    """The finding, and the command that fixes it (or what a person must do)."""
+    if not finding.provisioning_fixes:
+        return f"{finding.subject} {finding.problem}: {finding.fix}"
+    queue = f" --queue {shlex.quote(finding.queue)}" if finding.queue is not None else ""
+    text = f"{finding.subject} {finding.problem}: run `rainier-queue{connection} provision{queue}`"
+    return f"{text}; {finding.fix}" if finding.fix else text
 
 
 def _capabilities(capabilities: Capabilities) -> str:

@@ -15,7 +15,8 @@ command:
 - **3**: the broker stayed unreachable: the worker gave up after
   `--max-consecutive-errors` failures in a row, or a command could not
   reach it.
-- **4**: `doctor` found problems (listed on the way).
+- **4**: `doctor` found problems, or `provision` left some it cannot put
+  right (listed on the way).
 - **5**: `work --stop-when-empty` stopped with work still on its queues that
   falls due later than `--drain-wait` (a long retry backoff, a delayed job,
   or a job held under a lease that ends later); a cron job or CI step should

@@ -57,13 +57,21 @@ from ...queue import (
     DEFAULT_LEASE,
     Capabilities,
     FailedJob,
+    Finding,
     Queue,
     QueueCounts,
     Reservation,
     new_token,
 )
 from .dialect import Dialect, Row, Session, T, Work
-from .schema import DEFAULT_PREFIX, EXPECTED_VERSION, Tables, applied_version, apply_pending
+from .schema import (
+    DEFAULT_PREFIX,
+    EXPECTED_VERSION,
+    MIGRATIONS,
+    Tables,
+    applied_version,
+    apply_pending,
+)
 from .statements import Statements
 
 log = logging.getLogger("rainier_queue.database")
@@ -160,6 +168,31 @@ class DatabaseQueue(Queue):
         )
         return applied, EXPECTED_VERSION
 
+    async def provision(self, queues: Sequence[str] = ()) -> list[str]:
+        """`Provisionable`: apply pending migrations. A queue is a column value, so the
+        tables every queue of the connection shares are all there is to make."""
+        return [f"applied migration {name}" for name in await self.migrate()]
+
+    async def check_provisioned(self, queues: Sequence[str] = ()) -> list[Finding]:
+        """`Provisionable`: the tables missing, or their schema behind this code's."""
+        applied, expected = await self.schema_status()
+        if applied >= expected:
+            return []  # a database newer than this code is fine: migrations only add
+        pending = ", ".join(m.name for m in MIGRATIONS if m.version > applied)
+        state = "do not exist" if applied == 0 else f"are at schema version {applied}"
+        return [
+            Finding(
+                subject=f"the tables `{self.prefix}*`",
+                problem=f"{state}, and this code needs version {expected} ({pending} to apply)",
+                fixed_on_first_use=self._auto_migrate,
+                fix=(
+                    "otherwise the first command on the connection applies it (`migrate = true`)"
+                    if self._auto_migrate
+                    else "until then every command on the connection is refused (`migrate = false`)"
+                ),
+            )
+        ]
+
     @property
     def migrates_on_first_use(self) -> bool:
         """`migrate = true` (the default): a missing or older schema is migrated on first use."""
@@ -175,7 +208,7 @@ class DatabaseQueue(Queue):
                 raise ConfigurationError(
                     f"the {self.name} queue at {self._dialect.describe()} has schema version "
                     f"{applied} and this code needs {expected} (tables {self.prefix}*): run "
-                    "`rainier-queue migrate`, or open the queue with migrate = true"
+                    "`rainier-queue provision`, or open the queue with migrate = true"
                 )
             await self.migrate()
         # A database newer than this code is fine: migrations only add.

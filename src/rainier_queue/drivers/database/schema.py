@@ -3,7 +3,7 @@
 
 A job pushed by last month's code is worked by this month's, so the tables
 change only by numbered, append-only migrations, and the database records
-which ones it has (`{prefix}schema_version`). `rainier-queue migrate` applies
+which ones it has (`{prefix}schema_version`). `rainier-queue provision` applies
 the missing ones; a queue opened with `migrate = true` (the default) does
 the same on first use, so a fresh checkout just works.
 

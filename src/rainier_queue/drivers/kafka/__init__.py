@@ -39,8 +39,11 @@ be built out of that, and the costs do not go away:
   a log cannot take a record back, so there is no retry, forget or flush.
   If that topic does not exist, the failure is logged and the partition
   moves on, never stalls.
-- **Topics are never created by the queue.** The partition count is a
-  decision (it is the concurrency), so a missing topic is an error naming it.
+- **A push never creates a topic.** The partition count is a decision (it
+  is the concurrency), so it is the connection's `partitions` option, and
+  `rainier-queue provision` creates each queue's topic and failed topic
+  with it (provisioning.py); a push to a missing topic is refused
+  (`NotProvisioned`), naming that command.
 - **Kafka tooling does not see the consumers.** No consumer group is joined,
   so lag lives in the lock store, and `size` is where to read it.
 
@@ -111,7 +114,9 @@ Options, in the query or the connection's table: `locks` (required),
 gets all of them), `topic_prefix`, `lease` (default 90s; must outlast the
 longest job between two renewals), `max_wait` (a reserve's fetch wait,
 default 100ms), `batch_bytes` (producer batch size), `client_id`, `tls`,
-`sasl_mechanism` (with user and password in the URL).
+`sasl_mechanism` (with user and password in the URL), and for
+`provision`: `partitions` (per queue's topic, default 1) and `replication`
+(default 3, or every broker of a smaller cluster).
 
 A queue name of letters, digits, `_` and `-` is its own topic name (after
 the prefix); other characters are escaped as `.` and two hex digits.

@@ -26,6 +26,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -108,6 +109,25 @@ def record_value(job: QueuedJob) -> bytes:
         return text.encode()
     except UnicodeEncodeError:
         return json.dumps(job.to_dict(), separators=(",", ":")).encode()
+
+
+_UNKNOWN_TOPIC = 3
+"""Kafka's error code for a topic the cluster does not have (UNKNOWN_TOPIC_OR_PARTITION)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicShape:
+    """A topic as the cluster has it; a topic that does not exist has no partitions."""
+
+    brokers: int
+    """Brokers in the cluster (the most replicas a new topic can have)."""
+    partitions: int
+    replicas: int
+    """The fewest replicas any of its partitions has."""
+
+    @property
+    def exists(self) -> bool:
+        return self.partitions > 0
 
 
 class KafkaClients:
@@ -206,14 +226,7 @@ class KafkaClients:
         known = self._topics.get(topic)
         if known is not None and time.monotonic() - known[0] < METADATA_TTL:
             return known[1]
-        consumer = await self.lookups()
-        async with translated(f"read the metadata of topic {topic!r}"):
-            # Asked by name with auto-creation off: a plain lookup by name may make a
-            # broker create the topic, and asking for every topic is slow on a big
-            # cluster. aiokafka's client has no public call for this request.
-            client = consumer._client
-            request = MetadataRequest([topic], allow_auto_topic_creation=False)
-            answer = await self.finished(client.send(client.get_random_node(), request))
+        answer = await self._metadata(topic)
         cluster = ClusterMetadata()
         cluster.update_metadata(answer)
         found = cluster.partitions_for_topic(topic)
@@ -223,6 +236,35 @@ class KafkaClients:
         numbers = sorted(found)
         self._topics[topic] = (time.monotonic(), numbers)
         return numbers
+
+    async def shape(self, topic: str) -> TopicShape:
+        """`topic`'s partitions and replicas as the cluster has them now, never remembered."""
+        answer = (await self._metadata(topic)).to_object()
+        brokers = len(answer["brokers"])
+        for found in answer["topics"]:
+            if found["topic"] != topic or found["error_code"] == _UNKNOWN_TOPIC:
+                continue
+            async with translated(f"read the metadata of topic {topic!r}"):
+                if found["error_code"]:
+                    raise kx.for_code(found["error_code"])(f"topic {topic!r}")
+            partitions = found["partitions"]
+            replicas = min((len(p["replicas"]) for p in partitions), default=0)
+            return TopicShape(brokers, len(partitions), replicas)
+        return TopicShape(brokers, 0, 0)
+
+    async def _metadata(self, topic: str) -> Any:
+        consumer = await self.lookups()
+        async with translated(f"read the metadata of topic {topic!r}"):
+            # Asked by name with auto-creation off: a plain lookup by name may make a
+            # broker create the topic, and asking for every topic is slow on a big
+            # cluster. aiokafka's client has no public call for this request.
+            client = consumer._client
+            request = MetadataRequest([topic], allow_auto_topic_creation=False)
+            return await self.finished(client.send(client.get_random_node(), request))
+
+    def forget(self, topic: str) -> None:
+        """Drop what is remembered of `topic`, after provisioning changed it."""
+        self._topics.pop(topic, None)
 
     async def send(
         self, topic: str, job: QueuedJob, extra: Mapping[str, str] | None = None
@@ -264,4 +306,11 @@ class KafkaClients:
                 await producer.stop()
 
 
-__all__ = ["KafkaClients", "record_headers", "record_key", "record_value", "translated"]
+__all__ = [
+    "KafkaClients",
+    "TopicShape",
+    "record_headers",
+    "record_key",
+    "record_value",
+    "translated",
+]

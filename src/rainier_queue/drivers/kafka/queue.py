@@ -14,15 +14,16 @@ from typing_extensions import override
 
 from ..._clock import utcnow
 from ...envelope import QueuedJob
-from ...errors import BrokerRejected, ConfigurationError, LeaseLost
+from ...errors import ConfigurationError, LeaseLost, NotProvisioned
 from ...locks import LockManager
-from ...queue import Capabilities, FailedJob, Queue, QueueCounts, Reservation
+from ...queue import Capabilities, FailedJob, Finding, Queue, QueueCounts, Reservation
 from .connection import KafkaClients, translated
 from .failed_topics import FailedTopics
 from .failing import FailedRecords
 from .membership import Membership
 from .names import KafkaPosition, failed_topic_name, topic_name
 from .partitions import Cursor, Delivery, Partitions, PartitionState
+from .provisioning import Topics
 from .reserving import Reserver
 from .settings import OPTIONS, KafkaSettings, read_settings
 from .waking import Waker
@@ -59,6 +60,7 @@ class KafkaQueue(Queue):
         failed_store=False,
         failed_listing=True,
         raw_push=True,
+        push_creates_resources=False,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = OPTIONS
@@ -96,6 +98,7 @@ class KafkaQueue(Queue):
         self._failed_topics = FailedTopics(self._clients, settings)
         self._reserver = Reserver(self._partitions, self._membership, settings, self._failures)
         self._waker = Waker(self._clients, self._partitions)
+        self._topics = Topics(self._clients, settings)
 
     @property
     @override
@@ -107,11 +110,11 @@ class KafkaQueue(Queue):
         return self.settings.describe()
 
     def topic_for(self, queue: str) -> str:
-        """The topic a queue's jobs are records on (create it before pushing)."""
+        """The topic a queue's jobs are records on (`provision` creates it)."""
         return topic_name(self.settings.topic_prefix, queue)
 
     def failed_topic_for(self, queue: str) -> str:
-        """The topic a queue's exhausted jobs are produced to, if it exists."""
+        """The topic a queue's exhausted jobs are produced to (`provision` creates it)."""
         return failed_topic_name(self.settings.topic_prefix, queue)
 
     def partitions_held(self, queue: str) -> list[int]:
@@ -131,12 +134,24 @@ class KafkaQueue(Queue):
     async def _partitions_of(self, topic: str, queue: str) -> list[int]:
         numbers = await self._clients.partitions(topic)
         if numbers is None:
-            raise BrokerRejected(
-                f"the Kafka topic {topic!r} (queue {queue!r}) does not exist. Create it, and "
-                f"`{topic}{'.failed'}` for its failed jobs: this queue never creates topics, "
-                "because the partition count decides how many of its jobs can run at once"
+            raise NotProvisioned(
+                f"the Kafka topic {topic!r} (queue {queue!r}) does not exist, and this queue "
+                "never creates one on a push, because the partition count decides how many "
+                f"of its jobs can run at once: run `rainier-queue provision --queue {queue}` "
+                f"(it creates {topic!r} with `partitions` partitions, and its failed topic)",
+                queue=queue,
             )
         return numbers
+
+    # -- provisioning (Provisionable) -----------------------------------------------
+
+    async def provision(self, queues: Sequence[str]) -> list[str]:
+        """Create each queue's topic and failed topic, and grow a topic short of `partitions`."""
+        return await self._topics.provision(queues)
+
+    async def check_provisioned(self, queues: Sequence[str]) -> list[Finding]:
+        """Topics missing, short of `partitions`, or (when it is set) of `replication`."""
+        return await self._topics.check(queues)
 
     # -- pushing -------------------------------------------------------------------
 

@@ -44,6 +44,8 @@ OPTIONS = frozenset(
         "client_id",
         "tls",
         "sasl_mechanism",
+        "partitions",
+        "replication",
     }
 )
 """Every option the `kafka` driver takes, in the URL's query or the connection's table."""
@@ -51,6 +53,12 @@ OPTIONS = frozenset(
 DEFAULT_GROUP = "rainier"
 DEFAULT_MAX_WAIT = timedelta(milliseconds=100)
 DEFAULT_BATCH_BYTES = 16384
+DEFAULT_PARTITIONS = 1
+"""Partitions of a topic `provision` creates unless told: Kafka's own default, and one job of
+the queue at a time, in order. The count is the queue's concurrency; set `partitions`."""
+MOST_REPLICAS = 3
+"""Replicas of a topic `provision` creates unless told: this many, or every broker of a
+smaller cluster (one on a laptop's single broker, three on a cluster of three or more)."""
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -71,6 +79,12 @@ class KafkaSettings:
     client_id: str = "rainier-queue"
     tls: bool = False
     sasl_mechanism: str | None = None
+    partitions: int = DEFAULT_PARTITIONS
+    """How many partitions each queue's topic should have: how many of its jobs run at once.
+    `provision` creates topics with this many and grows a topic that has fewer."""
+    replication: int | None = None
+    """Replicas of each topic `provision` creates (None: `MOST_REPLICAS`, or every broker of
+    a smaller cluster). Set, `doctor` also reports a topic with fewer replicas."""
     username: str | None = None
     password: str | None = None
     url: str = "kafka://localhost:9092"
@@ -152,6 +166,12 @@ def read_settings(url: str, options: Mapping[str, Any]) -> tuple[KafkaSettings, 
         client_id=str(merged.get("client_id") or "rainier-queue"),
         tls=parse_flag(merged.get("tls", False), setting="tls"),
         sasl_mechanism=None if mechanism is None else str(mechanism).upper(),
+        partitions=_positive(merged.get("partitions", DEFAULT_PARTITIONS), "partitions"),
+        replication=(
+            None
+            if merged.get("replication") is None
+            else _positive(merged["replication"], "replication")
+        ),
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
         url=url,

@@ -254,13 +254,13 @@ def translate(exc: BaseException, address: ServerAddress) -> BaseException:
         if code == _NO_TABLE:
             return BrokerRejected(
                 f"MySQL at {where} lacks a table ({exc}); "
-                "run `rainier-queue migrate` or open the queue with migrate = true"
+                "run `rainier-queue provision` or open the queue with migrate = true"
             )
         return BrokerRejected(f"MySQL at {where} refused the operation: {exc}")
     if isinstance(exc, pymysql.err.ProgrammingError) and _code(exc) == _NO_TABLE:
         return BrokerRejected(
             f"MySQL at {where} lacks a table ({exc}); "
-            "run `rainier-queue migrate` or open the queue with migrate = true"
+            "run `rainier-queue provision` or open the queue with migrate = true"
         )
     if isinstance(exc, pymysql.err.InterfaceError):
         return BrokerUnavailable(f"the connection to MySQL at {where} is gone: {exc}")

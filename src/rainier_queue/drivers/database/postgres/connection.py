@@ -162,7 +162,7 @@ def translated(where: str) -> Iterator[None]:
     except psycopg.errors.UndefinedTable as exc:
         raise BrokerRejected(
             f"{where} lacks the queue's tables ({_first_line(exc)}); run "
-            "`rainier-queue migrate`, or open the queue with migrate = true"
+            "`rainier-queue provision`, or open the queue with migrate = true"
         ) from exc
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ConfigurationError(

@@ -226,7 +226,7 @@ class PostgresQueue(DatabaseQueue):
     def push_in_sync(self, connection: SyncConnection, job: QueuedJob | Job) -> str:
         """`push_in` on a blocking psycopg connection or cursor (Django, Flask, scripts).
 
-        Needs the tables to exist already (`rainier-queue migrate`); it never
+        Needs the tables to exist already (`rainier-queue provision`); it never
         creates them, since that would need this queue's async pool.
         """
         return self.push_many_in_sync(connection, [job])[0]

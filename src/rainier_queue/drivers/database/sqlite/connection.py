@@ -92,7 +92,7 @@ def translated(path: str) -> Iterator[None]:
         if "no such table" in text:
             raise BrokerRejected(
                 f"SQLite file {path} lacks the queue's tables ({exc}); "
-                "run `rainier-queue migrate` or open it with migrate = true"
+                "run `rainier-queue provision` or open it with migrate = true"
             ) from exc
         raise BrokerRejected(f"SQLite refused the operation on {path}: {exc}") from exc
     except (sqlite3.IntegrityError, sqlite3.DataError) as exc:
