@@ -82,7 +82,8 @@ async def test_plain_def_jobs_past_their_timeout_never_run_twice_at_once_across_
     assert codes == [0] * PROCESSES, [output(p) for p in procs]
     rows = events(ledger)
     one_after_another = ["start 1", "end 1", "start 2", "end 2"]
-    overlapped = {n: runs for n, runs in runs_of_each_job(rows).items() if runs != one_after_another}
+    runs = runs_of_each_job(rows)
+    overlapped = {n: each for n, each in runs.items() if each != one_after_another}
     assert overlapped == {}, "a job's attempts overlapped, or a job did not run twice"
     most = most_at_once_in_each_process(rows)
     assert max(most.values()) <= CONCURRENCY, f"a process ran more than its concurrency: {most}"
