@@ -191,7 +191,14 @@ class StuckPastTimeout(Stuck):
     timeout = timedelta(milliseconds=50)
 
 
-REGISTRY = JobRegistry([Overruns, Quick, Spins, TimesOutForGood, Sleeps, Stuck, StuckPastTimeout])
+class StuckWithTimeout(Stuck):
+    name = "stuck-with-timeout"
+    timeout = timedelta(milliseconds=300)
+
+
+REGISTRY = JobRegistry(
+    [Overruns, Quick, Spins, TimesOutForGood, Sleeps, Stuck, StuckPastTimeout, StuckWithTimeout]
+)
 
 
 def worker(queue: MemoryQueue, ledger: Ledger, options: WorkerOptions) -> Worker:
@@ -343,3 +350,21 @@ async def test_a_thread_that_outlasts_a_stop_leaves_its_job_reserved_for_its_lea
     assert (counts.waiting, counts.reserved) == (0, 1), "not handed back while its thread runs"
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert any("`stuck`" in m and "lease is no longer renewed" in m for m in said), said
+
+
+async def test_a_timeout_that_falls_while_a_stop_waits_for_the_thread_does_not_settle_it(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_threads, "STOP_WAIT", timedelta(seconds=1))
+    queue = MemoryQueue()
+    await push(queue, StuckWithTimeout())
+    stopping = worker(queue, ledger, quick())
+    running = asyncio.create_task(stopping.run())
+    await eventually(lambda: bool(ledger.events("stuck-with-timeout")), "the handler to start")
+
+    stopping.stop(now=True)
+    stats = await asyncio.wait_for(running, PATIENCE)
+
+    assert (stats.released, stats.failed, stats.abandoned) == (0, 0, 1)
+    counts = await queue.counts("default")
+    assert (counts.waiting, counts.reserved) == (0, 1), "not settled while its thread runs"

@@ -384,6 +384,8 @@ class Runner:
         except asyncio.CancelledError:
             if not thread.is_over:
                 if (limit is not None and limit.expired) or control.is_interrupted():
+                    if limit is not None:
+                        limit.done()  # a stop came first: the limit must not cut its wait short
                     queued = made[0].job
                     thread.abandoned = not await see_out(
                         thread,
