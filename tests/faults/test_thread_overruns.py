@@ -21,9 +21,10 @@ import pytest
 
 from rainier_queue.connections import open_queue
 from rainier_queue.envelope import QueuedJob
+from rainier_queue.queue import FailedJobListing
 
 from ..contract.backends import Backend
-from .harness import assert_drained, config, count, events, output, worker
+from .harness import config, count, events, output, worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
 
@@ -88,4 +89,10 @@ async def test_plain_def_jobs_past_their_timeout_never_run_twice_at_once_across_
     most = most_at_once_in_each_process(rows)
     assert max(most.values()) <= CONCURRENCY, f"a process ran more than its concurrency: {most}"
     assert count(ledger, "finish") == dict.fromkeys(range(JOBS), 1)
-    await assert_drained(url)
+    queue = open_queue(url)
+    try:
+        assert await queue.size("default") == 0
+        assert isinstance(queue, FailedJobListing)  # Kafka reads its failed topic
+        assert await queue.failed_jobs() == []
+    finally:
+        await queue.aclose()
