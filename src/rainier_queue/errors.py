@@ -30,6 +30,13 @@ classes at one place, so the tree is the contract between them:
 A handler may also raise `Retry(delay=...)`. That is control flow, not an
 error, so it derives from `JobControl` and not from `QueueError`: an
 `except QueueError:` inside a handler must not swallow it.
+
+The worker raises one thing *into* a handler: `HandlerInterrupted` (and
+its `HandlerTimedOut`), delivered into the thread of a plain `def` handler
+that ran past its timeout or is still running when a stop's grace period
+ends. Like `KeyboardInterrupt` and `asyncio.CancelledError`, it derives
+from `BaseException`, so the `except Exception:` a handler wraps its work
+in does not swallow it, while `finally` blocks and `with` exits still run.
 """
 
 from __future__ import annotations
@@ -247,12 +254,41 @@ class Retry(JobControl):
         self.reason = reason
 
 
+class HandlerInterrupted(BaseException):
+    """Raised inside a plain `def` handler's thread: the worker wants it to stop.
+
+    The worker delivers it with `PyThreadState_SetAsyncExc`, which Python
+    raises in the thread at its next bytecode boundary. A thread blocked in
+    a call into C (`time.sleep`, a socket read, a lock wait, a C extension's
+    computation) gets it only when that call returns. Catch it only to clean
+    up, then let it propagate: the worker holds the job's slot and lease
+    until the thread returns either way, and delivers it again now and then
+    while the thread runs on.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(args or ("the worker asked this handler to stop",)))
+
+
+class HandlerTimedOut(HandlerInterrupted):
+    """Raised inside a plain `def` handler's thread that ran past its timeout.
+
+    The attempt is recorded as timed out (`JobTimeout`) whatever the handler
+    does with it, once the thread has returned.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(args or ("the handler ran past its timeout",)))
+
+
 __all__ = [
     "BrokerError",
     "BrokerRejected",
     "BrokerUnavailable",
     "ConfigurationError",
     "DeliveryExhausted",
+    "HandlerInterrupted",
+    "HandlerTimedOut",
     "JobControl",
     "JobError",
     "JobTimeout",

@@ -69,7 +69,15 @@ class Job:
     tries: ClassVar[int] = 3
     """How many deliveries the job may use before it goes to the failed store."""
     timeout: ClassVar[timedelta | float | None] = None
-    """Per-job run limit; beats the worker's. None means the worker's applies."""
+    """Per-job run limit; beats the worker's. None means the worker's applies.
+
+    An `async def` handler past it is cancelled. A plain `def` handler runs in
+    a thread, which Python cannot stop: `HandlerTimedOut` is raised in the
+    thread (it stops Python code at once, but a call into C such as a sleep
+    or a socket read gets it only when the call returns), and the job keeps
+    its slot and lease until the thread returns. Only then is the attempt
+    settled as timed out, so a retry never runs beside it. See "Time limits"
+    in docs/lifecycle.md."""
     unique_for: ClassVar[timedelta] = DEFAULT_UNIQUE_FOR
     """How long a uniqueness lock stands if no worker releases it (a safety net)."""
 
@@ -261,6 +269,12 @@ def job(fn: None = None, **options: Any) -> _Decorator:
 
     The first parameter receives the `JobContext` when it is annotated so or
     named `ctx`; the function may also take no context at all.
+
+    A plain `def` function runs in the worker's thread pool. Past its
+    `timeout`, `HandlerTimedOut` is raised inside it, which ends Python code
+    but reaches a call into C (a sleep, a socket read) only when that call
+    returns; until the function returns, its job keeps its worker slot and
+    lease, and its retry waits (`Job.timeout`).
     """
     if "name" not in options:
         raise TypeError('@job needs a stable wire name: @job(name="...")')

@@ -40,18 +40,29 @@ class Boom(Job):
 
 
 class Slow(Job):
-    """Writes `started` to `path`, takes `seconds`, then writes `finished`."""
+    """Writes `started` to `path`, takes `seconds`, then writes `finished`.
+
+    With `naps`, it sleeps in 10 ms naps, so the exception a worker raises in
+    its thread at a stop ends it between two (a single long sleep gets it
+    only when the sleep ends).
+    """
 
     name = "slow"
     tries = 1
     path: str
     seconds: float = 1.0
+    naps: bool = False
 
     def handle(self, ctx: JobContext) -> None:
         marker = Path(self.path)
         with marker.open("a", encoding="utf-8") as out:
             out.write("started\n")
-        time.sleep(self.seconds)
+        if self.naps:
+            until = time.monotonic() + self.seconds
+            while time.monotonic() < until:
+                time.sleep(0.01)
+        else:
+            time.sleep(self.seconds)
         with marker.open("a", encoding="utf-8") as out:
             out.write("finished\n")
 

@@ -104,7 +104,8 @@ def test_a_second_sigterm_hands_the_running_job_back_and_exits_130(
     cli: Cli, tmp_path: Path
 ) -> None:
     marker = tmp_path / "marker.txt"
-    cli("dispatch", "slow", "--payload", json.dumps({"path": str(marker), "seconds": 3}))
+    payload = {"path": str(marker), "seconds": 30, "naps": True}
+    cli("dispatch", "slow", "--payload", json.dumps(payload))
     worker = cli.start("-v", "work", "--sleep", "0.2")
     try:
         wait_until_started(worker, marker)

@@ -13,6 +13,8 @@ import os
 import sqlite3
 import threading
 import time
+from datetime import timedelta
+from typing import ClassVar
 
 from rainier_queue import Job, JobContext, JobRegistry
 
@@ -99,4 +101,48 @@ class Slow(Job):
         record(ctx, self.n, "finish")
 
 
-registry = JobRegistry([Count, Slow])
+class Overrun(Job):
+    """A plain `def` job whose first attempt runs past its timeout, blocked in a sleep.
+
+    The exception the worker raises in its thread reaches it only when the
+    sleep returns, so the first attempt's thread outlives its timeout by
+    about a second; its `end` row is written as it really ends. The retry
+    is due at once (no backoff) and returns quickly.
+    """
+
+    name = "overrun"
+    tries = 2
+    timeout: ClassVar[timedelta | float | None] = timedelta(seconds=1)
+    n: int
+    seconds: float = 2.0
+
+    def handle(self, ctx: JobContext) -> None:
+        try:
+            record(ctx, self.n, "start")
+            if ctx.attempt == 1:
+                time.sleep(self.seconds)
+        finally:
+            record(ctx, self.n, "end")
+        record(ctx, self.n, "finish")
+
+    def backoff(self, attempt: int) -> timedelta:
+        return timedelta(0)
+
+
+class Naps(Job):
+    """Sleeps in short naps: the exception raised in its thread at a stop ends it between two."""
+
+    name = "naps"
+    tries = 3
+    n: int
+    seconds: float = 45.0
+
+    def handle(self, ctx: JobContext) -> None:
+        record(ctx, self.n, "start")
+        until = time.monotonic() + self.seconds
+        while time.monotonic() < until:
+            time.sleep(0.01)
+        record(ctx, self.n, "finish")
+
+
+registry = JobRegistry([Count, Slow, Overrun, Naps])

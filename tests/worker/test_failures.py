@@ -21,7 +21,6 @@ from .jobs import (
     Flaky,
     Hangs,
     HangsForWorkersTimeout,
-    HangsInThread,
     Journal,
     Note,
     Patient,
@@ -140,23 +139,6 @@ async def test_the_workers_timeout_applies_to_a_job_without_its_own() -> None:
     assert stats.failed == 1
     [failed] = await queue.failed_jobs()
     assert "0.02s timeout" in failed.error
-
-
-async def test_a_plain_def_handler_that_times_out_is_reported_while_its_thread_runs_on() -> None:
-    queue = MemoryQueue()
-    await push(queue, HangsInThread())
-    await push(queue, Note(text="next"))
-    journal = Journal()
-    try:
-        stats = await worker_for(queue, journal, quick(stop_when_empty=True)).run()
-    finally:
-        journal.thread_gate.set()
-
-    assert (stats.failed, stats.processed) == (1, 1)
-    [failed] = await queue.failed_jobs()
-    assert "timeout" in failed.error
-    assert isinstance(journal.hooks[0][2], JobTimeout)
-    assert journal.ran == ["next"]
 
 
 async def test_an_unknown_job_name_is_failed_at_once_with_a_clear_error() -> None:

@@ -147,6 +147,7 @@ def summary(stats: WorkerStats, elapsed: float) -> str:
         f"{count} {label}"
         for count, label in (
             (stats.interrupted, "interrupted and handed back"),
+            (stats.abandoned, "left to their leases (threads still running)"),
             (stats.lost_leases, "lost to another worker (lease lapsed)"),
             (stats.broker_errors, "broker errors ridden out"),
         )

@@ -200,9 +200,10 @@ def work(ctx: click.Context, /, **params: Any) -> None:
 def _exit_leaving_threads(code: int) -> None:
     """End the process now, without waiting for handler threads Python cannot stop.
 
-    Their jobs were handed back (or settled as timed out) and their results
-    will not be recorded, so letting them run to their end would only do the
-    work a second time beside the next delivery. The connections are closed
+    They ignored the interrupt raised in them; their jobs are left reserved
+    until their leases lapse and their results will not be recorded, so
+    letting them run on would only do the work a second time beside the
+    next delivery. The connections are closed
     by now; only the interpreter's wait for those threads is skipped.
     """
     logging.shutdown()
@@ -316,9 +317,9 @@ async def _run_worker(
         stranded.append(stats.threads_left_running)
         warn(
             f"{stats.threads_left_running} plain `def` handler(s) still run in threads, which "
-            "Python cannot stop; their jobs were handed back or timed out and their results "
-            "will not be recorded, so this process exits now without waiting for them, "
-            "ending them where they stand"
+            "Python cannot stop; their jobs are left reserved until their leases lapse and "
+            "their results will not be recorded, so this process exits now without waiting "
+            "for them, ending them where they stand"
         )
     if gave_up is not None:
         click.echo(
@@ -331,7 +332,7 @@ async def _run_worker(
 
 
 def _code(stats: WorkerStats) -> int:
-    if stats.interrupted:
+    if stats.interrupted or stats.abandoned:
         return ExitCode.INTERRUPTED
     if stats.left is not None:
         return ExitCode.WORK_LEFT

@@ -102,6 +102,10 @@ class WorkerStats:
     """Settles refused because another worker had taken the job (its lease lapsed)."""
     interrupted: int = 0
     """Jobs handed back unfinished at shutdown."""
+    abandoned: int = 0
+    """Jobs left reserved at a stop because their plain `def` handler still ran in its
+    thread after being interrupted: not handed back, so no other worker starts them
+    beside that thread; their leases lapse and they are delivered again."""
     threads_left_running: int = 0
     """Plain `def` handlers (or hooks) whose threads still ran when the worker stopped:
     interrupted or timed out, their results are not recorded, but Python cannot stop them."""

@@ -17,17 +17,19 @@ Timeouts: the job's own `timeout` wins, else the worker's. An `async def`
 handler that overruns is cancelled (it runs in the worker's task for its
 job, so no extra task or wait is paid per job; a handler that swallows the
 cancellation keeps its slot until it returns, and is still recorded as
-timed out). A plain `def` handler runs in a thread
-of a pool sized to the worker's concurrency, and Python cannot stop a
-thread: the timeout is reported and the job settled, but the thread runs on
-until the handler returns (and the process cannot exit before it does). The
-pool that thread belongs to is retired, so later jobs get fresh threads
-instead of queueing behind it.
+timed out). A plain `def` handler runs in a thread of a pool
+(`threads.py`), and Python cannot stop a thread: `HandlerTimedOut` is
+raised in it, and until the thread really returns the job keeps its slot
+and its lease, so its retry cannot start beside it and the worker never
+runs more handlers than its concurrency. Only then is the attempt settled
+as timed out.
 
 The same holds at shutdown: a plain `def` handler interrupted when the
-grace period ends, or by a second signal, is handed back (its attempt
-refunded) while its thread runs on. Its result is never recorded, since
-the job already belongs to the queue again; the warning says so, and
+grace period ends, or by a second signal, gets `HandlerInterrupted` and
+`threads.STOP_WAIT` to return; then it is handed back with its attempt
+refunded. One still running after that is left reserved (ABANDONED): its
+lease lapses and its next delivery counts an attempt, because handing it
+back would let another worker start it beside the thread.
 `threads_running` lets the process that owns the worker decide not to
 wait for the thread (the CLI exits without it, which ends it where it stands).
 """
@@ -35,28 +37,31 @@ wait for the thread (the CLI exits without it, which ends it where it stands).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import enum
-import functools
 import inspect
 import logging
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from types import CoroutineType
 from typing import Any, TypeVar
 
 from ..context import Dependencies, JobContext
-from ..envelope import QueuedJob
-from ..errors import DeliveryExhausted, JobTimeout, PayloadError, Retry, UnknownJob
+from ..errors import (
+    DeliveryExhausted,
+    HandlerInterrupted,
+    JobTimeout,
+    PayloadError,
+    Retry,
+    UnknownJob,
+)
 from ..job import Job, is_async_handler
 from ..queue import Reservation
 from ..registry import JobRegistry
-from .deadlines import Deadlines
+from .deadlines import Deadline, Deadlines
 from .options import WorkerOptions
+from .threads import ThreadCall, Threads, see_out
 
 log = logging.getLogger("rainier_queue.worker")
 
@@ -82,6 +87,9 @@ class Verdict(enum.Enum):
     """Delivered more often than allowed: fail at once."""
     INTERRUPTED = "interrupted"
     """Stopped by a worker shutdown: hand it back with the attempt refunded."""
+    ABANDONED = "abandoned"
+    """A plain `def` handler still running in its thread after a stop interrupted it:
+    left reserved, not settled, so no one else starts it while the thread may run."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -143,6 +151,8 @@ class Interruptible:
     def __init__(self) -> None:
         self._interrupted = False
         self._task: asyncio.Task[Any] | None = None
+        self.cancelled = False
+        """Whether `interrupt` cancelled the handler's task (once at most)."""
 
     def is_interrupted(self) -> bool:
         """Whether the worker asked this job to stop."""
@@ -154,12 +164,14 @@ class Interruptible:
             return
         self._interrupted = True
         if self._task is not None:
+            self.cancelled = True
             self._task.cancel()
 
     def attach(self, task: asyncio.Task[Any]) -> None:
         """`task` is about to run the handler."""
         self._task = task
         if self._interrupted:
+            self.cancelled = True
             task.cancel()
 
     def detach(self) -> None:
@@ -176,10 +188,11 @@ class Runner:
         self._registry = registry
         self._options = options
         self._dependencies = dependencies
-        self._executor: ThreadPoolExecutor | None = None
+        # Handlers never take more than `concurrency` threads, since a slot is
+        # held until its thread returns; the rest is for `failed` hooks, which
+        # run after their handler's slot freed.
+        self._threads = Threads(2 * options.concurrency)
         self._deadlines = Deadlines()
-        self._busy = 0
-        self._busy_lock = threading.Lock()
         self._floor = max(options.tries or 0, 1)
         """The fewest attempts any job gets (`WorkerOptions.attempts_for`)."""
         self._classes: dict[type[Job], _ClassFacts] = {}
@@ -187,43 +200,18 @@ class Runner:
 
     # -- threads -----------------------------------------------------------------
 
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=self._options.concurrency, thread_name_prefix="rainier-queue-job"
-            )
-        return self._executor
-
-    def _retire_pool(self) -> None:
-        """Give up on the current pool (one of its threads is stuck) without waiting for it."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
-
     async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """Call `fn(*args)` in the pool, with the caller's context variables."""
-        loop = asyncio.get_running_loop()
-        call = functools.partial(self._counted, contextvars.copy_context().run, fn, *args)
-        return await loop.run_in_executor(self._pool(), call)
-
-    def _counted(self, fn: Callable[..., T], *args: Any) -> T:
-        with self._busy_lock:
-            self._busy += 1
-        try:
-            return fn(*args)
-        finally:
-            with self._busy_lock:
-                self._busy -= 1
+        return await self._threads.call(fn, *args)
 
     @property
     def threads_running(self) -> int:
         """Threads running a handler or hook right now, abandoned ones included."""
-        with self._busy_lock:
-            return self._busy
+        return self._threads.running
 
     def close(self) -> None:
         """Let the pool's threads end when their handlers return; do not wait for them."""
-        self._retire_pool()
+        self._threads.close()
 
     # -- one attempt ---------------------------------------------------------------
 
@@ -321,6 +309,7 @@ class Runner:
         seconds = facts.seconds
         limit = None if seconds is None else self._deadlines.start(task, seconds)
         control.attach(task)
+        thread: ThreadCall[Any] | None = None
         try:
             try:
                 if facts.is_async:  # called here, not in a coroutine of its own
@@ -331,26 +320,29 @@ class Runner:
                     except SystemExit as exc:
                         raise _exit_refused(exc) from exc
                 else:
-                    await self._invoke_in_thread(job, ctx)
+                    thread = self._threads.start(job.handle, ctx)
+                    await self._thread_returned(thread, made, limit, control)
             finally:
                 control.detach()
                 if limit is not None:
                     limit.done()
         except asyncio.CancelledError:
-            if control.is_interrupted():
+            # Take back the cancellations the limit and the stop made, and only those.
+            expired = limit is not None and limit.expired
+            for _ in range(expired + control.cancelled):
                 task.uncancel()
-                if not is_async_handler(type(job)):
-                    self._abandon_thread(queued)
-                return _ended(made, Verdict.INTERRUPTED)
-            if limit is not None and limit.expired:
-                task.uncancel()
-                return self._timed_out(made, timeout)
             if task.cancelling():
                 raise  # the worker itself is being cancelled
+            if thread is not None and thread.abandoned:
+                return _ended(made, Verdict.ABANDONED)
+            if expired:
+                return self._timed_out(made, timeout)
+            if control.cancelled:
+                return _ended(made, Verdict.INTERRUPTED)
             return _ended(made, Verdict.RAISED, RuntimeError("the handler cancelled itself"))
         except Retry as exc:
             return _ended(made, Verdict.RETRY, exc, exc.delay)
-        except Exception as exc:
+        except (Exception, HandlerInterrupted) as exc:
             return _ended(made, Verdict.RAISED, exc)
         if limit is not None and limit.expired:
             # The handler swallowed the cancellation and returned anyway.
@@ -367,35 +359,44 @@ class Runner:
 
     def _timed_out(self, made: _Made, timeout: timedelta | None) -> Attempt:
         assert timeout is not None  # only a limited run can time out
-        job, queued = made[2], made[0].job
-        if not is_async_handler(type(job)):
-            self._retire_pool()
-            log.warning(
-                "job `%s` %s ran past its timeout in a thread; Python cannot stop a thread, "
-                "so it runs on until the handler returns",
-                queued.name,
-                queued.id,
-                extra=_fields(queued),
-            )
-        return _ended(made, Verdict.TIMED_OUT, JobTimeout(queued.name, timeout))
+        return _ended(made, Verdict.TIMED_OUT, JobTimeout(made[0].job.name, timeout))
 
-    def _abandon_thread(self, queued: QueuedJob) -> None:
-        """Say what becomes of a plain `def` handler interrupted at shutdown."""
-        self._retire_pool()
-        log.warning(
-            "job `%s` %s is handed back unfinished, but its handler runs in a thread and "
-            "Python cannot stop a thread: its result will not be recorded, and the job runs "
-            "again from the start on its next delivery",
-            queued.name,
-            queued.id,
-            extra=_fields(queued),
-        )
+    async def _thread_returned(
+        self,
+        thread: ThreadCall[Any],
+        made: _Made,
+        limit: Deadline | None,
+        control: Interruptible,
+    ) -> None:
+        """Wait for a plain `def` handler's thread; past a time limit or a stop, until it returns.
 
-    async def _invoke_in_thread(self, job: Job, ctx: JobContext) -> None:
+        The task is cancelled when the limit passes or a stop interrupts the
+        job. The thread cannot be cancelled, so the job holds its slot and
+        its lease until the thread returns (`threads.see_out`), and only
+        then does the cancellation go on to settle the attempt.
+        """
+        future = thread.future
+        assert future is not None
         try:
-            result = await self.in_thread(job.handle, ctx)
+            result = await asyncio.wrap_future(future)
             if inspect.isawaitable(result):
                 await result
+        except asyncio.CancelledError:
+            if not thread.is_over:
+                if (limit is not None and limit.expired) or control.is_interrupted():
+                    if limit is not None:
+                        limit.done()  # a stop came first: the limit must not cut its wait short
+                    queued = made[0].job
+                    thread.abandoned = not await see_out(
+                        thread,
+                        queued,
+                        started=made[4],
+                        timeout=made[3],
+                        interrupted=control.is_interrupted,
+                    )
+                else:
+                    thread.interrupt(HandlerInterrupted)  # the worker itself is being cancelled
+            raise
         except SystemExit as exc:
             raise _exit_refused(exc) from exc
 
@@ -462,16 +463,6 @@ def _ended(
 def _exit_refused(exc: SystemExit) -> RuntimeError:
     """A handler must not be able to end the worker and every job beside it."""
     return RuntimeError(f"the handler called sys.exit({exc.code!r})")
-
-
-def _fields(queued: QueuedJob) -> dict[str, object]:
-    """The structured fields of a log record about `queued` (see `settle.job_fields`)."""
-    return {
-        "job_id": queued.id,
-        "job": queued.name,
-        "queue": queued.queue,
-        "attempt": queued.attempts,
-    }
 
 
 async def _unwind(task: asyncio.Task[None], name: str, job_id: str) -> None:

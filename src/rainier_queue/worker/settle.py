@@ -129,6 +129,8 @@ class Settler:
             await self._succeeded(attempt, lease)
         elif verdict is Verdict.INTERRUPTED:
             await self._hand_back(attempt, lease)
+        elif verdict is Verdict.ABANDONED:
+            self._leave_to_lapse(attempt)
         elif verdict in (Verdict.UNRUNNABLE, Verdict.EXHAUSTED):
             await self._failed(attempt, lease, _error_of(attempt))
         elif attempt.is_last:
@@ -322,6 +324,23 @@ class Settler:
             "handed job `%s` %s back unfinished at shutdown; its attempt is refunded",
             queued.name,
             queued.id,
+            extra=job_fields(queued, attempt.number),
+        )
+
+    def _leave_to_lapse(self, attempt: Attempt) -> None:
+        """A thread still runs the job after a stop: record nothing, and let its lease lapse."""
+        queued = attempt.reservation.job
+        lease = attempt.reservation.lease
+        self._stats.abandoned += 1
+        log.error(
+            "job `%s` %s still runs in its thread %.0fs after it started, though the stop "
+            "interrupted it; it is not handed back, so no other worker starts it beside that "
+            "thread: its lease is no longer renewed and lapses%s, and its next delivery counts "
+            "as an attempt; the thread ends only with this process",
+            queued.name,
+            queued.id,
+            time.monotonic() - attempt.started,
+            "" if lease is None else f" within {lease.total_seconds():g}s",
             extra=job_fields(queued, attempt.number),
         )
 
