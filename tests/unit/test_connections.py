@@ -215,3 +215,26 @@ def test_a_connection_may_carry_worker_settings_read_and_checked_with_the_file()
         QueueConfig.from_mapping(
             {"connections": {"main": {"url": "memory://", "worker": {"concurrency": "8"}}}}
         )
+
+
+async def test_a_connection_whose_variable_is_not_set_is_refused_only_when_used(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "rainier-queue.toml"
+    file.write_text(
+        'default = "main"\n[connections]\nmain = "memory://"\n'
+        'cache = "redis://:${RQ_PW}@127.0.0.1:6379/0"\n',
+        encoding="utf-8",
+    )
+
+    config = QueueConfig.load(file, environ={})
+    assert config is not None
+    manager = config.build()
+    try:
+        with pytest.raises(ConfigurationError, match=r"connection `cache`.*`RQ_PW`.*not set"):
+            config.open("cache")
+        with pytest.raises(ConfigurationError, match=r"connection `cache`.*`RQ_PW`"):
+            await manager.connection("cache").size("default")
+        assert await manager.connection("main").size("default") == 0
+    finally:
+        await manager.aclose()
