@@ -106,7 +106,7 @@ def test_credentials_never_appear_in_errors_or_reprs() -> None:
     assert "hunter2" not in repr(config)
     assert "abc" not in repr(config)
     assert redact_url("postgresql://app:secret@db:5432/app?sslkey=k") == (
-        "postgresql://app:***@db:5432/app?***"
+        "postgresql://app:***@db:5432/app?sslkey=***"
     )
     assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
     assert redact_url("sqlite:///jobs.db") == "sqlite:///jobs.db"
@@ -238,3 +238,9 @@ async def test_a_connection_whose_variable_is_not_set_is_refused_only_when_used(
         assert await manager.connection("main").size("default") == 0
     finally:
         await manager.aclose()
+
+
+def test_a_redacted_url_keeps_its_plain_options_readable_and_hides_secret_ones() -> None:
+    url = "redis://:s3cret@cache:6379/0?prefix=newbie&password=hunter2&lease=90s"
+
+    assert redact_url(url) == "redis://:***@cache:6379/0?prefix=newbie&password=***&lease=90s"

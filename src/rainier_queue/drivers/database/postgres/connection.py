@@ -102,7 +102,8 @@ def split_url(
         # A near miss of one of ours (`prefx`) is a typo of ours, not a libpq option.
         named = re.search(r'invalid URI query parameter: "([^"]+)"', str(exc))
         if named and difflib.get_close_matches(named.group(1), sorted(ours), n=1):
-            raise UnknownOption("a PostgreSQL URL (nor libpq)", named.group(1), ours) from None
+            where = "a PostgreSQL URL, whose query holds this library's options and libpq's,"
+            raise UnknownOption(where, named.group(1), ours) from None
         raise ConfigurationError(
             f"libpq cannot use the URL {redact_url(url)}: {str(exc).strip()} "
             f"(this library's own options are: {', '.join(sorted(ours))})"
