@@ -68,3 +68,21 @@ def test_the_first_ctrl_c_says_how_long_the_grace_lasts_and_what_a_second_one_do
     assert "received SIGINT" in stderr, stderr
     assert "finish for up to 1m30s" in stderr
     assert "send SIGINT again to stop at once" in stderr
+
+
+def test_failed_with_an_id_shows_that_record_with_its_whole_traceback(cli: Cli) -> None:
+    cli("dispatch", "boom", "--payload", '{"reason": "the card was declined"}')
+    cli("work", "--once")
+    [record] = cli.failed()
+    short = record["id"][-12:]
+
+    shown = cli("failed", short)
+
+    assert shown.code == 0, shown.output
+    assert record["id"] in shown.stdout
+    assert "Traceback (most recent call last)" in shown.stdout
+    assert "RuntimeError: the card was declined" in shown.stdout
+    assert '"reason": "the card was declined"' in shown.stdout
+    missing = cli("failed", "0123456789ab")
+    assert missing.code == 1, missing.output
+    assert "no failed job has id 0123456789ab" in missing.stderr
