@@ -7,9 +7,9 @@ signed by the tests' own authority for `localhost` (tests/tls_certs.py).
 the queue. Dialled as 127.0.0.1, or without the authority, the certificate
 fails its check, and that is a `TLSVerificationError` saying what to change,
 not a `BrokerUnavailable` a worker would wait out for ever. `sslmode=require`
-and `verify-ca` (encrypted, but the server's name unchecked) are refused
-unless the URL says `insecure_skip_verify=true`, which logs a warning per
-connection.
+and `verify-ca` (in libpq, encrypted but the server's name unchecked) are
+taken as `verify-full`; only `insecure_skip_verify=true` leaves the server
+unchecked, and it logs a warning per connection.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from rainier_queue.cache.stores import open_cache
 from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.database.postgres.connection import split_url
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerRejected, ConfigurationError, TLSVerificationError
 from rainier_queue.queue import Queue
@@ -95,19 +95,34 @@ async def test_verify_full_without_an_authority_is_a_verification_error(
 
 
 @pytest.mark.parametrize("mode", ["require", "verify-ca"])
-def test_modes_that_leave_the_server_unchecked_need_insecure_skip_verify(mode: str) -> None:
-    url = f"postgresql://postgres@db.example:5432/app?sslmode={mode}"
-    with pytest.raises(ConfigurationError, match="verify-full") as caught:
-        open_queue(url)
-    assert f"sslmode={mode}" in str(caught.value)
-    with pytest.raises(ConfigurationError, match="insecure_skip_verify=true"):
-        open_cache(url)
+async def test_require_and_verify_ca_are_taken_as_verify_full(
+    mode: str, certs: Certs, open_at: Any
+) -> None:
+    queue = open_at("localhost", f"sslmode={mode}&sslrootcert={certs.ca}")
+    await queue.push(job := a_job())
+    [got] = await queue.reserve("default")
+    assert got.job.id == job.id
+
+    unchecked_name = open_at("127.0.0.1", f"sslmode={mode}&sslrootcert={certs.ca}")
+    with pytest.raises(TLSVerificationError, match="checked as verify-full"):
+        await unchecked_name.size("default")
+
+
+async def test_require_without_an_authority_checks_against_the_systems_ones(
+    open_at: Any,
+) -> None:
+    queue = open_at("localhost", "sslmode=require")  # the tests' authority is not the system's
+
+    with pytest.raises(TLSVerificationError, match="sslrootcert"):
+        await queue.size("default")
 
 
 def test_the_environment_s_sslmode_counts_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGSSLMODE", "require")
-    with pytest.raises(ConfigurationError, match="PGSSLMODE=require"):
-        open_queue("postgresql://postgres@db.example:5432/app")
+
+    dsn, _ = split_url("postgresql://postgres@db.example:5432/app", frozenset())
+
+    assert "sslmode=verify-full" in dsn
 
 
 def test_insecure_skip_verify_contradicting_sslmode_is_refused() -> None:
