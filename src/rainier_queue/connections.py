@@ -34,7 +34,11 @@ cron = "30 7 * * *"
 Strings in a file may name environment variables, `${DATABASE_URL}` or
 `postgresql://app:${DB_PASSWORD}@db/app`, so credentials stay out of it;
 the caller hands over the environment (`load(..., environ=os.environ)`;
-the CLI does), and a variable that is not set is an error naming it.
+the CLI does). `${NAME:-fallback}` and `${NAME-fallback}` mean what they
+mean in a shell (see `interpolation.py`). A variable that is not set is an
+error naming it: outside `connections`, when the file is read; inside one
+connection's table, only when that connection is used, so a process that
+uses PostgreSQL alone does not need the Redis password.
 
 A relative SQLite path in a file (`sqlite:///jobs.db`) is the file beside
 that config file, so the dispatcher and a worker started elsewhere open the
@@ -65,12 +69,13 @@ from .cache.stores import open_cache
 from .context import Dependencies
 from .drivers import DriverContext, check_driver_name
 from .errors import ConfigurationError, UnknownConnection, UnknownOption
-from .interpolation import interpolate
+from .interpolation import interpolate, unset_error
 from .locks import LockManager
 from .manager import QueueManager
 from .queue import Queue
 from .redact import redact_url
 from .registry import JobRegistry
+from .unresolved import UnresolvedQueue
 from .worker.settings_table import worker_settings
 
 TOP_LEVEL_KEYS = frozenset({"default", "connections", "locks", "queues", "app", "schedules"})
@@ -87,6 +92,9 @@ class ConnectionConfig:
     worker: Mapping[str, Any] = field(default_factory=dict)
     """Settings for a worker on this connection (`WorkerOptions` keyword arguments), from
     the connection's `worker` table; the command line's flags win over them."""
+    unresolved: str | None = None
+    """Why this connection cannot be opened here: the environment variables its table
+    names that are not set (None: it can be). Refused when the connection is used."""
 
     def __repr__(self) -> str:
         url = redact_url(self.url)
@@ -122,8 +130,20 @@ class QueueConfig:
         return cls(default="default", connections={"default": conn}, locks=locks)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> QueueConfig:
-        """Read a declaration (the shape of the TOML table above), refusing anything unknown."""
+    def from_mapping(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        source: str = "config",
+        unresolved: Mapping[str, str] | None = None,
+    ) -> QueueConfig:
+        """Read a declaration (the shape of the TOML table above), refusing anything unknown.
+
+        `unresolved` names the connections whose environment variables are not
+        set, each with the message saying which; they are kept, and refused
+        when used.
+        """
+        unresolved = unresolved or {}
         for key in data:
             if key not in TOP_LEVEL_KEYS:
                 raise UnknownOption(f"the queue config ({source})", key, TOP_LEVEL_KEYS)
@@ -133,7 +153,10 @@ class QueueConfig:
                 f"the queue config ({source}) declares no connections; add one, for example "
                 '[connections.main] url = "sqlite:///jobs.db"'
             )
-        connections = {name: _connection(name, value, source) for name, value in raw.items()}
+        connections = {
+            name: _connection(name, value, source, unresolved.get(name))
+            for name, value in raw.items()
+        }
         default = data.get("default")
         if default is None:
             if len(connections) != 1:
@@ -202,8 +225,9 @@ class QueueConfig:
                 if required:
                     raise ConfigurationError(f"{file} has no [tool.rainier-queue] table")
                 return None
-        data = interpolate(data, environ, source=str(file))
-        return cls.from_mapping(data, source=str(file)).anchored(file.resolve().parent)
+        data, unresolved = _interpolated(data, environ, str(file))
+        config = cls.from_mapping(data, source=str(file), unresolved=unresolved)
+        return config.anchored(file.resolve().parent)
 
     def anchored(self, folder: Path) -> QueueConfig:
         """This config with each relative `sqlite:///` URL made absolute against `folder`.
@@ -227,6 +251,8 @@ class QueueConfig:
         conn = self.connections.get(name)
         if conn is None:
             raise UnknownConnection(name, self.connections)
+        if conn.unresolved is not None:
+            raise UnresolvedQueue(name, conn.unresolved).error()
         try:
             return open_queue(conn.url, conn.options, context)
         except ConfigurationError as exc:
@@ -245,7 +271,12 @@ class QueueConfig:
         context = DriverContext(
             registry=registry, dependencies=dependencies or Dependencies(), open_cache=open_cache
         )
-        queues = {name: self.open(name, context) for name in sorted(self.connections)}
+        queues = {
+            name: UnresolvedQueue(name, conn.unresolved)
+            if conn.unresolved is not None
+            else self.open(name, context)
+            for name, conn in sorted(self.connections.items())
+        }
         locks = LockManager(open_cache(self.locks)) if self.locks else None
         return QueueManager(
             queues[self.default],
@@ -277,9 +308,40 @@ def open_queue(
     return drivers.open_queue(url, options, context)
 
 
-def _connection(name: str, value: Any, source: str) -> ConnectionConfig:
+def _interpolated(
+    data: Any, environ: Mapping[str, str] | None, source: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """`data` with its variables replaced, and the connections whose variables are not set.
+
+    Everything outside `connections` is used by every command, so a variable
+    missing there is an error now; a connection's own table waits until the
+    connection is used (see `unresolved.py`).
+    """
+    if not isinstance(data, Mapping):
+        return interpolate(data, environ, source=source), {}
+    rest = {key: value for key, value in data.items() if key != "connections"}
+    done: dict[str, Any] = interpolate(rest, environ, source=source)
+    raw = data.get("connections")
+    if not isinstance(raw, Mapping):
+        if "connections" in data:
+            done["connections"] = raw
+        return done, {}
+    connections: dict[str, Any] = {}
+    unresolved: dict[str, str] = {}
+    for name, value in raw.items():
+        unset: list[str] = []
+        connections[name] = interpolate(value, environ, source=source, unset=unset)
+        if unset:
+            unresolved[name] = unset_error(unset, source, environ_given=environ is not None)
+    done["connections"] = connections
+    return done, unresolved
+
+
+def _connection(
+    name: str, value: Any, source: str, unresolved: str | None = None
+) -> ConnectionConfig:
     if isinstance(value, str):
-        return ConnectionConfig(name=name, url=value)
+        return ConnectionConfig(name=name, url=value, unresolved=unresolved)
     if not isinstance(value, Mapping):
         raise ConfigurationError(
             f"connection `{name}` ({source}) must be a URL or a table with `url`"
@@ -288,6 +350,9 @@ def _connection(name: str, value: Any, source: str) -> ConnectionConfig:
         raise ConfigurationError(
             f'connection `{name}` ({source}) needs a `url`, such as "sqlite:///jobs.db"'
         )
+    if unresolved is not None:
+        # Its values wait for their variables; it is checked when they are set.
+        return ConnectionConfig(name=name, url=value["url"], unresolved=unresolved)
     if "queue" in value:
         raise ConfigurationError(
             f"connection `{name}` ({source}): a connection does not name a `queue`; "

@@ -52,3 +52,24 @@ def format_duration(value: timedelta) -> str:
     if seconds < 1:
         return f"{seconds * 1000:g}ms"
     return f"{seconds:g}s"
+
+
+def human_duration(value: timedelta) -> str:
+    """A duration rounded for a person reading a log: `0.97s`, `12s`, `1m30s`, `2h5m`.
+
+    Backoff delays carry jitter, so their exact value (`0.96752s`) is noise;
+    two significant figures under ten seconds, whole seconds above.
+    """
+    seconds = value.total_seconds()
+    if seconds <= 0:
+        return "0s"
+    if seconds < 10:
+        return f"{seconds:.2g}s" if seconds >= 0.01 else f"{seconds * 1000:.2g}ms"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes}m" if minutes else f"{hours}h"

@@ -24,11 +24,13 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
+from datetime import timedelta
 from typing import Any
 
 import msgspec
 
 from .errors import PayloadError
+from .payload_problems import DURATION_FORMS, choices, type_at, with_durations
 from .payload_types import NATIVE, EnumMember, check_shape, is_pydantic_model
 
 JSONValue = Any
@@ -75,7 +77,7 @@ _FINGERPRINT = msgspec.msgpack.Encoder(enc_hook=_encode_other)
 class PayloadCodec:
     """A job class's fields, checked and converted: made once per class, used per job."""
 
-    __slots__ = ("_cls", "_names", "_optional", "_reading", "_shape")
+    __slots__ = ("_cls", "_fields", "_names", "_optional", "_reading", "_required", "_shape")
 
     def __init__(self, cls: type[Any]) -> None:
         where = cls.__qualname__
@@ -87,6 +89,11 @@ class PayloadCodec:
             _require_decodable(shape, f"{where}.{name}")
         self._cls = cls
         self._names = frozenset(f.name for f in fields if f.init)
+        self._required = [f.name for f in fields if f.init and _required(f)]
+        self._fields = {
+            f.name: (hints[f.name], shape) for f, (_, shape) in zip(fields, shaped, strict=True)
+        }
+        """Each field's declared type and shape, for the slow path that lists every problem."""
         self._optional = any(f.init and not _required(f) for f in fields)
         """Whether a field may be absent from a payload (left UNSET by `load`'s reading)."""
         # What `load` reads into: the declared types, a field with a default
@@ -143,7 +150,8 @@ class PayloadCodec:
                 dec_hook=_decode_other,
             )
         except msgspec.ValidationError as exc:
-            raise _mismatch(exc) from None
+            fields = {name: getattr(value, name) for name in self._fields if hasattr(value, name)}
+            raise self._problems(fields, exc, shape=True) from None
         except RecursionError:
             raise _too_deep() from None
 
@@ -161,12 +169,76 @@ class PayloadCodec:
         try:
             read = msgspec.convert(data, self._reading, dec_hook=_decode_other)
         except msgspec.ValidationError as exc:
-            raise _mismatch(exc) from None
+            read = self._read_slowly(data, exc)
         kwargs = msgspec.structs.asdict(read)  # in C: this runs for every job a worker starts
         if self._optional:
             unset = msgspec.UNSET
             kwargs = {k: v for k, v in kwargs.items() if v is not unset}
         return self._cls(**kwargs)
+
+    def _read_slowly(self, data: dict[str, Any], first: msgspec.ValidationError) -> Any:
+        """`data` read after the fast conversion failed: with durations as people write them
+        (`30s`), or refused with every problem listed."""
+        fields = {name: self._fields[name][0] for name in data}
+        written = {name: with_durations(value, fields[name]) for name, value in data.items()}
+        if any(written[name] is not data[name] for name in data):
+            try:
+                return msgspec.convert(written, self._reading, dec_hook=_decode_other)
+            except msgspec.ValidationError:
+                pass
+        raise self._problems(data, first, shape=False)
+
+    def _problems(
+        self, values: dict[str, Any], first: msgspec.ValidationError, *, shape: bool
+    ) -> _Mismatch:
+        """Every field of `values` that does not fit, and every required field missing.
+
+        One problem reads as before (`at `qty`: expected ...`); several are
+        listed in one message, in the order of the class's fields.
+        """
+        problems: list[tuple[str, str]] = []
+        for name, (declared, shaped) in self._fields.items():
+            if name not in values:
+                if name in self._required and not shape:
+                    problems.append((name, "missing required field"))
+                continue
+            tp = shaped if shape else declared
+            value = values[name] if shape else with_durations(values[name], declared)
+            try:
+                if shape:
+                    msgspec.convert(
+                        value,
+                        tp,
+                        from_attributes=True,
+                        builtin_types=NATIVE,
+                        dec_hook=_decode_other,
+                    )
+                else:
+                    msgspec.convert(value, tp, dec_hook=_decode_other)
+            except msgspec.ValidationError as exc:
+                found = _mismatch(exc)
+                below = found.path
+                path = name + ("" if not below or below.startswith("[") else ".") + below
+                problems.append((path, _explained(found.message, type_at(declared, below))))
+            except RecursionError:
+                return _too_deep()
+        if not problems:
+            return _mismatch(first)  # not about one field: msgspec's own words
+        if len(problems) == 1:
+            return _Mismatch(*problems[0])
+        listed = "; ".join(f"`{path}`: {message}" for path, message in problems)
+        return _Mismatch("", f"{len(problems)} problems: {listed}")
+
+
+def _explained(message: str, tp: Any) -> str:
+    """`message` with what the type allows: an Enum's or Literal's values, duration forms."""
+    allowed = choices(tp) if tp is not None else None
+    if allowed is not None:
+        return f"{message.replace('Invalid', 'invalid', 1)}; allowed: {allowed}"
+    if tp is timedelta and "duration" in message.lower():
+        said = message.replace("Invalid ISO8601 duration", "not a duration")
+        return f"{said}; write {DURATION_FORMS}"
+    return message
 
 
 def _too_deep() -> _Mismatch:

@@ -8,13 +8,21 @@ connection goes through `redact_url` first.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import re
+from urllib.parse import parse_qsl, urlsplit
 
 REDACTED = "***"
 
+_SECRET_KEY = re.compile(r"pass|pwd|secret|token|key|auth|cred|sig|session", re.IGNORECASE)
+"""Query keys whose value is hidden: passwords, tokens, keys, signatures and the like."""
+
 
 def redact_url(url: str) -> str:
-    """`url` with any password and query string replaced by `***`."""
+    """`url` with any password, and the value of any secret-looking query option, as `***`.
+
+    The other options stay readable (`?prefix=app_&lease=90s`): a person
+    comparing two workers' connections needs them, and they hold no secret.
+    """
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -26,7 +34,17 @@ def redact_url(url: str) -> str:
         userinfo, host = netloc.rsplit("@", 1)
         user = userinfo.split(":", 1)[0]
         netloc = f"{user}:{REDACTED}@{host}" if ":" in userinfo else f"{REDACTED}@{host}"
-    query = f"?{REDACTED}" if parts.query else ""
+    query = f"?{_redacted_query(parts.query)}" if parts.query else ""
     # Built by hand: urlunsplit drops the `//` of a URL with no host, which
     # turns `sqlite:////tmp/x.db` into something that reads as host `tmp`.
     return f"{parts.scheme}://{netloc}{parts.path}{query}"
+
+
+def _redacted_query(query: str) -> str:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        return REDACTED
+    return "&".join(
+        f"{key}={REDACTED if _SECRET_KEY.search(key) else value}" for key, value in pairs
+    )

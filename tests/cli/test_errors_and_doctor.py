@@ -257,3 +257,23 @@ def test_a_config_file_takes_values_from_the_environment_and_names_a_missing_one
     assert "`RQ_TEST_FOLDER`" in without.stderr
     assert "not set" in without.stderr
     assert no_traceback(without)
+
+
+def test_an_unknown_scheme_lists_only_the_drivers_this_version_has() -> None:
+    result = run("--app", APP, "--url", "amqx://localhost", "size")
+
+    assert result.code == 2, result.output
+    assert "`sqlite`" in result.stderr
+    for planned in ("amqp", "amqps", "nats", "sqs"):
+        assert f"`{planned}`" not in result.stderr, result.stderr
+    assert no_traceback(result)
+
+
+@pytest.mark.parametrize("url", ["amqp://localhost:5672", "nats://localhost", "sqs://h/q"])
+def test_the_scheme_of_a_planned_driver_says_it_is_not_built_yet(url: str) -> None:
+    result = run("--app", APP, "--url", url, "size")
+
+    assert result.code == 2, result.output
+    assert "not built yet" in result.stderr
+    assert "pip install" not in result.stderr
+    assert no_traceback(result)

@@ -63,6 +63,9 @@ def test_the_readme_example_dispatches_passes_doctor_and_is_drained_by_its_worke
     folder = project(tmp_path)
     doctor, forever, drain = shell_lines(section("What it looks like"))
     assert doctor == ["doctor"]
+    assert "QueueConfig.load(environ=os.environ)" in (folder / "myapp" / "jobs.py").read_text(
+        encoding="utf-8"
+    ), "the application reads the same config file as the commands"
     assert "--stop-when-empty" in drain
 
     dispatched = subprocess.run(

@@ -360,3 +360,27 @@ def test_doctor_checks_a_connections_worker_table_against_its_lease(tmp_path: Pa
 
     assert result.code == 4, result.output
     assert "with the connection's worker settings" in result.stdout
+
+
+def test_under_log_format_json_every_line_a_drain_writes_is_json(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "attempts.txt"
+    cli("dispatch", "fails-first", "--payload", json.dumps({"path": str(out), "retry_after": 3600}))
+
+    worked = run("--log-format", "json", "-v", *cli.args("work", "--stop-when-empty", "--progress"))
+
+    assert worked.code == 5, worked.output
+    lines = [line for line in worked.output.splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # fails on any line that is not JSON
+    messages = " | ".join(str(record["message"]) for record in records)
+    assert "working default on" in messages
+    assert "work is left on the queues" in messages
+    [summary] = [json.loads(line) for line in worked.stdout.splitlines()]
+    assert (summary["succeeded"], summary["retried"], summary["failed"]) == (0, 1, 0)
+
+
+def test_a_global_option_given_after_the_command_says_to_put_it_before(cli: Cli) -> None:
+    worked = cli("work", "--once", "--log-format", "json")
+
+    assert worked.code == 2, worked.output
+    assert "--log-format is an option of rainier-queue itself" in worked.stderr
+    assert "rainier-queue --log-format ... work" in worked.stderr

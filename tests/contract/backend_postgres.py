@@ -108,7 +108,7 @@ TLS_RULES = TLS(
     trusting=lambda ca: f"sslmode=verify-full&sslrootcert={ca}",
     checked="sslmode=verify-full",  # with HOME elsewhere: no ~/.postgresql/root.crt
     insecure="insecure_skip_verify=true",
-    weakenings=("sslmode=require", "sslmode=verify-ca"),
+    weakenings=(),  # require and verify-ca are taken as verify-full (test_postgres_tls.py)
     plain_url=lambda ns: f"{PG_URL}?prefix={ns}_&sslmode=verify-full",
 )
 

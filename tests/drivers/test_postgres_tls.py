@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """What is PostgreSQL's own about TLS; the promises all drivers keep are in tests/contract.
 
-libpq reads `sslmode` from the environment as well as the URL, and
-`insecure_skip_verify` has to agree with the URL's `sslmode`. With it, every
+libpq reads `sslmode` from the environment as well as the URL; `require`
+and `verify-ca` (in libpq, encrypted but the server's name unchecked) are
+taken as `verify-full` here, and `insecure_skip_verify` has to agree with the
+URL's `sslmode`. With it, every
 connection the pool holds is encrypted, not only the first (the server's
 own `pg_stat_ssl` says so), and each logs its warning.
 """
@@ -18,8 +20,9 @@ import psycopg
 import pytest
 
 from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.database.postgres.connection import split_url
 from rainier_queue.envelope import QueuedJob
-from rainier_queue.errors import ConfigurationError
+from rainier_queue.errors import ConfigurationError, TLSVerificationError
 from rainier_queue.queue import Queue
 
 from ..contract.backends import BACKENDS, TLSServer
@@ -39,10 +42,41 @@ def server(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[T
         started.stop()
 
 
+def open_at(server: TLSServer, opened: list[Queue], host: str, query: str) -> Queue:
+    queue = open_queue(server.url(host, f"tls{uuid.uuid4().hex[:8]}", query))
+    opened.append(queue)
+    return queue
+
+
+@pytest.mark.parametrize("mode", ["require", "verify-ca"])
+async def test_require_and_verify_ca_are_taken_as_verify_full(
+    mode: str, certs: Certs, server: TLSServer, opened: list[Queue]
+) -> None:
+    queue = open_at(server, opened, "localhost", f"sslmode={mode}&sslrootcert={certs.ca}")
+    await queue.push(job := QueuedJob.create("note", {"text": "hi"}))
+    [got] = await queue.reserve("default")
+    assert got.job.id == job.id
+
+    unnamed = open_at(server, opened, "127.0.0.1", f"sslmode={mode}&sslrootcert={certs.ca}")
+    with pytest.raises(TLSVerificationError, match="checked as verify-full"):
+        await unnamed.size("default")
+
+
+async def test_require_without_an_authority_checks_against_the_system_s_ones(
+    server: TLSServer, opened: list[Queue]
+) -> None:
+    queue = open_at(server, opened, "localhost", "sslmode=require")  # ours is not the system's
+
+    with pytest.raises(TLSVerificationError, match="sslrootcert"):
+        await queue.size("default")
+
+
 def test_the_environment_s_sslmode_counts_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGSSLMODE", "require")
-    with pytest.raises(ConfigurationError, match="PGSSLMODE=require"):
-        open_queue("postgresql://postgres@db.example:5432/app")
+
+    dsn, _ = split_url("postgresql://postgres@db.example:5432/app", frozenset())
+
+    assert "sslmode=verify-full" in dsn
 
 
 def test_insecure_skip_verify_contradicting_sslmode_is_refused() -> None:
@@ -50,6 +84,8 @@ def test_insecure_skip_verify_contradicting_sslmode_is_refused() -> None:
         open_queue("postgresql://h/app?sslmode=verify-full&insecure_skip_verify=true")
     with pytest.raises(ConfigurationError, match="no certificate to skip"):
         open_queue("postgresql://h/app?sslmode=disable&insecure_skip_verify=true")
+    with pytest.raises(ConfigurationError, match="neither true nor false"):
+        open_queue("postgresql://h/app?insecure_skip_verify=sometimes")
 
 
 async def test_insecure_skip_verify_encrypts_every_connection_and_warns_for_each(

@@ -64,6 +64,10 @@ SQL_BAD_ROWS: dict[str, tuple[dict[str, object], str]] = {
     "payload-dict-repr": ({"payload": "{'text': 'x'}"}, "`payload` is not JSON"),
     "payload-deep": ({"payload": DEEP}, "`payload` is nested more than"),
     "payload-surrogate": ({"payload": '{"text": "\\ud800"}'}, "`payload` holds a lone surrogate"),
+    "payload-beyond-float": (
+        {"payload": '{"text": "x", "ratio": 1e999}'},
+        "`payload` holds the number 1e999 at `ratio`",
+    ),
     "headers-array": ({"headers": "[]"}, "`headers` must be an object"),
     "headers-not-json": ({"headers": "trace=1"}, "`headers` is not JSON"),
     "created-far-future": ({"created_at": 2**62}, "`created_at` is"),
@@ -145,6 +149,12 @@ def bad_bodies(ledger: str) -> dict[str, tuple[str | bytes, str]]:
         "body-max-inf": (
             body("body-max-inf").replace('"max_attempts": 3', '"max_attempts": 1e999'),
             "`max_attempts`",
+        ),
+        "body-payload-beyond-float": (
+            body("body-payload-beyond-float").replace(
+                '"text": "body-payload-beyond-float"', '"text": "x", "ratio": -1.5e400'
+            ),
+            "holds the number -1.5e400 at `payload.ratio`",
         ),
         "body-created-word": (body("body-created-word", created_at="yesterday"), "`created_at`"),
         "body-month-13": (

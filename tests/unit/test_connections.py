@@ -88,7 +88,7 @@ def test_a_driver_whose_extra_is_missing_says_which_pip_install_fixes_it() -> No
 def test_a_scheme_whose_driver_this_version_lacks_says_so_rather_than_naming_an_extra(
     url: str,
 ) -> None:
-    with pytest.raises(ConfigurationError, match="not available in this version") as caught:
+    with pytest.raises(ConfigurationError, match="planned and not built yet") as caught:
         open_queue(url)
 
     assert not isinstance(caught.value, MissingDependency)
@@ -106,7 +106,7 @@ def test_credentials_never_appear_in_errors_or_reprs() -> None:
     assert "hunter2" not in repr(config)
     assert "abc" not in repr(config)
     assert redact_url("postgresql://app:secret@db:5432/app?sslkey=k") == (
-        "postgresql://app:***@db:5432/app?***"
+        "postgresql://app:***@db:5432/app?sslkey=***"
     )
     assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
     assert redact_url("sqlite:///jobs.db") == "sqlite:///jobs.db"
@@ -215,3 +215,32 @@ def test_a_connection_may_carry_worker_settings_read_and_checked_with_the_file()
         QueueConfig.from_mapping(
             {"connections": {"main": {"url": "memory://", "worker": {"concurrency": "8"}}}}
         )
+
+
+async def test_a_connection_whose_variable_is_not_set_is_refused_only_when_used(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "rainier-queue.toml"
+    file.write_text(
+        'default = "main"\n[connections]\nmain = "memory://"\n'
+        'cache = "redis://:${RQ_PW}@127.0.0.1:6379/0"\n',
+        encoding="utf-8",
+    )
+
+    config = QueueConfig.load(file, environ={})
+    assert config is not None
+    manager = config.build()
+    try:
+        with pytest.raises(ConfigurationError, match=r"connection `cache`.*`RQ_PW`.*not set"):
+            config.open("cache")
+        with pytest.raises(ConfigurationError, match=r"connection `cache`.*`RQ_PW`"):
+            await manager.connection("cache").size("default")
+        assert await manager.connection("main").size("default") == 0
+    finally:
+        await manager.aclose()
+
+
+def test_a_redacted_url_keeps_its_plain_options_readable_and_hides_secret_ones() -> None:
+    url = "redis://:s3cret@cache:6379/0?prefix=newbie&password=hunter2&lease=90s"
+
+    assert redact_url(url) == "redis://:***@cache:6379/0?prefix=newbie&password=***&lease=90s"

@@ -38,3 +38,26 @@ def test_a_large_shallow_payload_with_many_brackets_is_not_refused() -> None:
 def test_unbalanced_text_too_deep_for_the_parser_is_refused_as_too_deep() -> None:
     with pytest.raises(MalformedEntry, match="nested more than"):
         parse_json("[" * 20_000, "payload")
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1.5e400", "1" + "0" * 400 + ".0"])
+def test_a_number_too_large_for_a_float_is_refused_with_where_it_is(number: str) -> None:
+    text = f'{{"price": 1.5, "lines": [{{"qty": 1, "ratio": {number}}}]}}'
+
+    with pytest.raises(MalformedEntry) as caught:
+        parse_json(text, "payload")
+
+    assert "`payload`" in str(caught.value)
+    assert "at `lines[0].ratio`" in str(caught.value)
+    assert "beyond what a float holds" in str(caught.value)
+
+
+def test_large_finite_numbers_and_integers_are_read_as_they_are() -> None:
+    big = 10**400
+
+    text = '{"a": 1.7976931348623157e308, "b": ' + str(big) + "}"
+
+    assert parse_json(text, "payload") == {
+        "a": 1.7976931348623157e308,
+        "b": big,
+    }

@@ -35,3 +35,32 @@ def test_a_name_that_is_not_set_is_an_error_naming_it_and_the_file() -> None:
 def test_with_no_environment_given_the_error_says_how_to_give_one() -> None:
     with pytest.raises(ConfigurationError, match="environ=os.environ"):
         interpolate({"url": "redis://:${PW}@h"}, None, source="test.toml")
+
+
+def test_a_colon_dash_fallback_stands_in_for_an_unset_or_empty_variable() -> None:
+    data = {"a": "${A:-one}", "b": "${B:-two}", "c": "${C:-three}", "d": "${D:-}"}
+
+    done = interpolate(data, {"A": "set", "B": ""}, source="test.toml")
+
+    assert done == {"a": "set", "b": "two", "c": "three", "d": ""}
+
+
+def test_a_dash_fallback_stands_in_only_for_an_unset_variable() -> None:
+    done = interpolate({"a": "${A-one}", "b": "${B-two}"}, {"A": ""}, source="test.toml")
+
+    assert done == {"a": "", "b": "two"}
+
+
+def test_the_other_shell_forms_are_refused_by_name() -> None:
+    for form in ("${A:?gone}", "${A:+x}", "${A=x}", "${A:-${B}}", "${}", "${1A}"):
+        with pytest.raises(ConfigurationError, match="does not take"):
+            interpolate({"url": form}, {"A": "a", "B": "b"}, source="test.toml")
+
+
+def test_names_that_are_not_set_can_be_collected_instead_of_refused() -> None:
+    unset: list[str] = []
+
+    done = interpolate({"url": "redis://:${PW}@h/${DB:-0}"}, {}, source="t", unset=unset)
+
+    assert done == {"url": "redis://:${PW}@h/0"}
+    assert unset == ["PW"]

@@ -393,3 +393,29 @@ def test_whether_a_handler_is_async_is_answered_again_when_it_is_replaced() -> N
 
     Swapped.handle = plain  # type: ignore[assignment,method-assign]
     assert not is_async_handler(Swapped)
+
+
+class _Shade(enum.Enum):
+    LIGHT = "light"
+    DARK = "dark"
+
+
+class _Paint(Job):
+    name = "paint"
+    room: str
+    coats: int
+    shade: _Shade
+
+    async def handle(self, ctx: JobContext) -> None:
+        pass
+
+
+def test_a_job_built_with_several_wrong_fields_names_them_all_and_the_enums_choices() -> None:
+    with pytest.raises(PayloadError) as caught:
+        _Paint(room=3, coats="two", shade="light")  # type: ignore[arg-type]
+
+    text = str(caught.value)
+    assert "3 problems" in text
+    assert "`room`: expected `str`, got `int`" in text
+    assert "`coats`: expected `int`, got `str`" in text
+    assert '`shade`: expected a _Shade, got str; allowed: "light", "dark"' in text

@@ -18,7 +18,7 @@ from ..queue import FailedJobListing, FailedJobStore
 from .exit_codes import ExitCode
 from .failed_ids import SEARCHED, lookup
 from .loading import Loaded
-from .output import Problem, echo, note
+from .output import Problem, echo, note, say_error
 from .runtime import State, failed_store, run_command, warn_if_private
 
 BATCH = 500
@@ -147,7 +147,7 @@ async def _each(
             echo(f"{verb} {job_id}")
         else:  # gone between the lookup and the action: retried or forgotten elsewhere
             missing += 1
-            click.echo(f"error: no failed job has id {job_id}", err=True)
+            say_error(f"no failed job has id {job_id}")
     if missing:
         note(f"{len(ids) - missing} of {len(ids)} done")
         return ExitCode.JOB_FAILED
@@ -161,16 +161,13 @@ async def _whole_id(store: FailedJobListing, given: str) -> str | None:
         return found.matches[0]
     if found.matches:
         listed = ", ".join(found.matches[:5]) + (", ..." if len(found.matches) > 5 else "")
-        click.echo(
-            f"error: {given} is part of {len(found.matches)} failed jobs' ids ({listed}); "
-            "give more of it, or the whole id (`failed --wide`)",
-            err=True,
+        say_error(
+            f"{given} is part of {len(found.matches)} failed jobs' ids ({listed}); "
+            "give more of it, or the whole id (`failed --wide`)"
         )
         return None
     where = "" if found.searched_all else f" among the newest {SEARCHED} failed jobs"
-    click.echo(
-        f"error: no failed job has id {given}{where}; `failed --wide` lists whole ids", err=True
-    )
+    say_error(f"no failed job has id {given}{where}; `failed --wide` lists whole ids")
     return None
 
 

@@ -108,7 +108,10 @@ class Commands(Group):
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="json: one JSON object per log line, with job_id, job, queue and attempt fields.",
+    help=(
+        "json: every line on stderr, and work's summary, is one JSON object (job records "
+        "carry job_id, job, queue and attempt). Give it before the command."
+    ),
 )
 @click.version_option(__version__, "-V", "--version", prog_name="rainier-queue")
 @click.pass_context

@@ -214,7 +214,7 @@ def _locks(loaded: Loaded, report: Report) -> None:
         )
         return
     shared_queues = any(
-        loaded.queue(name).capabilities.shared_between_processes
+        loaded.manager.connection(name).capabilities.shared_between_processes
         for name in loaded.manager.connection_names()
     )
     if not locks.is_shared and shared_queues:

@@ -14,8 +14,9 @@ from datetime import UTC
 import click
 
 from ..envelope import format_time
-from ..queue import Countable, FailedJob, QueueCounts
-from .failed_ids import short_id
+from ..queue import Countable, FailedJob, FailedJobListing, QueueCounts
+from .exit_codes import ExitCode
+from .failed_ids import SEARCHED, lookup, short_id
 from .loading import Loaded
 from .output import Problem, echo, first_line, note, stdout_console, table
 from .runtime import State, failed_listing, run_command, warn_if_private
@@ -82,6 +83,7 @@ def _known_queues(loaded: Loaded) -> list[str]:
 
 
 @click.command()
+@click.argument("job_id", metavar="[ID]", required=False)
 @click.option("--queue", help="Only failed jobs from this queue.")
 @click.option(
     "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many to show."
@@ -91,16 +93,21 @@ def _known_queues(loaded: Loaded) -> list[str]:
     "--wide", is_flag=True, help="Show whole ids (the table shows each id's random last part)."
 )
 @click.pass_obj
-def failed(state: State, queue: str | None, limit: int, as_json: bool, wide: bool) -> None:
+def failed(
+    state: State, job_id: str | None, queue: str | None, limit: int, as_json: bool, wide: bool
+) -> None:
     """List failed jobs, newest first: id, name, queue, attempts, when, and the error.
 
-    `retry` and `forget` take an id as shown here, short or whole.
+    With an ID (short or whole, as listed), show that one job: its whole error,
+    traceback included, and its payload. `retry` and `forget` take the same ids.
     """
 
     async def body(loaded: Loaded) -> int:
         target = loaded.queue(state.settings.connection)
         store = failed_listing(target)
         warn_if_private(target)
+        if job_id is not None:
+            return await _show_one(store, job_id, as_json=as_json)
         jobs = await store.failed_jobs(queue=queue, limit=limit)
         if as_json:
             echo(_json_text([_as_dict(f) for f in jobs]))
@@ -128,6 +135,39 @@ def failed(state: State, queue: str | None, limit: int, as_json: bool, wide: boo
         return 0
 
     run_command(state, body)
+
+
+async def _show_one(store: FailedJobListing, given: str, *, as_json: bool) -> int:
+    """One failed job, whole: its fields, its payload and its error with the traceback."""
+    found = await lookup(store, given)
+    whole = given.removeprefix("…").removeprefix("...")
+    matches = found.matches if whole not in found.matches else (whole,)
+    if len(matches) > 1:
+        listed = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise Problem(f"{given} is part of {len(matches)} failed jobs' ids ({listed}); give more")
+    chosen = next(
+        (f for f in await store.failed_jobs(limit=SEARCHED) if matches and f.job.id == matches[0]),
+        None,
+    )
+    if chosen is None:
+        where = "" if found.searched_all else f" among the newest {SEARCHED} failed jobs"
+        raise Problem(
+            f"no failed job has id {given}{where}; `failed --wide` lists whole ids",
+            ExitCode.JOB_FAILED,
+        )
+    if as_json:
+        echo(_json_text(_as_dict(chosen)))
+        return 0
+    job = chosen.job
+    echo(f"id:        {_shown(job.id)}")
+    echo(f"name:      {_shown(job.name)}")
+    echo(f"queue:     {_shown(job.queue)}")
+    echo(f"attempts:  {job.attempts}/{job.max_attempts}")
+    echo(f"failed at: {chosen.failed_at.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S')} UTC")
+    echo(f"payload:   {_shown(_json_text(job.payload))}")
+    echo("error:")
+    echo(_shown(chosen.error.rstrip()))
+    return 0
 
 
 def _json_text(data: object) -> str:

@@ -45,6 +45,7 @@ from ..manager import QueueManager
 from ..queue import Queue
 from ..redact import redact_url
 from ..registry import JobRegistry
+from ..unresolved import UnresolvedQueue
 from .output import Problem
 from .settings import APP_VAR, CONFIG_VAR, URL_VAR, Settings
 
@@ -91,8 +92,15 @@ class Loaded:
         return dict(declared.worker) if declared is not None else {}
 
     def queue(self, connection: str | None) -> Queue:
-        """The queue of connection `connection` (the default one when None)."""
-        return self.manager.connection(connection)
+        """The queue of connection `connection` (the default one when None).
+
+        A declared connection whose environment variables are not set is
+        refused here, naming them, before the command does anything with it.
+        """
+        queue = self.manager.connection(connection)
+        if isinstance(queue, UnresolvedQueue):
+            raise queue.error()
+        return queue
 
     def connection_name(self, connection: str | None) -> str:
         """The name a command's connection goes by in messages."""

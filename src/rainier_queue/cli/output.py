@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING
 
 import click
@@ -42,6 +42,12 @@ class Problem(Exception):
 
     def show(self, *, verbose: bool) -> None:
         """Print the message on stderr; with `verbose`, the cause's traceback before it."""
+        if json_mode():
+            fields: dict[str, object] = {}
+            if verbose and self.cause is not None:
+                fields["traceback"] = "".join(traceback.format_exception(self.cause))
+            say_json("error", self.message, fields)
+            return
         if verbose and self.cause is not None:
             traceback.print_exception(self.cause, file=sys.stderr)
         click.echo(f"error: {self.message}", err=True)
@@ -83,6 +89,9 @@ def setup_logging(verbose: int, quiet: bool, log_format: str = "text") -> None:
     else:
         level = logging.WARNING
     handler: logging.Handler
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.find_root().meta[FORMAT_KEY] = log_format
     if log_format == "json":
         from .json_logs import JsonFormatter
 
@@ -139,17 +148,47 @@ def echo(message: str) -> None:
 
 
 def warn(message: str) -> None:
-    """A warning for a person, on stderr."""
+    """A warning for a person, on stderr (a JSON line under `--log-format json`)."""
+    if json_mode():
+        say_json("warning", message)
+        return
     click.echo(f"warning: {message}", err=True)
 
 
 QUIET_KEY = "rainier_queue.quiet"
+FORMAT_KEY = "rainier_queue.log_format"
+
+
+def say_error(message: str) -> None:
+    """An error line on stderr (a JSON line under `--log-format json`)."""
+    if json_mode():
+        say_json("error", message)
+        return
+    click.echo(f"error: {message}", err=True)
+
+
+def json_mode() -> bool:
+    """Whether the command runs with `--log-format json`."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.find_root().meta.get(FORMAT_KEY) == "json"
+
+
+def say_json(
+    level: str, message: str, fields: Mapping[str, object] | None = None, *, err: bool = True
+) -> None:
+    """One line in the shape of the JSON log records (see `json_logs.json_line`)."""
+    from .json_logs import json_line
+
+    click.echo(json_line(level, message, **(fields or {})), err=err)
 
 
 def note(message: str) -> None:
     """Progress chatter for a person, on stderr; silent under `--quiet`."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.find_root().meta.get(QUIET_KEY):
+        return
+    if json_mode():
+        say_json("info", message)
         return
     click.echo(message, err=True)
 
@@ -179,12 +218,16 @@ def first_line(text: str, limit: int = 120) -> str:
 
 
 __all__ = [
+    "FORMAT_KEY",
     "QUIET_KEY",
     "Problem",
     "echo",
     "error_console",
     "first_line",
+    "json_mode",
     "note",
+    "say_error",
+    "say_json",
     "setup_logging",
     "stdout_console",
     "table",

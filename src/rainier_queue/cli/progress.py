@@ -17,6 +17,7 @@ failed jobs were processed too.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -34,17 +35,23 @@ if TYPE_CHECKING:  # rich is imported only when a bar is drawn
 class Tally:
     """Counts the worker's events and moves the bar, if there is one."""
 
-    def __init__(self, *, total: int, console: Console | None) -> None:
+    def __init__(
+        self, *, total: int, console: Console | None, lines: Callable[[str], None] | None = None
+    ) -> None:
         self.processed = 0
         self.retried = 0
         self.failed = 0
         self.total = total
         self._progress: Progress | None = None
         self._task: TaskID | None = None
-        self._plain = console is not None and total > 0 and not console.is_terminal
+        # `lines` takes the plain progress lines instead of the console (JSON logs), never a bar.
+        self._lines = lines
+        self._plain = total > 0 and (
+            lines is not None or (console is not None and not console.is_terminal)
+        )
         self._console = console
         self._said_at = time.monotonic()
-        if console is not None and total > 0 and console.is_terminal:
+        if lines is None and console is not None and total > 0 and console.is_terminal:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -97,13 +104,15 @@ class Tally:
     def _say(self) -> None:
         """One plain progress line, for a log."""
         self._said_at = time.monotonic()
-        assert self._console is not None
-        self._console.print(
+        line = (
             f"progress: {self.processed + self.failed}/{self.total} done "
-            f"(succeeded {self.processed}, retried {self.retried}, failed {self.failed})",
-            markup=False,
-            highlight=False,
+            f"(succeeded {self.processed}, retried {self.retried}, failed {self.failed})"
         )
+        if self._lines is not None:
+            self._lines(line)
+            return
+        assert self._console is not None
+        self._console.print(line, markup=False, highlight=False)
 
     def _describe(self) -> str:
         return f"[green]✓ {self.processed}[/] [yellow]↻ {self.retried}[/] [red]✗ {self.failed}[/]"
@@ -136,6 +145,19 @@ class Clock:
         return time.monotonic() - self._started
 
 
+def summary_fields(stats: WorkerStats, elapsed: float) -> dict[str, object]:
+    """The summary's counts, as the fields of its JSON line (`--log-format json`)."""
+    return {
+        "succeeded": stats.processed,
+        "retried": stats.released,
+        "failed": stats.failed,
+        "interrupted": stats.interrupted,
+        "lost_leases": stats.lost_leases,
+        "broker_errors": stats.broker_errors,
+        "elapsed_seconds": round(elapsed, 3),
+    }
+
+
 def summary(stats: WorkerStats, elapsed: float) -> str:
     """The one line a run ends with: succeeded / retried / failed / elapsed / jobs per second."""
     rate = stats.total / elapsed if elapsed > 0 else 0.0
@@ -156,4 +178,4 @@ def summary(stats: WorkerStats, elapsed: float) -> str:
     return line + (f"; {', '.join(extras)}" if extras else "")
 
 
-__all__ = ["Clock", "Tally", "summary"]
+__all__ = ["Clock", "Tally", "summary", "summary_fields"]

@@ -31,7 +31,7 @@ from ..queue import FailedJobListing, FailedJobStore, Queue
 from .event_loop import loop_factory
 from .exit_codes import ExitCode
 from .loading import Loaded, open_application
-from .output import Problem, warn
+from .output import Problem, json_mode, say_error, warn
 from .settings import Settings
 
 VERBOSE_KEY = "rainier_queue.verbose"
@@ -90,6 +90,18 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            hint = _global_option_hint(exc, ctx)
+            error = exc if hint is None else click.NoSuchOption(exc.option_name, hint, ctx=exc.ctx)
+            if not json_mode():
+                raise error from None
+            say_error(error.format_message())
+            raise click.exceptions.Exit(error.exit_code) from None
+        except click.UsageError as exc:
+            if not json_mode():
+                raise
+            say_error(exc.format_message())
+            raise click.exceptions.Exit(exc.exit_code) from None
         except Problem as exc:
             exc.show(verbose=bool(ctx.meta.get(VERBOSE_KEY)))
             raise click.exceptions.Exit(exc.code) from None
@@ -98,8 +110,28 @@ class Group(click.Group):
             problem.show(verbose=bool(ctx.meta.get(VERBOSE_KEY)))
             raise click.exceptions.Exit(exit_code_for(exc)) from None
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+            say_error("interrupted")
             raise click.exceptions.Exit(ExitCode.INTERRUPTED) from None
+
+
+def _global_option_hint(error: click.NoSuchOption, ctx: click.Context) -> str | None:
+    """What to say when the unknown option is one of the group's, given after the command.
+
+    `rainier-queue work --log-format json` reads naturally and failed with
+    "no such option", which sent a user to `work --help`, where it is not.
+    """
+    top = ctx.find_root().command
+    option = error.option_name
+    param = next((p for p in top.params if option in (*p.opts, *p.secondary_opts)), None)
+    if param is None:
+        return None
+    command = error.ctx.info_name if error.ctx is not None else "COMMAND"
+    flag = isinstance(param, click.Option) and (param.is_flag or param.count)
+    value = "" if flag else " ..."
+    return (
+        f"{option} is an option of rainier-queue itself, not of `{command}`: give it before "
+        f"the command, as in `rainier-queue {option}{value} {command} ...`"
+    )
 
 
 def failed_listing(queue: Queue) -> FailedJobListing:

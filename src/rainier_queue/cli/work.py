@@ -37,8 +37,8 @@ from .collector import StartUpPause
 from .event_loop import loop_name
 from .exit_codes import ExitCode
 from .loading import Loaded
-from .output import Problem, echo, error_console, note, warn
-from .progress import Clock, Tally, summary
+from .output import Problem, echo, error_console, json_mode, note, say_error, say_json, warn
+from .progress import Clock, Tally, summary, summary_fields
 from .runtime import State, message_for, run_on_application, warn_if_private
 from .schedule_option import SCHEDULE_OPTION
 
@@ -180,7 +180,8 @@ def work(ctx: click.Context, /, **params: Any) -> None:
 
     async def body(loaded: Loaded) -> int:
         queue, options = _prepare(loaded, state, queues, given)
-        show_bar = progress if progress is not None else sys.stderr.isatty()
+        # Under JSON logs, progress comes only when asked for, and as JSON lines.
+        show_bar = progress if progress is not None else sys.stderr.isatty() and not json_mode()
         scheduler = None
         if with_scheduler:
             from .schedule import build_scheduler  # only a scheduling worker loads the scheduler
@@ -275,7 +276,8 @@ async def _run_worker(
         total = sum([await queue.size(name) for name in options.queues])
     # Not forced to be a terminal: on a pipe the tally writes plain lines instead.
     console = error_console() if show_bar else None
-    tally = Tally(total=total, console=console if options.stop_when_empty else None)
+    lines = note if show_bar and json_mode() else None
+    tally = Tally(total=total, console=console if options.stop_when_empty else None, lines=lines)
     events = EventDispatcher()
     if tally.draws:  # with no bar to move, the worker builds no events at all
         tally.attach(events)
@@ -304,7 +306,11 @@ async def _run_worker(
             stop_scheduling.set()
             if scheduling is not None:
                 await scheduling
-    echo(summary(stats, clock.elapsed))
+    if json_mode():
+        fields = summary_fields(stats, clock.elapsed)
+        say_json("info", summary(stats, clock.elapsed), fields, err=False)
+    else:
+        echo(summary(stats, clock.elapsed))
     if stats.left is not None:
         left = stats.left
         due = "" if left.next_due is None else f", the next due at {format_time(left.next_due)}"
@@ -322,10 +328,9 @@ async def _run_worker(
             "for them, ending them where they stand"
         )
     if gave_up is not None:
-        click.echo(
-            f"error: gave up after {options.max_consecutive_errors} broker errors in a row: "
-            f"{message_for(gave_up)}",
-            err=True,
+        say_error(
+            f"gave up after {options.max_consecutive_errors} broker errors in a row: "
+            f"{message_for(gave_up)}"
         )
         return ExitCode.BROKER
     return _code(stats)

@@ -99,15 +99,29 @@ COMMON_OPTIONS = frozenset({"url", "driver"})
 
 
 def known_schemes() -> list[str]:
-    """Every URL scheme a driver answers to."""
-    return sorted(_SCHEMES)
+    """Every URL scheme a driver of this version answers to (planned ones left out)."""
+    return sorted(_built())
+
+
+def _built() -> dict[str, _Entry]:
+    """The schemes whose driver module ships in this version.
+
+    SQS, RabbitMQ and NATS have their schemes reserved here before their
+    drivers land, so their URLs get "not built yet" rather than a "did you
+    mean" towards another driver; they are never offered as choices.
+    """
+    return {
+        name: entry
+        for name, entry in _SCHEMES.items()
+        if importlib.util.find_spec(entry.module) is not None
+    }
 
 
 def driver_class(scheme: str) -> QueueFactory:
     """The driver class for `scheme`, imported now."""
     entry = _SCHEMES.get(scheme)
     if entry is None:
-        raise UnknownOption("the queue URL", scheme, _SCHEMES) from None
+        raise UnknownOption("the queue URL", scheme, _built()) from None
     if importlib.util.find_spec(entry.module) is None:
         # Checked before the client: no `pip install` brings a driver this version lacks.
         raise ConfigurationError(_not_available(scheme))
@@ -124,7 +138,7 @@ def check_driver_name(driver: str, url: str, *, where: str) -> None:
     say it out loud, and a disagreement is a mistake worth stopping for.
     """
     if driver not in _SCHEMES:
-        raise UnknownOption(f"{where}: `driver`", driver, _SCHEMES)
+        raise UnknownOption(f"{where}: `driver`", driver, _built())
     scheme = scheme_of(url)
     chosen, named = _SCHEMES.get(scheme), _SCHEMES[driver]
     if chosen is None or (chosen.module, chosen.attr) != (named.module, named.attr):
@@ -134,13 +148,15 @@ def check_driver_name(driver: str, url: str, *, where: str) -> None:
         )
 
 
+_PLANNED = {"rabbitmq": "RabbitMQ", "sqs": "SQS", "nats": "NATS JetStream"}
+
+
 def _not_available(scheme: str) -> str:
-    available = sorted(
-        name for name, e in _SCHEMES.items() if importlib.util.find_spec(e.module) is not None
-    )
+    extra = _SCHEMES[scheme].extra or scheme
     return (
-        f"the `{scheme}` driver is not available in this version of rainier-queue; the "
-        f"schemes it has are: {', '.join(available)}"
+        f"`{scheme}://` is for the {_PLANNED.get(extra, extra)} driver, which is planned and "
+        "not built yet: no version of rainier-queue has it so far, so no install brings it. "
+        f"The schemes this version has are: {', '.join(known_schemes())}"
     )
 
 

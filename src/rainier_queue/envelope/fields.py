@@ -129,6 +129,13 @@ def parse_json(value: object, field: str) -> object:
         data = STRICT_JSON.decode(text)
     except RecursionError:  # unbalanced text too deep for the parser (check_depth passed it on)
         raise MalformedEntry(field, f"is nested more than {MAX_DEPTH} levels deep") from None
+    except _BeyondFloat as exc:
+        where = _where_beyond(text)
+        raise MalformedEntry(
+            field,
+            f"holds the number {exc.number}{where}, beyond what a float holds: it would be read "
+            "as infinity, which dispatch refuses to write (JSON has no infinity)",
+        ) from None
     except ValueError as exc:
         raise MalformedEntry(field, f"is not JSON ({exc})") from None
     if "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
@@ -145,9 +152,64 @@ def _no_constants(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
 
-STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants)
-"""JSON as RFC 8259 has it: `NaN` and `Infinity` (which Python would read) are refused,
-as dispatch refuses to write them."""
+class _BeyondFloat(ValueError):
+    """A JSON number too large for a float (`1e999`), which Python would read as infinity."""
+
+    def __init__(self, number: str) -> None:
+        super().__init__(f"{number} is beyond what a float holds")
+        self.number = number if len(number) <= 40 else number[:37] + "..."
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused if it overflows to infinity.
+
+    Called by the decoder for such numbers only (integers and payloads with
+    no fractions never come here), so it costs a call per float.
+    """
+    value = float(text)
+    if value - value != 0.0:  # inf - inf is nan; every finite float gives 0
+        raise _BeyondFloat(text)
+    return value
+
+
+STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants, parse_float=_finite_float)
+"""JSON as RFC 8259 has it, read as dispatch writes it: `NaN` and `Infinity` (which Python
+would read) are refused, and so is a number too large for a float (`1e999`), which Python
+would read as infinity."""
+
+
+class _Beyond:
+    """Marks, in a second reading on the error path, where the number too large was."""
+
+
+def _where_beyond(text: str) -> str:
+    """` at `price`` (the path of the first number too large in `text`), or nothing."""
+
+    def mark(number: str) -> object:
+        value = float(number)
+        return _Beyond() if value - value != 0.0 else value
+
+    try:
+        data = json.JSONDecoder(parse_constant=_no_constants, parse_float=mark).decode(text)
+    except (ValueError, RecursionError):
+        return ""
+    path = _path_to_beyond(data, "")
+    return f" at `{path}`" if path else ""
+
+
+def _path_to_beyond(data: object, path: str) -> str | None:
+    if isinstance(data, _Beyond):
+        return path
+    items: list[tuple[str, object]] = []
+    if isinstance(data, dict):
+        items = [(f"{path}.{key}" if path else str(key), value) for key, value in data.items()]
+    elif isinstance(data, list):
+        items = [(f"{path}[{index}]", value) for index, value in enumerate(data)]
+    for where, value in items:
+        found = _path_to_beyond(value, where)
+        if found is not None:
+            return found
+    return None
 
 
 # -- fields ----------------------------------------------------------------------------

@@ -137,6 +137,11 @@ class Worker:
         """Whether a stop was asked for (the worker may still be finishing jobs)."""
         return self._stopping
 
+    @property
+    def grace_period(self) -> timedelta:
+        """How long running jobs may take to finish once a graceful stop begins (`grace`)."""
+        return self.options.grace
+
     def stop(self, *, now: bool = False) -> None:
         """Stop taking jobs; finish running ones within the grace period, or at once if `now`.
 

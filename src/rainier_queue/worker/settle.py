@@ -41,6 +41,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+from ..durations import human_duration
 from ..envelope import QueuedJob
 from ..errors import BrokerError, JobError, LeaseLost
 from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
@@ -264,21 +265,21 @@ class Settler:
         summary = describe(error)
         if attempt.verdict is Verdict.RETRY:
             log.info(
-                "job `%s` %s asked to be retried in %gs: %s",
+                "job `%s` %s asked to be retried in %s: %s",
                 queued.name,
                 queued.id,
-                delay.total_seconds(),
+                human_duration(delay),
                 summary,
                 extra=job_fields(queued, attempt.number),
             )
         else:
             log.warning(
-                "job `%s` %s failed on attempt %d of %d, retrying in %gs: %s",
+                "job `%s` %s failed on attempt %d of %d, retrying in %s: %s",
                 queued.name,
                 queued.id,
                 attempt.number,
                 attempt.context.max_attempts,
-                delay.total_seconds(),
+                human_duration(delay),
                 summary,
                 extra=job_fields(queued, attempt.number),
             )

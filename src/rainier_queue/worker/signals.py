@@ -13,7 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from datetime import timedelta
 from typing import Protocol
+
+from ..durations import human_duration
 
 log = logging.getLogger("rainier_queue.worker")
 
@@ -25,6 +28,11 @@ class Stoppable(Protocol):
 
     @property
     def is_stopping(self) -> bool: ...
+
+    @property
+    def grace_period(self) -> timedelta:
+        """How long running jobs may take to finish after the first signal."""
+        ...
 
     def stop(self, *, now: bool = False) -> None: ...
 
@@ -68,8 +76,11 @@ def _on_signal(worker: Stoppable, sig: signal.Signals) -> None:
         # WARNING, not INFO: at the default level the operator must see that the
         # stop has begun, or they press Ctrl-C again and cut the grace period short.
         log.warning(
-            "received %s: taking no new jobs, letting running ones finish (send it again to "
-            "stop at once)",
+            "received %s: taking no new jobs, letting running ones finish for up to %s, then "
+            "handing back what still runs (send %s again to stop at once: running jobs are "
+            "interrupted and handed back, their attempt not counted)",
+            sig.name,
+            human_duration(worker.grace_period),
             sig.name,
         )
         worker.stop()

@@ -162,7 +162,9 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
     def describe(self) -> str:
         kind = "redis-cluster" if self.cluster else "redis"
         durable = "" if self._replicated is None else f" {self._replicated.durability.describe()}"
-        return f"{kind} {redact_url(self._url)} prefix={self.keys.prefix!r}{durable}"
+        # The prefix in force, whether from the URL or an option, so not the URL's query too.
+        base = redact_url(self._url.split("?", 1)[0])
+        return f"{kind} {base} prefix={self.keys.prefix!r}{durable}"
 
     def _script(self, source: str) -> AsyncScript:
         script = self._scripts.get(source)

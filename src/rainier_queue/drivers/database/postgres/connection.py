@@ -14,10 +14,12 @@ refusal (tell a human). That translation happens in `translated`, the one
 place every PostgreSQL call in this library goes through.
 
 TLS: libpq's `sslmode=require` and `verify-ca` encrypt without checking that
-the server is the one the URL names, so they are refused unless the URL also
-says `insecure_skip_verify=true` (then every connection logs a warning); use
-`sslmode=verify-full` with `sslrootcert`. A certificate that fails its check
-is a `TLSVerificationError`, not an outage (the rules are in `drivers/tls.py`).
+the server is the one the URL names. Hosted services put `sslmode=require` in
+the URLs they hand out, meaning "use TLS", so both are taken as `verify-full`
+(against the system's authorities unless `sslrootcert` names one); only
+`insecure_skip_verify=true` keeps libpq's unchecked meaning (then every
+connection logs a warning). A certificate that fails its check is a
+`TLSVerificationError`, not an outage (the rules are in `drivers/tls.py`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ UNVERIFIED_MODES = ("require", "verify-ca")
 """libpq's `sslmode`s that encrypt but do not check the server's host name."""
 
 TLS_FIX = (
+    "sslmode=require and verify-ca are checked as verify-full here, against the system's "
+    "authorities unless sslrootcert names one; "
     "use sslmode=verify-full with sslrootcert=/path/to/ca.pem (the authority that signed the "
     "server's certificate; sslrootcert=system takes the system's, on libpq 16 and later), make "
     f"the URL's host one the certificate names, or, to accept any certificate knowingly, add "
@@ -103,7 +107,8 @@ def split_url(
         # A near miss of one of ours (`prefx`) is a typo of ours, not a libpq option.
         named = re.search(r'invalid URI query parameter: "([^"]+)"', str(exc))
         if named and difflib.get_close_matches(named.group(1), sorted(ours), n=1):
-            raise UnknownOption("a PostgreSQL URL (nor libpq)", named.group(1), ours) from None
+            where = "a PostgreSQL URL, whose query holds this library's options and libpq's,"
+            raise UnknownOption(where, named.group(1), ours) from None
         raise ConfigurationError(
             f"libpq cannot use the URL {redact_url(url)}: {str(exc).strip()} "
             f"(this library's own options are: {', '.join(sorted(ours))})"
@@ -118,11 +123,7 @@ def _tls_checked(pairs: list[tuple[str, str]], *, skip: bool, where: str) -> lis
     source = "sslmode" if given is not None else "PGSSLMODE"
     if not skip:
         if mode in UNVERIFIED_MODES:
-            raise ConfigurationError(
-                f"{where}: {source}={mode} encrypts the connection but does not check that the "
-                f"server is the one the URL names, so anyone in between could pose as it; "
-                f"{TLS_FIX}"
-            )
+            return _verified(pairs)
         return pairs
     if mode == "verify-full":
         raise ConfigurationError(
@@ -139,6 +140,38 @@ def _tls_checked(pairs: list[tuple[str, str]], *, skip: bool, where: str) -> lis
     # Not given, `prefer` or `allow`: TLS if the server offers it. Accepting any
     # certificate is only worth saying for a connection that must be encrypted.
     return [*[(k, v) for k, v in pairs if k != "sslmode"], ("sslmode", "require")]
+
+
+def _verified(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`sslmode=require` or `verify-ca` taken as `verify-full`, against the system's authorities
+    unless the URL names its own (`sslrootcert`).
+
+    Hosted PostgreSQL services hand out URLs with `sslmode=require`, which in
+    libpq encrypts but accepts any certificate. Refusing those URLs sent users
+    to `insecure_skip_verify=true`, the opposite of what they meant; so the
+    mode is raised to what they meant: encrypted, and the server checked.
+    A service whose certificate no system authority signed fails that check
+    with a `TLSVerificationError` saying to give its authority (`sslrootcert`).
+    """
+    rest = [(k, v) for k, v in pairs if k != "sslmode"]
+    if "sslrootcert" not in dict(rest):
+        authorities = _system_authorities()
+        if authorities is not None:
+            rest.append(("sslrootcert", authorities))
+    return [*rest, ("sslmode", "verify-full")]
+
+
+def _system_authorities() -> str | None:
+    """`system` where libpq knows it (16 and later), else the system's CA file, if any."""
+    if psycopg.pq.version() >= 160000:
+        return "system"
+    import ssl
+
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile):
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def unverified(dsn: str) -> bool:
