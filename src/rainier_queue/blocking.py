@@ -213,7 +213,8 @@ class BlockingManager:
 
         Calls in flight get up to `timeout` seconds to finish; one still
         running then is cancelled, and its caller gets `OutcomeUnknown` (the
-        job may be queued). Later calls are refused. Closing twice is a no-op.
+        job may be queued). Later calls are refused. Closing twice is a no-op,
+        and so is closing a facade no call went through (it opened nothing).
         """
         with self._lock:
             if self._closed:
@@ -226,8 +227,7 @@ class BlockingManager:
         if runner is not None and runner.is_current:
             raise RuntimeError("the blocking facade cannot be closed from its own loop")
         if runner is None:
-            # Nothing went through the facade; its manager may still hold connections.
-            runner = self._runner = LoopThread()
+            return  # nothing went through the facade, so it opened nothing
         concurrent.futures.wait(in_flight, timeout)
         for future in in_flight:
             future.cancel()
