@@ -22,10 +22,11 @@ def test_signing_up_sends_a_welcome(fake_queue_manager):
     assert outbox == ["a@b.c"]
 ```
 
-An `async def` test needs pytest-asyncio (`pip install pytest-asyncio`,
-then `asyncio_mode = "auto"` in the pytest config, or
-`@pytest.mark.asyncio` on the test); without such a plugin pytest fails
-the test with "async def functions are not natively supported":
+An `async def` test needs pytest-asyncio (`pip install pytest-asyncio`)
+and, in `pyproject.toml`, `[tool.pytest.ini_options]` with
+`asyncio_mode = "auto"` and `asyncio_default_fixture_loop_scope =
+"function"` (or `@pytest.mark.asyncio` on each test). Without such a plugin
+pytest fails the test: "async def functions are not natively supported".
 
 ```python
 async def test_signing_up_sends_a_welcome(fake_queue_manager):
