@@ -4,8 +4,24 @@
 The core is asyncio. Rather than a hand-written blocking twin of every
 method, one private event loop runs on a daemon thread and each blocking
 call submits its coroutine there and waits for the answer. The connections
-a manager opens belong to that loop, so a manager is used either from async
-code or through this facade, not both.
+a manager opens belong to the loop that first uses them, so a manager is
+used either from async code or through this facade, not both, and it has
+one facade: `manager.blocking()` answers the same one every time.
+
+A web application builds it once, where it builds its manager (at import
+of a module, or lazily), and calls it from every request thread: calls from
+many threads meet on the one loop, which owns the connections. The loop
+thread starts on the first call, not when the facade is built, so a facade
+built before a fork (gunicorn's `--preload`) works in each child as long as
+nothing used it before the fork; one that was used is refused in the child
+with an error saying so, since its loop thread and connections stayed in
+the parent.
+
+`close()` (or leaving a `with` block) lets the calls in flight finish,
+closes the manager's connections, ends the loop's tasks and stops the
+thread. An exit hook does the same for a facade nobody closed, so a program
+ends without "Task was destroyed but it is pending!". A call after close is
+refused, and nothing is sent.
 
 The facade knows the manager only by the few methods it calls
 (`Dispatcher`), so the manager can build one without the two modules
@@ -15,15 +31,28 @@ importing each other.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import logging
+import os
 import threading
-from collections.abc import Coroutine, Sequence
+import weakref
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .dispatch import PendingDispatch
+from .errors import OutcomeUnknown
 from .job import Job
 from .queue import Queue
 
 T = TypeVar("T")
+
+log = logging.getLogger("rainier_queue.dispatch")
+
+CLOSE_GRACE = 10.0
+"""Seconds `close()` waits, by default, for the calls in flight and then for the
+connections to close, before it cancels what is left."""
 
 
 class Dispatcher(Protocol):
@@ -42,59 +71,228 @@ class LoopThread:
     """An event loop on a daemon thread that runs coroutines for blocking callers."""
 
     def __init__(self) -> None:
+        self.pid = os.getpid()
+        """The process the thread runs in; a fork's child has no such thread."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="rainier-queue-blocking", daemon=True
         )
         self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the private loop and wait for its result (or its exception)."""
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("a blocking call cannot be made from the facade's own loop")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+    @property
+    def is_current(self) -> bool:
+        """Whether the caller runs on this loop's own thread."""
+        return threading.current_thread() is self._thread
 
-    def close(self) -> None:
-        """Stop the loop and its thread."""
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start `coro` on the private loop; a future for its outcome."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run `coro` on the private loop and wait for its result (or its exception)."""
+        return self.submit(coro).result(timeout)
+
+    def close(self, timeout: float) -> None:
+        """Cancel and end every task left on the loop, then stop it and its thread."""
         if self._loop.is_running():
+            # A task that ignores cancellation: stop the loop regardless.
+            with contextlib.suppress(
+                concurrent.futures.TimeoutError, concurrent.futures.CancelledError
+            ):
+                self.run(_end_tasks(), timeout)
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=5)
-        if not self._loop.is_running():
+            self._thread.join(timeout)
+        if not self._loop.is_running() and not self._loop.is_closed():
             self._loop.close()
 
 
+async def _end_tasks() -> None:
+    """Cancel the loop's other tasks (a driver's background reads) and wait for them."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()
+
+
 class BlockingManager:
-    """The dispatch half of a `QueueManager`, callable without `await`."""
+    """The dispatch half of a `QueueManager`, callable without `await`, from any thread.
+
+    Get it from `manager.blocking()`, which builds it once per manager. It
+    owns the manager from then on: its connections live on the facade's
+    loop, and `close()` closes them.
+    """
 
     def __init__(self, manager: Dispatcher) -> None:
         self.manager = manager
-        self._runner = LoopThread()
+        self._lock = threading.Lock()
+        self._runner: LoopThread | None = None
+        self._in_flight: set[concurrent.futures.Future[Any]] = set()
+        self._closed = False
+        _OPEN.add(self)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` has been called (by the application or at exit)."""
+        return self._closed
+
+    # -- the calls -------------------------------------------------------------
 
     def dispatch(self, job: Job) -> str | None:
         """Dispatch `job`; the job id, or None for a dropped duplicate."""
-        return self._runner.run(self.manager.dispatch(job))
+        return self._call(lambda: self.manager.dispatch(job), sends=True)
 
     def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]:
         """Dispatch several jobs with one bulk push."""
-        return self._runner.run(self.manager.dispatch_many(jobs))
+        return self._call(lambda: self.manager.dispatch_many(jobs), sends=True)
 
     def send(self, pending: PendingDispatch) -> str | None:
         """Send a configured `PendingDispatch` (`manager.pending(job).delay(5)`)."""
-        return self._runner.run(pending.send())
+        return self._call(pending.send, sends=True)
 
     def size(self, queue: str = "default", connection: str | None = None) -> int:
         """Jobs waiting on `queue`."""
-        return self._runner.run(self.manager.connection(connection).size(queue))
+        return self._call(lambda: self.manager.connection(connection).size(queue), sends=False)
 
-    def close(self) -> None:
-        """Close the manager's connections and stop the private loop."""
+    def _call(self, make: Callable[[], Coroutine[Any, Any, T]], *, sends: bool) -> T:
+        """Run the coroutine `make()` builds on the private loop and wait for its outcome.
+
+        The coroutine is built only once the call is accepted, so a refused
+        call leaves no coroutine behind that was never awaited.
+        """
+        _refuse_inside_a_loop()
+        with self._lock:
+            runner = self._usable_runner()
+            future = runner.submit(make())
+            self._in_flight.add(future)
         try:
-            self._runner.run(self.manager.aclose())
+            return future.result()
+        except concurrent.futures.CancelledError:
+            # Only `close()` cancels a call, and only once it has waited its grace.
+            if not sends:
+                raise RuntimeError(
+                    "the blocking facade was closed while this call was in flight"
+                ) from None
+            raise OutcomeUnknown(
+                "the blocking facade was closed while this dispatch was in flight, so it "
+                "may or may not have been queued; look before dispatching it again"
+            ) from None
         finally:
-            self._runner.close()
+            with self._lock:
+                self._in_flight.discard(future)
+
+    def _usable_runner(self) -> LoopThread:
+        """The loop thread, started on the first call; refuses after close or across a fork."""
+        if self._closed:
+            raise RuntimeError(
+                "this blocking facade is closed (by close(), a `with` block or at exit), and "
+                "its manager's connections with it; nothing was sent. Build a new manager "
+                "(config.build(registry).blocking()) to dispatch again"
+            )
+        runner = self._runner
+        if runner is None:
+            runner = self._runner = LoopThread()
+            _close_open_facades_at_exit()
+        elif runner.pid != os.getpid():
+            raise RuntimeError(
+                f"this blocking facade was used in process {runner.pid} before this process "
+                "was forked from it: its loop thread and its connections stayed in the "
+                "parent, so nothing was sent. Build the manager in each process after the "
+                "fork (gunicorn: in a post_fork hook, or without --preload), or make no call "
+                "through it before the fork"
+            )
+        elif runner.is_current:
+            raise RuntimeError("a blocking call cannot be made from the facade's own loop")
+        return runner
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def close(self, timeout: float = CLOSE_GRACE) -> None:
+        """Close the manager's connections and stop the private loop.
+
+        Calls in flight get up to `timeout` seconds to finish; one still
+        running then is cancelled, and its caller gets `OutcomeUnknown` (the
+        job may be queued). Later calls are refused. Closing twice is a no-op,
+        and so is closing a facade no call went through (it opened nothing).
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            runner = self._runner
+            in_flight = list(self._in_flight)
+        if runner is not None and runner.pid != os.getpid():
+            return  # the parent's loop and connections: not this process's to close
+        if runner is not None and runner.is_current:
+            raise RuntimeError("the blocking facade cannot be closed from its own loop")
+        if runner is None:
+            return  # nothing went through the facade, so it opened nothing
+        concurrent.futures.wait(in_flight, timeout)
+        for future in in_flight:
+            future.cancel()
+        try:
+            runner.run(self.manager.aclose(), timeout)
+        finally:
+            runner.close(timeout)
 
     def __enter__(self) -> BlockingManager:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "idle" if self._runner is None else "running"
+        return f"BlockingManager({self.manager!r}, {state})"
+
+
+def _refuse_inside_a_loop() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(
+        "a blocking dispatch was called inside a running event loop (an async view, task "
+        "or test), where it would stall every other task; there, use `await "
+        "manager.dispatch(job)` on a manager that async code owns (a manager is used from "
+        "async code or through its blocking facade, not both)"
+    )
+
+
+_OPEN: weakref.WeakSet[BlockingManager] = weakref.WeakSet()
+"""Facades not yet garbage: those left open are closed at exit."""
+
+_exit_hook = False
+
+
+def _close_open_facades_at_exit() -> None:
+    """Register the exit hook, once, when the first loop starts.
+
+    Registered then rather than at import, so it runs before the exit hooks
+    of the drivers the manager opened before it (atexit runs the last
+    registered first): the connections are closed while their drivers still
+    work.
+    """
+    global _exit_hook
+    if not _exit_hook:
+        _exit_hook = True
+        atexit.register(_close_at_exit)
+
+
+def _close_at_exit() -> None:
+    for facade in list(_OPEN):
+        if facade._runner is not None and not facade.closed:
+            try:
+                facade.close(timeout=2.0)
+            except Exception as exc:
+                log.warning("closing the blocking facade at exit failed: %s", exc)
+
+
+def _after_fork_in_child() -> None:
+    # A lock held by another thread at the fork stays held for ever in the child.
+    for facade in list(_OPEN):
+        facade._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -37,6 +37,7 @@ production code that dispatches never loads it.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -92,6 +93,8 @@ class QueueManager:
         """What dispatch pushes through: the connections themselves, or, with
         observers, each behind an `InstrumentedQueue` that tells them."""
         self._warned_no_locks = False
+        self._blocking: BlockingManager | None = None
+        self._blocking_lock = threading.Lock()
 
     # -- construction ----------------------------------------------------------
 
@@ -279,8 +282,18 @@ class QueueManager:
     # -- facades, lifecycle -------------------------------------------------------
 
     def blocking(self) -> BlockingManager:
-        """A facade for code without an event loop (Django or Flask views)."""
-        return BlockingManager(self)
+        """This manager's one facade for code without an event loop (Django or Flask views).
+
+        Built on the first call and the same one on every later call, from
+        any thread: one private loop thread owns this manager's connections
+        from then on, and request threads share it. Close it once
+        (`close()`, a `with` block); an exit hook closes it otherwise. From
+        async code, `await manager.dispatch(job)` on a manager of its own.
+        """
+        with self._blocking_lock:
+            if self._blocking is None:
+                self._blocking = BlockingManager(self)
+            return self._blocking
 
     async def aclose(self) -> None:
         """Close every connection (each once, even if declared under two names)."""

@@ -108,3 +108,94 @@ def test_the_readme_example_dispatches_passes_doctor_and_is_drained_by_its_worke
             worker.kill()
             worker.wait()
     assert worker.returncode == 0
+
+
+WEB_AND_TESTS = "From a web view, and in tests"
+
+REQUESTS = """
+import threading
+from collections import Counter
+
+from myapp.jobs import SendWelcome
+from myapp.queueing import queue
+
+def request_thread(first):
+    for user_id in range(first, first + 50):
+        if user_id % 2:
+            queue.dispatch(SendWelcome(user_id=user_id))
+        else:  # the same facade, as the README says
+            queue.manager.blocking().dispatch(SendWelcome(user_id=user_id))
+
+threads = [threading.Thread(target=request_thread, args=(t * 50,)) for t in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(queue.size("emails"), threading.active_count())
+print(sorted(Counter(t.name for t in threading.enumerate()).items()))
+"""
+
+VIEWS = """
+from myapp.jobs import SendWelcome
+
+
+def signup_view(queue, user_id):
+    queue.dispatch(SendWelcome(user_id=user_id))
+
+
+async def signup(manager, user_id):
+    await manager.dispatch(SendWelcome(user_id=user_id))
+"""
+
+ASYNC_TESTS = """
+[tool.pytest.ini_options]
+asyncio_mode = "auto"
+asyncio_default_fixture_loop_scope = "function"
+"""
+
+
+def test_the_readme_web_view_facade_takes_dispatches_from_many_request_threads(
+    tmp_path: Path,
+) -> None:
+    folder = project(tmp_path)
+    queueing, _view, _tests = blocks(section(WEB_AND_TESTS), "python")
+    (folder / "myapp" / "queueing.py").write_text(queueing, encoding="utf-8")
+
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", REQUESTS],
+        cwd=folder,
+        env=clean_env(PYTHONPATH=str(folder)),
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+
+    assert (done.returncode, done.stderr) == (0, "")
+    queued, threads = done.stdout.splitlines()[0].split()
+    assert int(queued) == 400
+    # The main thread, the facade's loop, and SQLite's connection threads (the queue's
+    # and the lock store's): not one per request thread, nor one per dispatch.
+    assert int(threads) <= 4, done.stdout
+
+
+def test_the_readme_tests_run_recorded_jobs_in_a_sync_and_an_async_test(tmp_path: Path) -> None:
+    folder = project(tmp_path)
+    _queueing, _view, tests = blocks(section(WEB_AND_TESTS), "python")
+    (folder / "myapp" / "views.py").write_text(VIEWS, encoding="utf-8")
+    (folder / "test_signup.py").write_text(tests, encoding="utf-8")
+    with (folder / "pyproject.toml").open("a", encoding="utf-8") as pyproject:
+        pyproject.write(ASYNC_TESTS)  # what the section says an async test needs
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
+        cwd=folder,
+        env=clean_env(PYTHONPATH=str(folder)),
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout

@@ -157,3 +157,73 @@ def test_dispatching_code_never_loads_the_fake_until_a_test_asks_for_one() -> No
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+USER_APP = """
+from rainier_queue import JobContext, JobRegistry, job
+
+outbox = []
+
+
+@job(name="send-welcome")
+def send_welcome(ctx: JobContext, email: str) -> None:
+    outbox.append(email)
+
+
+registry = JobRegistry([send_welcome])
+
+
+def signup_view(queue, email):
+    # A Django or Flask view: no event loop, so it dispatches through the blocking facade.
+    queue.dispatch(send_welcome(email=email))
+
+
+async def signup(manager, email):
+    await manager.dispatch(send_welcome(email=email))
+"""
+
+USER_TESTS = """
+import pytest
+
+from myapp import outbox, registry, send_welcome, signup, signup_view
+
+
+@pytest.fixture
+def fake_queue_registry():
+    return registry
+
+
+@pytest.fixture(autouse=True)
+def empty_outbox():
+    outbox.clear()
+
+
+def test_signing_up_sends_a_welcome(fake_queue_manager):
+    signup_view(fake_queue_manager.blocking(), email="a@b.c")
+    fake_queue_manager.assert_pushed(send_welcome, times=1)
+    fake_queue_manager.run_all_sync()
+    assert outbox == ["a@b.c"]
+
+
+async def test_signing_up_sends_a_welcome_async(fake_queue_manager):
+    await signup(fake_queue_manager, email="a@b.c")
+    fake_queue_manager.assert_pushed(send_welcome, times=1)
+    await fake_queue_manager.run_all()
+    assert outbox == ["a@b.c"]
+"""
+
+
+def test_the_plugins_sync_and_async_examples_run_recorded_jobs_as_written(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(myapp=USER_APP, test_signup=USER_TESTS)
+    # The settings the plugin's docstring tells an application to add for async tests.
+    pytester.makeini(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+    )
+
+    # In a subprocess, as an application's own pytest runs them: the plugin and
+    # pytest-asyncio found through their entry points, nothing named on the command line.
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-W", "error")
+
+    result.assert_outcomes(passed=2)
