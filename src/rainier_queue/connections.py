@@ -11,6 +11,7 @@ from `[tool.rainier-queue]` in `pyproject.toml`:
 [tool.rainier-queue]
 default = "main"                    # which connection `dispatch` uses
 app = "myapp.jobs:registry"         # where the CLI finds the jobs
+schedule = "myapp.jobs:schedule"    # a Schedule in code, for every `schedule` command
 queues = ["high", "default"]        # what a worker serves when told nothing
 locks = "sqlite:///jobs.db"         # the store behind unique jobs
 
@@ -73,7 +74,9 @@ from .redact import redact_url
 from .registry import JobRegistry
 from .worker.settings_table import worker_settings
 
-TOP_LEVEL_KEYS = frozenset({"default", "connections", "locks", "queues", "app", "schedules"})
+TOP_LEVEL_KEYS = frozenset(
+    {"default", "connections", "locks", "queues", "app", "schedule", "schedules"}
+)
 CONFIG_FILE = "rainier-queue.toml"
 
 
@@ -107,6 +110,9 @@ class QueueConfig:
     """`module:attribute` naming the registry or manager, for the CLI."""
     source: str = "code"
     """Where this came from, for error messages."""
+    schedule: str | None = None
+    """`module:attribute` naming a `Schedule` in code (or a function returning one), which
+    every scheduler command runs beside the `[schedules]` tables (docs/scheduling.md)."""
     schedules: Mapping[str, Any] = field(default_factory=dict)
     """The `[schedules]` tables, as read; checked against the registry by
     `rainier_queue.scheduling.schedule_from_config` when a scheduler starts."""
@@ -153,6 +159,7 @@ class QueueConfig:
             locks=_optional_str(data, "locks", source),
             queues=tuple(q for q in queues if q),
             app=_optional_str(data, "app", source),
+            schedule=_optional_str(data, "schedule", source),
             source=source,
             schedules=_schedules(data, source),
         )
@@ -321,6 +328,11 @@ def _anchored(url: str, folder: Path) -> str:
 
 def _schedules(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:
     value = data.get("schedules", {})
+    if isinstance(value, str) and ":" in value:
+        raise ConfigurationError(
+            f"`schedules` ({source}) holds [schedules.NAME] tables; to name a Schedule in "
+            f'code, write `schedule = "{value}"` (singular)'
+        )
     if not isinstance(value, Mapping):
         raise ConfigurationError(
             f"`schedules` ({source}) must be a table of schedules, one [schedules.NAME] each"

@@ -36,6 +36,7 @@ step through daylight-saving days and outages without sleeping.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import os
 import secrets
@@ -54,6 +55,7 @@ from ..manager import QueueManager
 from .claims import DEFAULT_CLAIM_LEASE, Claim, Claims, Outcome, keep_outcome_for, outcome
 from .entries import ScheduledJob
 from .schedule import Schedule
+from .timing import ScheduleError
 
 log = logging.getLogger("rainier_queue.scheduler")
 
@@ -67,6 +69,10 @@ _Fired = Literal["done", "taken", "busy", "held", "retry"]
 """What became of one look at a tick: settled here, settled elsewhere, being enqueued
 elsewhere, given back to wait for the previous run, given back after a failed push."""
 _LEVELS = {"enqueued": logging.INFO, "skipped": logging.DEBUG, "failed": logging.ERROR}
+
+
+class UnknownSchedule(ScheduleError):
+    """A schedule asked for by name (`schedule test NAME`) that no entry has."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,8 @@ class Scheduler:
         self.locks = manager.locks or LockManager(store)
         self.clock = clock
         self.claims = Claims(store, owner=owner or _owner(), lease=claim_lease)
+        self.sources = ""
+        """Where the entries came from, said when a name is not among them (the CLI sets it)."""
         self._waiting = False
         """Whether the last pass saw a tick claimed elsewhere and not settled yet."""
         if manager.locks is None and any(e.overlap != "allow" for e in entries):
@@ -326,7 +334,12 @@ class Scheduler:
         entry = self.entries.get(name)
         if entry is None:
             known = ", ".join(sorted(self.entries)) or "none"
-            raise ConfigurationError(f"no schedule is named `{name}`; the schedules are: {known}")
+            close = difflib.get_close_matches(name, sorted(self.entries), n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else "."
+            sources = f" ({self.sources})" if self.sources else ""
+            raise UnknownSchedule(
+                f"no schedule is named `{name}`{hint} The schedules are: {known}{sources}"
+            )
         now = self.clock()
         result = await self._enqueue(entry, now)
         if result == "held":
@@ -382,4 +395,4 @@ def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-__all__ = ["SCHEDULE_HEADER", "TICK_HEADER", "Overview", "Scheduler"]
+__all__ = ["SCHEDULE_HEADER", "TICK_HEADER", "Overview", "Scheduler", "UnknownSchedule"]
