@@ -11,6 +11,7 @@ from `[tool.rainier-queue]` in `pyproject.toml`:
 [tool.rainier-queue]
 default = "main"                    # which connection `dispatch` uses
 app = "myapp.jobs:registry"         # where the CLI finds the jobs
+schedule = "myapp.jobs:schedule"    # a Schedule in code, for every `schedule` command
 queues = ["high", "default"]        # what a worker serves when told nothing
 locks = "sqlite:///jobs.db"         # the store behind unique jobs
 
@@ -78,7 +79,9 @@ from .registry import JobRegistry
 from .unresolved import UnresolvedQueue
 from .worker.settings_table import worker_settings
 
-TOP_LEVEL_KEYS = frozenset({"default", "connections", "locks", "queues", "app", "schedules"})
+TOP_LEVEL_KEYS = frozenset(
+    {"default", "connections", "locks", "queues", "app", "schedule", "schedules"}
+)
 CONFIG_FILE = "rainier-queue.toml"
 
 
@@ -115,6 +118,9 @@ class QueueConfig:
     """`module:attribute` naming the registry or manager, for the CLI."""
     source: str = "code"
     """Where this came from, for error messages."""
+    schedule: str | None = None
+    """`module:attribute` naming a `Schedule` in code (or a function returning one), which
+    every scheduler command runs beside the `[schedules]` tables (docs/scheduling.md)."""
     schedules: Mapping[str, Any] = field(default_factory=dict)
     """The `[schedules]` tables, as read; checked against the registry by
     `rainier_queue.scheduling.schedule_from_config` when a scheduler starts."""
@@ -176,6 +182,7 @@ class QueueConfig:
             locks=_optional_str(data, "locks", source),
             queues=tuple(q for q in queues if q),
             app=_optional_str(data, "app", source),
+            schedule=_optional_str(data, "schedule", source),
             source=source,
             schedules=_schedules(data, source),
         )
@@ -386,6 +393,11 @@ def _anchored(url: str, folder: Path) -> str:
 
 def _schedules(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:
     value = data.get("schedules", {})
+    if isinstance(value, str) and ":" in value:
+        raise ConfigurationError(
+            f"`schedules` ({source}) holds [schedules.NAME] tables; to name a Schedule in "
+            f'code, write `schedule = "{value}"` (singular)'
+        )
     if not isinstance(value, Mapping):
         raise ConfigurationError(
             f"`schedules` ({source}) must be a table of schedules, one [schedules.NAME] each"

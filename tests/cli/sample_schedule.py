@@ -18,3 +18,9 @@ schedule.job(Note(text="new year")).yearly().in_zone("Pacific/Auckland").named("
 broken = Schedule()
 broken.job(Note(text="x")).cron("* * *").named("three-fields")
 broken.job(Note(text="y")).daily_at("25:00").named("late")
+
+heartbeat = Schedule()
+heartbeat.job(Note(text="beat")).every(timedelta(seconds=10)).named("heartbeat")
+
+zoned_interval = Schedule()
+zoned_interval.job(Note(text="z")).every(seconds=10).in_zone("Europe/Paris").named("zoned")

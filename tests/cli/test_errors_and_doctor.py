@@ -277,3 +277,49 @@ def test_the_scheme_of_a_planned_driver_says_it_is_not_built_yet(url: str) -> No
     assert "not built yet" in result.stderr
     assert "pip install" not in result.stderr
     assert no_traceback(result)
+
+
+def schedule_config(tmp_path: Path, top: str = "", tables: str = "") -> Path:
+    config = tmp_path / "rainier-queue.toml"
+    config.write_text(
+        f'app = "{APP}"\n{top}[connections]\nmain = "sqlite:///{tmp_path / "jobs.db"}"\n{tables}',
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_doctor_lists_every_problem_of_a_broken_schedule_table_and_exits_4(
+    tmp_path: Path,
+) -> None:
+    tables = (
+        "[schedules.morning]\n"
+        'job = "noet"\ncron = "61 7 * * *"\nzone = "Europe/Pariss"\noverlpa = "skip"\n'
+    )
+    result = run("--config", str(schedule_config(tmp_path, tables=tables)), "doctor")
+    assert result.code == 4, result.output
+    assert "no problems found" not in result.stdout
+    for said in (
+        "unknown key `overlpa`",
+        "job `noet` is not registered",
+        "unknown time zone `Europe/Pariss`",
+        "the minute field `61` is not valid",
+    ):
+        assert said in result.stdout, result.stdout
+
+
+def test_doctor_checks_the_schedule_in_code_named_in_the_config(tmp_path: Path) -> None:
+    top = 'schedule = "tests.cli.sample_schedule:broken"\n'
+    result = run("--config", str(schedule_config(tmp_path, top=top)), "doctor")
+    assert result.code == 4, result.output
+    assert "schedule `three-fields`: `* * *`: a cron expression has 5 fields" in result.stdout
+    assert "schedule `late`: `25:00` is not a time of day" in result.stdout
+
+
+def test_doctor_is_content_with_sound_schedules_and_says_where_their_claims_live(
+    tmp_path: Path,
+) -> None:
+    top = 'schedule = "tests.cli.sample_schedule:schedule"\n'
+    result = run("--config", str(schedule_config(tmp_path, top=top)), "doctor")
+    assert result.code == 0, result.output
+    assert "2 schedule(s) can run: `fast`, `new-year`" in result.stdout
+    assert "their claims are kept in the connection's own store" in result.stdout

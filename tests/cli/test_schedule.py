@@ -13,10 +13,10 @@ from .harness import PATIENCE, Cli, clean_env, no_traceback, run, start
 SCHEDULE = "tests.cli.sample_schedule:schedule"
 
 
-def config_file(tmp_path: Path, schedules: str) -> Path:
+def config_file(tmp_path: Path, schedules: str, *, top: str = "") -> Path:
     file = tmp_path / "rainier-queue.toml"
     file.write_text(
-        'app = "tests.cli.sample_jobs:registry"\n'
+        top + 'app = "tests.cli.sample_jobs:registry"\n'
         f'locks = "sqlite:///{tmp_path / "jobs.db"}"\n'
         "[connections]\n"
         f'main = "sqlite:///{tmp_path / "jobs.db"}"\n' + schedules,
@@ -72,7 +72,7 @@ def test_schedule_test_enqueues_one_run_now_and_list_shows_it(cli: Cli) -> None:
 def test_schedule_test_of_an_unknown_name_lists_the_known_ones(cli: Cli) -> None:
     result = cli("schedule", "test", "nope", "--schedule", SCHEDULE)
     assert result.code == 2
-    assert "no schedule is named `nope`; the schedules are: fast, new-year" in result.stderr
+    assert "no schedule is named `nope`. The schedules are: fast, new-year" in result.stderr
 
 
 def test_a_broken_schedule_stops_start_up_listing_every_problem(cli: Cli) -> None:
@@ -150,3 +150,112 @@ def test_schedule_run_exits_1_when_an_enqueue_fails_and_says_it_will_try_again(
     assert result.code == 1, result.output
     assert "`often`" in result.stderr
     assert "tried again next pass" in result.stderr
+
+
+BROKEN_TABLE = (
+    "[schedules.morning]\n"
+    'job = "noet"\n'
+    'cron = "61 7 * * *"\n'
+    'zone = "Europe/Pariss"\n'
+    'overlpa = "skip"\n'
+)
+
+
+def test_every_problem_of_a_broken_schedule_table_is_listed_in_one_run(tmp_path: Path) -> None:
+    config = config_file(tmp_path, BROKEN_TABLE)
+    result = run("--config", str(config), "schedule", "list", env=clean_env())
+    assert result.code == 2, result.output
+    assert no_traceback(result)
+    for said in (
+        "unknown key `overlpa`; did you mean `overlap`?",
+        "job `noet` is not registered; did you mean `note`?",
+        "unknown time zone `Europe/Pariss`; did you mean `Europe/Paris`?",
+        "`61 7 * * *`: the minute field `61` is not valid",
+    ):
+        assert said in result.stderr, result.stderr
+
+
+def test_an_interval_given_a_time_zone_is_refused_not_silently_read_in_utc(cli: Cli) -> None:
+    result = cli("schedule", "list", "--schedule", "tests.cli.sample_schedule:zoned_interval")
+    assert result.code == 2, result.output
+    assert "an interval (every 10s) has no time zone" in result.stderr
+    assert "`Europe/Paris` would be ignored" in result.stderr
+
+
+def test_an_interval_given_a_zone_in_the_config_is_refused(tmp_path: Path) -> None:
+    config = config_file(
+        tmp_path,
+        '[schedules.z]\njob = "note"\npayload = { text = "z" }\nevery = "10s"\nzone = "UTC"\n',
+    )
+    result = run("--config", str(config), "schedule", "list", env=clean_env())
+    assert result.code == 2, result.output
+    assert "schedule `z`" in result.stderr
+    assert "has no time zone" in result.stderr
+
+
+def test_a_misspelt_schedule_name_gets_a_did_you_mean(cli: Cli) -> None:
+    result = cli(
+        "schedule", "test", "heartbaet", "--schedule", "tests.cli.sample_schedule:heartbeat"
+    )
+    assert result.code == 2, result.output
+    assert "no schedule is named `heartbaet`; did you mean `heartbeat`?" in result.stderr
+
+
+def code_schedule_config(tmp_path: Path, notes: Path | None = None) -> Path:
+    """A config naming the Schedule in code once, with `schedule = ...`."""
+    tables = ""
+    if notes is not None:
+        tables = (
+            f'[schedules.fast-note]\njob = "note"\n'
+            f'payload = {{ text = "table", path = "{notes}" }}\nevery = "200ms"\n'
+        )
+    return config_file(tmp_path, tables, top='schedule = "tests.cli.sample_schedule:schedule"\n')
+
+
+def test_schedule_list_shows_the_schedule_in_code_named_once_in_the_config(
+    tmp_path: Path,
+) -> None:
+    config = code_schedule_config(tmp_path)
+    result = run("--config", str(config), "schedule", "list", "--json", env=clean_env())
+    assert result.code == 0, result.output
+    assert [row["name"] for row in result.json()] == ["fast", "new-year"]
+
+
+def test_schedule_test_runs_a_schedule_in_code_named_in_the_config(tmp_path: Path) -> None:
+    config = code_schedule_config(tmp_path)
+    result = run("--config", str(config), "schedule", "test", "new-year", env=clean_env())
+    assert result.code == 0, result.output
+    assert "enqueued `new-year`" in result.stdout
+
+
+def test_no_such_schedule_says_where_schedules_come_from(tmp_path: Path) -> None:
+    config = config_file(
+        tmp_path, '[schedules.a]\njob = "note"\npayload = { text = "a" }\nevery = "1m"\n'
+    )
+    result = run("--config", str(config), "schedule", "test", "heartbeat", env=clean_env())
+    assert result.code == 2, result.output
+    assert "no schedule is named `heartbeat`" in result.stderr
+    assert 'schedule = "module:attribute"' in result.stderr
+    assert "--schedule" in result.stderr
+
+
+def test_a_worker_with_the_scheduler_runs_the_schedule_in_code_named_in_the_config(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    config = code_schedule_config(tmp_path, notes)
+    process = start("--config", str(config), "work", "--with-scheduler", env=clean_env())
+    try:
+        wait_for(
+            lambda: notes.exists() and len(notes.read_text().splitlines()) >= 1,
+            "a scheduled job from the table to run",
+        )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=PATIENCE)
+    assert process.returncode == 0, stderr
+    assert "scheduling 3 schedule(s) in this worker" in stderr
+    listed = run("--config", str(config), "schedule", "list", "--json", env=clean_env())
+    last = {row["name"]: row["last"] for row in json.loads(listed.stdout)}
+    assert last["fast"] is not None
+    assert last["fast"]["status"] == "enqueued"

@@ -168,9 +168,11 @@ def test_config_problems_are_all_listed_with_a_did_you_mean() -> None:
     assert problems[0] == "schedule `a` (pyproject.toml): unknown key `zoen`; did you mean `zone`?"
     assert problems[1].startswith("schedule `b` (pyproject.toml): job `nope` is not registered")
     assert problems[2].startswith("schedule `c` (pyproject.toml): payload:")
-    assert problems[3].startswith("schedule `e` (pyproject.toml): give exactly one of")
-    assert problems[4].startswith("schedule `f` (pyproject.toml): `overlap` must be one of")
-    assert problems[5].startswith("schedule `d`: `* * *`: a cron expression has 5 fields")
+    assert problems[3].startswith(
+        "schedule `d` (pyproject.toml): `* * *`: a cron expression has 5 fields"
+    )
+    assert problems[4].startswith("schedule `e` (pyproject.toml): give exactly one of")
+    assert problems[5].startswith("schedule `f` (pyproject.toml): `overlap` must be one of")
 
 
 def test_code_and_config_schedules_with_one_name_are_reported() -> None:

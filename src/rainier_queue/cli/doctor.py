@@ -35,10 +35,12 @@ from ..queue import (
     Queue,
 )
 from ..worker import WorkerOptions, check_worker_settings
+from .doctor_schedules import schedule_findings
 from .exit_codes import ExitCode
 from .loading import Loaded
 from .provision import queues_to_provision
 from .runtime import State, message_for, run_command
+from .schedule_option import SCHEDULE_OPTION
 
 _STYLE = {"ok": "green", "warn": "yellow", "problem": "red"}
 
@@ -61,9 +63,11 @@ class Report:
 
 
 @click.command()
+@SCHEDULE_OPTION
 @click.pass_obj
-def doctor(state: State) -> None:
-    """Check every connection, the jobs and the lock store; exit 4 if something is wrong."""
+def doctor(state: State, schedule_spec: str | None) -> None:
+    """Check every connection, the jobs, the lock store and the schedules; exit 4 if
+    something is wrong."""
 
     async def body(loaded: Loaded) -> int:
         report = Report()
@@ -79,6 +83,12 @@ def doctor(state: State) -> None:
             click.secho(f"connection `{name}`{default}: {queue.describe()}", bold=True)
             await _connection(loaded, name, queue, report)
         _locks(loaded, report)
+        heading, findings = await schedule_findings(
+            loaded, schedule_spec, state.settings.connection
+        )
+        click.secho(heading, bold=True)
+        for grade, message in findings:
+            report.add(grade, message)
         if report.problems:
             click.echo(f"{report.problems} problem(s) found")
             return ExitCode.PROBLEMS

@@ -78,6 +78,9 @@ class Loaded:
     schedules: Mapping[str, Any] = field(default_factory=dict)
     """The config file's `[schedules]` tables, unchecked (see `cli.schedule`)."""
     schedules_source: str = "config"
+    schedule: str | None = None
+    """`schedule = "module:attribute"` in the config: the Schedule in code every scheduler
+    command loads unless `--schedule` names another."""
     urls: Mapping[str, str] = field(default_factory=dict)
     """Each configured connection's URL, where the connections came from a config or --url
     (the scheduler opens its claim store on it when no `locks` store is configured)."""
@@ -128,6 +131,7 @@ async def open_application(settings: Settings) -> Loaded:
             source=source,
             schedules=config.schedules if config is not None else {},
             schedules_source=config.source if config is not None else "config",
+            schedule=config.schedule if config is not None else None,
         )
     if config is None:
         raise Problem(NO_QUEUES)
@@ -148,6 +152,7 @@ async def open_application(settings: Settings) -> Loaded:
         source=source,
         schedules=config.schedules,
         schedules_source=config.source,
+        schedule=config.schedule,
         urls={name: conn.url for name, conn in config.connections.items()},
         config=config,
     )

@@ -8,10 +8,12 @@ long-running loop that sleeps to the next tick, and `work --with-scheduler`
 process. Any number of each may run at once: the claims in the shared
 store make sure each tick is enqueued once.
 
-The schedules come from `--schedule module:attribute` (a `Schedule` in
-code, or a function returning one) and from the config file's
-`[schedules]` tables, checked together before anything runs: every problem
-is listed and the command exits 2.
+The schedules come from a `Schedule` in code, named once in the config
+(`schedule = "module:attribute"`, or a function returning one) or by
+`--schedule` (which wins), and from the config file's `[schedules]` tables,
+checked together before anything runs: every problem is listed and the
+command exits 2. A schedule in code that nothing names is never seen, so
+every message about a missing schedule says where schedules come from.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import inspect
 import json
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 from urllib.parse import parse_qsl, urlencode
@@ -34,7 +37,14 @@ from ..cache.stores import open_cache
 from ..envelope import format_time
 from ..errors import ConfigurationError
 from ..locks import Cache, LockManager
-from ..scheduling import Outcome, Overview, Schedule, Scheduler, schedule_from_config
+from ..scheduling import (
+    Outcome,
+    Overview,
+    Schedule,
+    Scheduler,
+    UnknownSchedule,
+    schedule_from_config,
+)
 from .exit_codes import ExitCode
 from .loading import Loaded, _put_cwd_on_path
 from .output import Problem, echo, note, stdout_console, table, warn
@@ -42,32 +52,77 @@ from .runtime import State, run_command
 from .schedule_option import SCHEDULE_OPTION
 
 
-async def build_scheduler(loaded: Loaded, spec: str | None, connection: str | None) -> Scheduler:
-    """The scheduler for the code and config schedules, or a `Problem` listing what is wrong."""
-    schedule = await _load_schedule(spec) if spec is not None else Schedule()
-    from_config, problems = schedule_from_config(
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """The schedules a command would run, what is wrong with them, and where they came from."""
+
+    schedule: Schedule
+    problems: list[str]
+    code: str | None
+    """Where the Schedule in code was named (`--schedule x`, `schedule` in FILE); None if
+    nothing named one."""
+    config: str
+    """The config file the `[schedules]` tables were read from."""
+
+    def sources(self) -> str:
+        """Where schedules come from, for a message about a schedule that is not there."""
+        tables = f"the [schedules] tables of {self.config}"
+        if self.code is not None:
+            return f"schedules come from {tables} and from the Schedule named by {self.code}"
+        return (
+            f"schedules come from {tables}; a Schedule in code is read only when it is named, "
+            'with `schedule = "module:attribute"` in the config or --schedule, and none is'
+        )
+
+
+async def gather_schedules(loaded: Loaded, spec: str | None) -> Gathered:
+    """Every schedule, code and config, with every problem found in them, raising nothing."""
+    code: str | None = spec
+    origin, where = "--schedule", f"--schedule {spec}"
+    if spec is None:
+        code = loaded.schedule
+        origin = f"`schedule` in {loaded.schedules_source}"
+        where = f'`schedule = "{code}"` in {loaded.schedules_source}'
+    schedule, problems = Schedule(), []
+    if code is not None:
+        try:
+            schedule = await _load_schedule(code, origin)
+        except Problem as exc:
+            problems.append(exc.message)
+    from_config, wrong = schedule_from_config(
         loaded.schedules, loaded.registry, source=loaded.schedules_source
     )
     schedule.extend(from_config)
-    problems += schedule.problems(loaded.registry)
-    if problems:
-        listed = "".join(f"\n  - {problem}" for problem in problems)
+    problems += wrong + schedule.problems(loaded.registry)
+    return Gathered(
+        schedule, problems, where if code is not None else None, loaded.schedules_source
+    )
+
+
+async def build_scheduler(loaded: Loaded, spec: str | None, connection: str | None) -> Scheduler:
+    """The scheduler for the code and config schedules, or a `Problem` listing what is wrong."""
+    gathered = await gather_schedules(loaded, spec)
+    if gathered.problems:
+        listed = "".join(f"\n  - {problem}" for problem in gathered.problems)
         raise Problem(f"the schedule cannot run, because:{listed}")
-    if not len(schedule):
+    if not len(gathered.schedule):
         raise Problem(
-            "there are no schedules: pass --schedule module:attribute naming a Schedule, or "
-            "declare [tool.rainier-queue.schedules.NAME] tables in the config"
+            "there are no schedules: name a Schedule in code with "
+            '`schedule = "module:attribute"` in the config (or --schedule), or declare '
+            "[tool.rainier-queue.schedules.NAME] tables in the config"
         )
     manager = loaded.manager
     store = None
     if manager.locks is None:
-        store = _connection_store(loaded, connection)
+        store = claim_store(loaded, connection)
         # A worker in this process (`work --with-scheduler`) then gives back overlap locks.
         manager.locks = LockManager(store)
-    return Scheduler(manager, schedule, store=store)
+    scheduler = Scheduler(manager, gathered.schedule, store=store)
+    scheduler.sources = gathered.sources()
+    return scheduler
 
 
-def _connection_store(loaded: Loaded, connection: str | None) -> Cache:
+def claim_store(loaded: Loaded, connection: str | None) -> Cache:
     """The claim store in the connection's own database or Redis, when no `locks` is set."""
     queue = loaded.queue(connection)
     if not queue.capabilities.shared_between_processes:
@@ -94,11 +149,11 @@ _STORE_OPTIONS = frozenset({"prefix", "schema"})
 """Query options a queue URL and its cache store share; the rest are the queue's own."""
 
 
-async def _load_schedule(spec: str) -> Schedule:
+async def _load_schedule(spec: str, origin: str) -> Schedule:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise Problem(
-            f"--schedule takes `module:attribute`, such as `myapp.jobs:schedule`; got {spec}"
+            f"{origin} takes `module:attribute`, such as `myapp.jobs:schedule`; got `{spec}`"
         )
     _put_cwd_on_path()
     try:
@@ -106,13 +161,13 @@ async def _load_schedule(spec: str) -> Schedule:
         for part in attr.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
-        raise Problem(f"cannot load the schedule `{spec}`: {exc}", cause=exc) from exc
+        raise Problem(f"cannot load the schedule `{spec}` ({origin}): {exc}", cause=exc) from exc
     if not isinstance(target, Schedule) and callable(target):
         target = cast(Callable[[], object], target)()
         if inspect.isawaitable(target):
             target = await target
     if not isinstance(target, Schedule):
-        raise Problem(f"`{spec}` is a {type(target).__name__}, not a Schedule")
+        raise Problem(f"`{spec}` ({origin}) is a {type(target).__name__}, not a Schedule")
     return target
 
 
@@ -215,10 +270,10 @@ def test_one(state: State, name: str, schedule_spec: str | None) -> None:
 
     async def body(loaded: Loaded) -> int:
         scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
-        if name not in scheduler.entries:
-            known = ", ".join(scheduler.entries)
-            raise Problem(f"no schedule is named `{name}`; the schedules are: {known}")
-        _show(await scheduler.trigger(name))
+        try:
+            _show(await scheduler.trigger(name))
+        except UnknownSchedule as exc:
+            raise Problem(str(exc)) from exc
         return 0
 
     run_command(state, body)
@@ -257,4 +312,11 @@ def _as_dict(name: str, row: Overview) -> dict[str, object]:
     }
 
 
-__all__ = ["SCHEDULE_OPTION", "build_scheduler", "schedule", "stop_on_signals"]
+__all__ = [
+    "SCHEDULE_OPTION",
+    "Gathered",
+    "build_scheduler",
+    "gather_schedules",
+    "schedule",
+    "stop_on_signals",
+]

@@ -26,7 +26,7 @@ from .claims import Outcome
 from .config import schedule_from_config
 from .entries import ScheduledJob
 from .schedule import Schedule, ScheduleProblems
-from .scheduler import SCHEDULE_HEADER, TICK_HEADER, Overview, Scheduler
+from .scheduler import SCHEDULE_HEADER, TICK_HEADER, Overview, Scheduler, UnknownSchedule
 from .timing import Cron, Every, ScheduleError, Timing
 
 __all__ = [
@@ -43,5 +43,6 @@ __all__ = [
     "ScheduledJob",
     "Scheduler",
     "Timing",
+    "UnknownSchedule",
     "schedule_from_config",
 ]

@@ -40,6 +40,7 @@ class Entry:
         self._cron: str | None = None
         self._interval: timedelta | None = None
         self._zone = "UTC"
+        self._zone_given = False
         self._options: dict[str, object] = {}
         self._conditions: list[tuple[bool, Condition]] = []
         self.errors: list[str] = []
@@ -145,8 +146,12 @@ class Entry:
         return self
 
     def in_zone(self, zone: str) -> Entry:
-        """Read the timing in an IANA zone (`Europe/Paris`); daylight saving applies."""
-        self._zone = zone
+        """Read the timing in an IANA zone (`Europe/Paris`); daylight saving applies.
+
+        Not for an interval (`every`), which counts from the Unix epoch: a
+        zone there would be ignored, so `Schedule.check()` refuses it.
+        """
+        self._zone, self._zone_given = zone, True
         return self
 
     timezone = in_zone
@@ -227,12 +232,25 @@ class Entry:
         """The checked entry, or None and what is wrong with it."""
         problems = list(self.errors)
         timing: Timing | None = None
+        # The zone and the expression are checked apart, so a bad zone does not
+        # hide a bad expression until the next start-up.
+        zone = self._zone
+        try:
+            zone_named(zone)
+        except ScheduleError as exc:
+            problems.append(str(exc))
+            zone = "UTC"
         try:
             if self._interval is not None:
                 timing = Every(self._interval)
+                if self._zone_given:
+                    problems.append(
+                        f"an interval ({timing.expression}) has no time zone: it counts from "
+                        f"the Unix epoch, so the zone `{self._zone}` would be ignored; remove "
+                        "the zone, or write a cron expression to fire at local times"
+                    )
             else:
-                zone_named(self._zone)
-                timing = Cron(self._cron or " ".join(self._fields), self._zone)
+                timing = Cron(self._cron or " ".join(self._fields), zone)
         except ScheduleError as exc:
             problems.append(str(exc))
         if not self.name.strip():

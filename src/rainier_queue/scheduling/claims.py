@@ -15,13 +15,29 @@ insert-if-absent (`Cache.add`), and it moves through two states:
    (`Cache.replace_if`) and kept long enough that no process can consider
    the tick again.
 
-The writes are ordered so that a crash cannot lose a tick: claim, then
-enqueue, then settle. A process that dies after claiming leaves a claim
-whose lease lapses; the other schedulers remember each tick they saw
-claimed but not settled and, once the key is gone, claim and enqueue it
-themselves. The one window left is a crash after the enqueue and before the
-settle: the tick is then enqueued a second time when the lease lapses, so
-the guarantee under a crash is at least once, and exactly once otherwise.
+The writes are ordered so that a crash cannot lose a tick: register, claim,
+enqueue, settle, unregister. Before a process claims a tick to enqueue it,
+it adds the tick to the schedule's list of unsettled ticks, a key of its
+own in the same store (`schedule:NAME:unsettled`), and the tick leaves the
+list only once its outcome is written. That list, not any process's
+memory, is how a claim whose claimer died is found again: every scheduler
+reads it each pass, including one started long after the claim, and a
+listed tick whose claim has lapsed is claimed and enqueued by whichever
+scheduler wins the new claim. The cursor may therefore move past a tick
+still being enqueued without the tick being forgotten.
+
+The list is edited with compare-and-set (`add`, `replace_if`, `forget_if`
+on the whole value), so it needs nothing of the store beyond what a lock
+needs, and works the same on every store, a Redis cluster included. When a
+listed tick's key is gone, nothing can tell "its claimer died" from "it was
+settled so long ago that its outcome expired" (a process that died between
+its settle and its unregister, and no scheduler ran for the outcome's whole
+retention); the tick is then enqueued, since under a crash the promise is
+at least once, never at most once.
+
+The one window left is a crash after the enqueue and before the settle:
+the tick is then enqueued a second time when the lease lapses, so the
+guarantee under a crash is at least once, and exactly once otherwise.
 A queue and a store in two different systems cannot share a transaction,
 and the ports keep the scheduler from reaching into one driver's.
 
@@ -33,12 +49,14 @@ its last outcome, for `rainier-queue schedule list`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
 from .._clock import utcnow
 from ..envelope import format_time, parse_time
+from ..errors import BrokerUnavailable, MalformedEntry
 from ..locks import Cache
 
 Status = Literal["enqueued", "skipped", "failed"]
@@ -51,6 +69,12 @@ Enqueueing one job takes milliseconds; a minute covers a stalled process
 and a slow store without letting a tick wait long after its claimer died.
 """
 MIN_RETENTION = timedelta(hours=1)
+_EDIT_ATTEMPTS = 100
+"""Compare-and-set rounds on a schedule's unsettled list before giving up on the pass.
+
+Each round is lost only to another scheduler's successful edit of the same
+list, so even a hundred schedulers racing for one tick settle in far fewer.
+"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +170,46 @@ class Claims:
         """Withdraw our claim so the tick can be tried again (held back, or its push failed)."""
         await self.store.forget_if(self.tick_key(claim.schedule, claim.tick), claim.value)
 
+    @staticmethod
+    def unsettled_key(schedule: str) -> str:
+        return f"schedule:{schedule}:unsettled"
+
+    async def unsettled(self, schedule: str) -> list[datetime]:
+        """The ticks of `schedule` some scheduler meant to enqueue and nobody has settled."""
+        return [parse_time(t) for t in _ticks(await self.store.get(self.unsettled_key(schedule)))]
+
+    async def register(self, schedule: str, tick: datetime) -> None:
+        """List `tick` as unsettled, before claiming it, so a crash cannot hide it."""
+        stamp = format_time(tick)
+        await self._edit(schedule, lambda ticks: ticks | {stamp})
+
+    async def unregister(self, schedule: str, tick: datetime) -> None:
+        """Take `tick` off the unsettled list (its outcome is written, or nobody holds it)."""
+        stamp = format_time(tick)
+        await self._edit(schedule, lambda ticks: ticks - {stamp})
+
+    async def _edit(self, schedule: str, change: Callable[[set[str]], set[str]]) -> None:
+        key = self.unsettled_key(schedule)
+        for _ in range(_EDIT_ATTEMPTS):
+            raw = await self.store.get(key)
+            before = set(_ticks(raw))
+            after = change(before)
+            if after == before:
+                return
+            value = json.dumps(sorted(after)).encode()
+            if raw is None:
+                done = await self.store.add(key, value)
+            elif not after:
+                done = await self.store.forget_if(key, raw)
+            else:
+                done = await self.store.replace_if(key, raw, value)
+            if done:
+                return
+        raise BrokerUnavailable(
+            f"the list of unsettled ticks of schedule `{schedule}` kept changing under "
+            f"{_EDIT_ATTEMPTS} attempts to edit it; the pass is tried again at the next wake"
+        )
+
     async def cursor(self, schedule: str) -> datetime | None:
         """The newest tick of `schedule` any scheduler has dealt with, if any."""
         raw = await self.store.get(f"schedule:{schedule}:cursor")
@@ -164,6 +228,26 @@ class Claims:
         """The most recent outcome recorded for `schedule`."""
         raw = await self.store.get(f"schedule:{schedule}:last")
         return Outcome.from_json(raw) if raw else None
+
+
+def _ticks(raw: bytes | None) -> list[str]:
+    """The tick stamps in an unsettled list's value; a value that is not one counts as empty
+    (it is then replaced whole by the next edit)."""
+    if raw is None:
+        return []
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return []
+    if not isinstance(data, list):
+        return []
+    found = []
+    for item in data:
+        try:
+            found.append(format_time(parse_time(str(item))))
+        except MalformedEntry:
+            continue
+    return found
 
 
 def keep_outcome_for(period: timedelta) -> timedelta:

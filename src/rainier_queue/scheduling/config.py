@@ -18,18 +18,21 @@ description = "The ops report, weekday mornings"
 ```
 
 Each table is read in full before anything is reported, so one start-up
-lists every problem: an unknown key (with a "did you mean"), an unknown
-job, a payload that does not fit the job's fields, a bad expression.
+(or one `rainier-queue doctor`) lists every problem of every table: an
+unknown key or job (each with a "did you mean"), a payload that does not fit
+the job's fields, a bad expression, an unknown zone, a zone given to an
+interval. A typo in the job's name does not hide a typo in its zone.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..durations import parse_duration
 from ..errors import QueueError
+from ..job import Job
 from ..registry import JobRegistry
 from .builder import Entry
 from .entries import CATCH_UP_CHOICES, OVERLAP_CHOICES
@@ -80,61 +83,85 @@ def schedule_from_config(
 def _read(
     schedule: Schedule, name: str, table: Mapping[str, Any], registry: JobRegistry
 ) -> list[str]:
+    """Every problem of one table; the entry joins `schedule` only when there is none."""
     problems: list[str] = []
     for key in table:
         if key not in KEYS:
-            close = difflib.get_close_matches(str(key), sorted(KEYS), n=1)
-            hint = f"; did you mean `{close[0]}`?" if close else ""
-            problems.append(f"unknown key `{key}`{hint}")
+            problems.append(f"unknown key `{key}`{_did_you_mean(str(key), KEYS)}")
+    job: Job | None = None
     job_name = table.get("job")
     if not isinstance(job_name, str) or not job_name:
-        return [*problems, "needs `job`, a registered job's wire name"]
-    if not registry.knows(job_name):
+        problems.append("needs `job`, a registered job's wire name")
+    elif not registry.knows(job_name):
         known = ", ".join(registry.names()) or "none are registered"
-        return [*problems, f"job `{job_name}` is not registered (registered: {known})"]
-    payload = table.get("payload", {})
-    try:
-        job = registry.get(job_name).from_payload(payload)
-    except QueueError as exc:
-        return [*problems, f"payload: {exc}"]
-    has_cron, has_every = "cron" in table, "every" in table
-    if has_cron == has_every:
-        return [*problems, "give exactly one of `cron` and `every`"]
-    entry = schedule.job(job).named(name)
-    try:
-        _apply(entry, table)
-    except (QueueError, TypeError, ValueError) as exc:
-        problems.append(str(exc))
+        hint = _did_you_mean(job_name, registry.names())
+        problems.append(f"job `{job_name}` is not registered{hint} (registered: {known})")
+    else:
+        try:
+            job = registry.get(job_name).from_payload(table.get("payload", {}))
+        except QueueError as exc:
+            problems.append(f"payload: {exc}")
+    if ("cron" in table) == ("every" in table):
+        problems.append("give exactly one of `cron` and `every`")
+    entry = Entry(job, f"schedule `{name}`").named(name)
+    problems.extend(_apply(entry, table))
+    built, wrong = entry.build()
+    problems.extend(wrong)
+    if built is not None and not problems:
+        schedule.add(built)
     return problems
 
 
-def _apply(entry: Entry, table: Mapping[str, Any]) -> None:
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(choices), n=1)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _apply(entry: Entry, table: Mapping[str, Any]) -> list[str]:
+    """Hand each key to the builder; the problems of every key, not only the first."""
+    problems: list[str] = []
+
+    def attempt(action: Callable[[], object]) -> None:
+        try:
+            action()
+        except (QueueError, TypeError, ValueError) as exc:
+            problems.append(str(exc))
+
     if "cron" in table:
-        entry.cron(_text(table, "cron"))
-    else:
-        entry.every(parse_duration(table["every"], setting="every"))
+        attempt(lambda: entry.cron(_text(table, "cron")))
+    elif "every" in table:
+        attempt(lambda: entry.every(parse_duration(table["every"], setting="every")))
     if "zone" in table:
-        entry.in_zone(_text(table, "zone"))
+        attempt(lambda: entry.in_zone(_text(table, "zone")))
     if "description" in table:
-        entry.describe(_text(table, "description"))
+        attempt(lambda: entry.describe(_text(table, "description")))
     if "catch_up" in table or "catch_up_limit" in table:
-        limit = table.get("catch_up_limit", 100)
-        if not isinstance(limit, int) or isinstance(limit, bool):
-            raise ValueError("`catch_up_limit` must be a whole number")
-        entry.catch_up(_choice(table, "catch_up", CATCH_UP_CHOICES, "latest"), limit=limit)
+        attempt(lambda: _catch_up(entry, table))
     if "overlap" in table or "overlap_for" in table:
-        hold = parse_duration(table.get("overlap_for", "6h"), setting="overlap_for")
-        entry.overlap(_choice(table, "overlap", OVERLAP_CHOICES, "allow"), hold_for=hold)
+        attempt(lambda: _overlap(entry, table))
     if "grace" in table:
-        entry.grace(parse_duration(table["grace"], setting="grace"))
+        attempt(lambda: entry.grace(parse_duration(table["grace"], setting="grace")))
     if "queue" in table:
-        entry.on_queue(_text(table, "queue"))
+        attempt(lambda: entry.on_queue(_text(table, "queue")))
     if "connection" in table:
-        entry.on_connection(_text(table, "connection"))
+        attempt(lambda: entry.on_connection(_text(table, "connection")))
     if "delay" in table:
-        entry.delay(parse_duration(table["delay"], setting="delay"))
+        attempt(lambda: entry.delay(parse_duration(table["delay"], setting="delay")))
     if "unique" in table:
-        entry.unique(_text(table, "unique"))
+        attempt(lambda: entry.unique(_text(table, "unique")))
+    return problems
+
+
+def _catch_up(entry: Entry, table: Mapping[str, Any]) -> None:
+    limit = table.get("catch_up_limit", 100)
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise ValueError("`catch_up_limit` must be a whole number")
+    entry.catch_up(_choice(table, "catch_up", CATCH_UP_CHOICES, "latest"), limit=limit)
+
+
+def _overlap(entry: Entry, table: Mapping[str, Any]) -> None:
+    hold = parse_duration(table.get("overlap_for", "6h"), setting="overlap_for")
+    entry.overlap(_choice(table, "overlap", OVERLAP_CHOICES, "allow"), hold_for=hold)
 
 
 def _text(table: Mapping[str, Any], key: str) -> str:

@@ -40,6 +40,7 @@ T = TypeVar("T", bound="type[Job] | JobFunction[...]")
 
 _OPTION_METHODS = {
     "name": "named",
+    "zone": "in_zone",
     "description": "describe",
     "catch_up": "catch_up",
     "overlap": "overlap",

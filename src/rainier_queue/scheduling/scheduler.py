@@ -9,14 +9,20 @@ schedule stays up while a machine is replaced.
 
 One pass, for each schedule:
 
-1. recheck the ticks this process saw claimed but not settled; one whose
-   claim lapsed (its claimer died) is claimed and enqueued here;
+1. read the schedule's unsettled ticks from the store (any scheduler's,
+   this one's or a dead one's); one whose claim lapsed is claimed and
+   enqueued here, whatever the cursor says;
 2. find the due ticks after the schedule's cursor and apply the catch-up
    policy: `latest` enqueues only the newest, `all` each of them (at most
    `catch_up_limit`), `skip` only a tick still within `grace`;
-3. for each tick to enqueue: claim it, check the `when` / `skip`
-   conditions, take the overlap lock if the policy asks for one, push the
-   job, and write the outcome over the claim.
+3. for each tick to enqueue: list it as unsettled, claim it, check the
+   `when` / `skip` conditions, take the overlap lock if the policy asks
+   for one, push the job, write the outcome over the claim, and take the
+   tick off the unsettled list.
+
+The cursor never moves past a tick another scheduler holds unsettled: if
+that scheduler gives the tick back (its push failed, or `overlap="queue"`
+held it), the cursor still has it in view.
 
 The overlap lock is the envelope's uniqueness key: the worker that settles
 the run's job (done, or failed for good) gives it back, so "the previous
@@ -30,6 +36,7 @@ step through daylight-saving days and outages without sleeping.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import os
 import secrets
@@ -48,6 +55,7 @@ from ..manager import QueueManager
 from .claims import DEFAULT_CLAIM_LEASE, Claim, Claims, Outcome, keep_outcome_for, outcome
 from .entries import ScheduledJob
 from .schedule import Schedule
+from .timing import ScheduleError
 
 log = logging.getLogger("rainier_queue.scheduler")
 
@@ -57,8 +65,14 @@ LONGEST_SLEEP = timedelta(seconds=60)
 """A sleeping scheduler looks again at least this often, so a clock that jumps
 (a suspended VM, an NTP step) is noticed within a minute."""
 
-_Fired = Literal["done", "taken", "held", "retry"]
+_Fired = Literal["done", "taken", "busy", "held", "retry"]
+"""What became of one look at a tick: settled here, settled elsewhere, being enqueued
+elsewhere, given back to wait for the previous run, given back after a failed push."""
 _LEVELS = {"enqueued": logging.INFO, "skipped": logging.DEBUG, "failed": logging.ERROR}
+
+
+class UnknownSchedule(ScheduleError):
+    """A schedule asked for by name (`schedule test NAME`) that no entry has."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +113,10 @@ class Scheduler:
         self.locks = manager.locks or LockManager(store)
         self.clock = clock
         self.claims = Claims(store, owner=owner or _owner(), lease=claim_lease)
-        self._watch: set[tuple[str, datetime]] = set()
+        self.sources = ""
+        """Where the entries came from, said when a name is not among them (the CLI sets it)."""
+        self._waiting = False
+        """Whether the last pass saw a tick claimed elsewhere and not settled yet."""
         if manager.locks is None and any(e.overlap != "allow" for e in entries):
             log.warning(
                 "the QueueManager has no locks, so workers cannot give back the overlap locks "
@@ -112,16 +129,31 @@ class Scheduler:
         """Enqueue whatever is due at `now` (the clock's time by default); what was done."""
         now = now or self.clock()
         done: list[Outcome] = []
-        for name, tick in sorted(self._watch, key=lambda item: item[1]):
-            entry = self.entries.get(name)
-            state = await self.claims.state(name, tick)
-            if entry is None or state not in (None, "claimed"):
-                self._watch.discard((name, tick))
-            elif state is None:
-                await self._fire(entry, tick, now, done)
+        self._waiting = False
         for entry in self.entries.values():
+            await self._recover(entry, now, done)
             await self._pass(entry, now, done)
         return done
+
+    async def _recover(self, entry: ScheduledJob, now: datetime, done: list[Outcome]) -> None:
+        """Settle the ticks a scheduler listed and did not settle, once their claims lapse."""
+        for tick in await self.claims.unsettled(entry.name):
+            state = await self.claims.state(entry.name, tick)
+            if isinstance(state, Outcome):
+                await self.claims.unregister(entry.name, tick)
+            elif state == "claimed":
+                self._waiting = True
+            else:
+                before = len(done)
+                await self._fire(entry, tick, now, done, recovering=True)
+                for made in done[before:]:
+                    log.warning(
+                        "schedule `%s`: took over tick %s, which a scheduler claimed and never "
+                        "settled (it stopped or stalled): %s",
+                        entry.name,
+                        format_time(tick),
+                        made.describe(),
+                    )
 
     async def _pass(self, entry: ScheduledJob, now: datetime, done: list[Outcome]) -> None:
         cursor = await self.claims.cursor(entry.name)
@@ -140,6 +172,7 @@ class Scheduler:
         else:
             ticks = entry.timing.latest(now, 1, after=cursor)
         handled: datetime | None = None
+        blocked = False
         for tick in ticks:
             late = now - tick > entry.grace
             skip_reason = None
@@ -150,7 +183,10 @@ class Scheduler:
             fired = await self._fire(entry, tick, now, done, skip_reason=skip_reason)
             if fired in ("held", "retry"):
                 break
-            handled = tick
+            # Not past a tick another scheduler is still enqueueing: it may give it back.
+            blocked = blocked or fired == "busy"
+            if not blocked:
+                handled = tick
         if handled is not None:
             await self.claims.advance(entry.name, handled)
 
@@ -162,13 +198,21 @@ class Scheduler:
         done: list[Outcome],
         *,
         skip_reason: str | None = None,
+        recovering: bool = False,
     ) -> _Fired:
+        """Claim one tick and settle it; `recovering` for a tick read off the unsettled list."""
+        meant = skip_reason is None
+        if meant and not recovering:
+            # Listed before it is claimed, so no crash between the two can hide it.
+            await self.claims.register(entry.name, tick)
         claim = await self.claims.claim(entry.name, tick)
         if claim is None:
-            if await self.claims.state(entry.name, tick) == "claimed":
-                self._watch.add((entry.name, tick))
-            return "taken"
-        self._watch.discard((entry.name, tick))
+            if isinstance(await self.claims.state(entry.name, tick), Outcome):
+                if meant:
+                    await self.claims.unregister(entry.name, tick)
+                return "taken"
+            self._waiting = True
+            return "busy"
         if skip_reason is None:
             try:
                 if not await entry.conditions_hold(tick):
@@ -185,19 +229,30 @@ class Scheduler:
             # The job may be queued: trying again could enqueue it twice.
             return await self._settle(claim, entry, done, "failed", f"outcome unknown: {exc}")
         except Exception as exc:
-            await self.claims.give_up(claim)
+            await self._give_back(claim, listed=recovering)
             failed = outcome(entry.name, tick, "failed", f"{exc} (tried again next pass)")
             await self.claims.store.put(f"schedule:{entry.name}:last", failed.to_json())
             log.error("schedule `%s`: enqueueing tick %s failed: %s", entry.name, tick, exc)
             done.append(failed)
             return "retry"
         if result == "held":
-            await self.claims.give_up(claim)
+            await self._give_back(claim, listed=recovering)
             return "held"
         status, detail = result
         if status == "enqueued":
             return await self._settle(claim, entry, done, "enqueued", job_id=detail)
         return await self._settle(claim, entry, done, "skipped", detail)
+
+    async def _give_back(self, claim: Claim, *, listed: bool) -> None:
+        """Withdraw a claim to try the tick again later.
+
+        A tick from the cursor's ticks goes back to the cursor, which has not
+        moved past it; one taken over from the unsettled list stays listed,
+        since the cursor may be long past it.
+        """
+        if not listed:
+            await self.claims.unregister(claim.schedule, claim.tick)
+        await self.claims.give_up(claim)
 
     async def _settle(
         self,
@@ -211,7 +266,10 @@ class Scheduler:
     ) -> _Fired:
         result = outcome(entry.name, claim.tick, status, reason, job_id)
         keep = keep_outcome_for(entry.timing.period_near(claim.tick))
-        if not await self.claims.settle(claim, result, keep_for=keep):
+        if await self.claims.settle(claim, result, keep_for=keep):
+            await self.claims.unregister(claim.schedule, claim.tick)
+        else:
+            # Whoever holds the claim now settles the tick and takes it off the list.
             log.warning(
                 "schedule `%s`: the claim on tick %s lapsed before it was settled (this "
                 "process stalled for over %s), so another scheduler may have enqueued it too",
@@ -276,7 +334,12 @@ class Scheduler:
         entry = self.entries.get(name)
         if entry is None:
             known = ", ".join(sorted(self.entries)) or "none"
-            raise ConfigurationError(f"no schedule is named `{name}`; the schedules are: {known}")
+            close = difflib.get_close_matches(name, sorted(self.entries), n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else "."
+            sources = f" ({self.sources})" if self.sources else ""
+            raise UnknownSchedule(
+                f"no schedule is named `{name}`{hint} The schedules are: {known}{sources}"
+            )
         now = self.clock()
         result = await self._enqueue(entry, now)
         if result == "held":
@@ -301,7 +364,7 @@ class Scheduler:
     def next_wake(self, now: datetime) -> datetime:
         """When the loop should look again: the next tick of any schedule, or sooner."""
         wake = now + LONGEST_SLEEP
-        if self._watch:
+        if self._waiting:
             wake = min(wake, now + self.claims.lease / 4)
         for entry in self.entries.values():
             tick = entry.timing.next_after(now)
@@ -332,4 +395,4 @@ def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-__all__ = ["SCHEDULE_HEADER", "TICK_HEADER", "Overview", "Scheduler"]
+__all__ = ["SCHEDULE_HEADER", "TICK_HEADER", "Overview", "Scheduler", "UnknownSchedule"]

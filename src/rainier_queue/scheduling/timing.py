@@ -29,6 +29,7 @@ sub-minute schedules are written; cron's smallest unit is a minute.
 from __future__ import annotations
 
 import abc
+import difflib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -68,9 +69,14 @@ def zone_named(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(
-            f"unknown time zone `{name}`; use an IANA name such as `UTC` or `Europe/Paris`"
-        ) from None
+        pass
+    from zoneinfo import available_timezones  # here: reading the zone list is slow
+
+    close = difflib.get_close_matches(str(name), sorted(available_timezones()), n=1)
+    hint = f"did you mean `{close[0]}`? Use" if close else "use"
+    raise ScheduleError(
+        f"unknown time zone `{name}`; {hint} an IANA name such as `UTC` or `Europe/Paris`"
+    )
 
 
 class Timing(abc.ABC):
