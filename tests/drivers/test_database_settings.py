@@ -65,6 +65,17 @@ def test_a_pool_size_that_is_not_a_number_is_a_configuration_error_on_both_sides
         CACHES[database](url)
 
 
+@pytest.mark.parametrize("database", ["postgres", "mysql"])
+@pytest.mark.parametrize("size", [3.7, 3.0, True])
+def test_a_pool_size_from_a_config_table_must_be_a_whole_number_on_every_database(
+    database: str, size: object, tmp_path: Path
+) -> None:
+    # TOML gives a real number or a boolean as itself; MySQL's own parser once
+    # read 3.7 as a pool of 3 where PostgreSQL's refused it.
+    with pytest.raises(ConfigurationError, match="`pool_max` must be a whole number"):
+        open_queue(_urls(tmp_path)[database], {"pool_max": size}, DriverContext())
+
+
 def test_the_settings_objects_give_back_only_the_extra_options_asked_for(tmp_path: Path) -> None:
     sqlite, own = SQLiteSettings.read(
         f"sqlite:///{tmp_path / 'j.db'}?prefix=app_&lease=5s",
@@ -72,7 +83,7 @@ def test_the_settings_objects_give_back_only_the_extra_options_asked_for(tmp_pat
         who="a test",
         extra=frozenset({"lease"}),
     )
-    assert (sqlite.prefix, own) == ("app_", {"lease": "5s"})
+    assert (sqlite.prefix, dict(own)) == ("app_", {"lease": "5s"})
     assert sqlite.busy_timeout is not None
     assert sqlite.busy_timeout.total_seconds() == 2
 
@@ -85,4 +96,4 @@ def test_the_settings_objects_give_back_only_the_extra_options_asked_for(tmp_pat
     mysql, own = MySQLSettings.read(
         MY + "?pool_max=3&migrate=false", who="a test", extra=frozenset({"migrate"})
     )
-    assert (mysql.pool_max, mysql.url, own) == (3, MY, {"migrate": "false"})
+    assert (mysql.pool_max, mysql.url, dict(own)) == (3, MY, {"migrate": "false"})

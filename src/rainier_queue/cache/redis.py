@@ -28,8 +28,8 @@ from redis import exceptions as rx
 from redis.commands.core import AsyncScript
 from typing_extensions import override
 
-from ..drivers.redis.connection import Client, Ready, connect, split_options, translated
-from ..flags import parse_flag
+from ..drivers.redis.connection import Client, Ready, translated
+from ..drivers.redis.settings import RedisSettings
 from ..locks import Cache
 
 DEFAULT_PREFIX = "rq:cache:"
@@ -86,14 +86,9 @@ class RedisCache(Cache):
     @classmethod
     def from_url(cls, url: str) -> Self:
         """`redis://host:port/db?prefix=...`; or `rediss://`, `unix:///path`, `redis-cluster://`."""
-        bare, options = split_options(url, {"prefix", "cluster"})
-        cluster = parse_flag(options.get("cluster", False), setting="cluster") or url.startswith(
-            "redis-cluster:"
-        )
-        return cls(
-            connect(bare, cluster=cluster, decode=False, ours=("prefix", "cluster")),
-            prefix=options.get("prefix", DEFAULT_PREFIX),
-        )
+        settings, _ = RedisSettings.read(url, who="the redis cache")
+        prefix = DEFAULT_PREFIX if settings.prefix is None else settings.prefix
+        return cls(settings.client(decode=False), prefix=prefix)
 
     def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
         self._client = client

@@ -27,7 +27,7 @@ from ..envelope import QueuedJob
 from ..errors import UnsupportedOperation
 from ..queue import Capabilities, Queue, Reservation
 from ..registry import JobRegistry
-from .url_query import url_options
+from .options import Options
 
 if TYPE_CHECKING:
     from . import DriverContext
@@ -51,7 +51,7 @@ class InlineQueue(Queue):
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`sync://` (or `inline://`); takes no options."""
-        url_options(url, cls.OPTIONS, "the `sync` driver")
+        Options.from_url(url, cls.OPTIONS, "the `sync` driver", options)
         return cls(context.registry, context.dependencies)
 
     def __init__(self, registry: JobRegistry, dependencies: Dependencies | None = None) -> None:

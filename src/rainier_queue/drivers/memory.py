@@ -26,9 +26,8 @@ from typing_extensions import override
 
 from .._clock import utcnow
 from .._wakeup import Wakeup
-from ..durations import parse_duration
 from ..envelope import QueuedJob
-from ..errors import ConfigurationError, LeaseLost
+from ..errors import LeaseLost
 from ..queue import (
     DEFAULT_LEASE,
     Capabilities,
@@ -38,7 +37,7 @@ from ..queue import (
     Reservation,
     new_token,
 )
-from .url_query import url_options
+from .options import Options, check_lease
 
 if TYPE_CHECKING:
     from . import DriverContext
@@ -73,16 +72,11 @@ class MemoryQueue(Queue):
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`memory://`, with an optional `lease` such as `30s`, in the URL's query or `options`."""
-        options = {**url_options(url, cls.OPTIONS, "the `memory` driver"), **options}
-        lease = options.get("lease")
-        return cls(
-            lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE
-        )
+        given = Options.from_url(url, cls.OPTIONS, "the `memory` driver", options)
+        return cls(lease=given.lease(DEFAULT_LEASE))
 
     def __init__(self, *, lease: timedelta = DEFAULT_LEASE) -> None:
-        if lease <= timedelta(0):
-            raise ConfigurationError(f"`lease` must be longer than zero (got {lease})")
-        self._lease = lease
+        self._lease = check_lease(lease)
         self._lock = threading.Lock()
         self._lanes: dict[str, _Lane] = {}
         self._held: dict[str, _Held] = {}

@@ -63,6 +63,8 @@ from ...queue import (
     Reservation,
     new_token,
 )
+from ..malformed import Pass, quarantine, top_up
+from ..options import check_lease, check_positive
 from .dialect import Dialect, Row, Session, T, Work
 from .schema import (
     DEFAULT_PREFIX,
@@ -81,9 +83,6 @@ _MICROSECOND = timedelta(microseconds=1)
 Quarantined = tuple[object, str | None, Malformed]
 """A row that is not a job: (its seq, the token its claim wrote or None for a row this
 transaction holds locked unclaimed, what is wrong with it)."""
-
-MAX_CLAIM_PASSES = 100
-"""How many claims one reserve makes at most while it keeps meeting rows that are not jobs."""
 
 POLL_INTERVAL = timedelta(milliseconds=100)
 """How often an idle worker looks for work pushed by another process (SQLite, MySQL): the
@@ -121,17 +120,11 @@ class DatabaseQueue(Queue):
         schema: str | None = None,
         poll_interval: timedelta = POLL_INTERVAL,
     ) -> None:
-        if lease <= timedelta(0):
-            raise ConfigurationError(f"`lease` must be longer than zero (got {lease})")
-        if poll_interval <= timedelta(0):
-            raise ConfigurationError(
-                f"`poll_interval` must be longer than zero (got {poll_interval})"
-            )
-        self._poll_interval = poll_interval
+        self._poll_interval = check_positive(poll_interval, setting="poll_interval")
         self._dialect = dialect
         self._tables = Tables.for_prefix(prefix, schema)
         self._sql = Statements.build(self._tables, dialect)
-        self._lease = lease
+        self._lease = check_lease(lease)
         self._lease_us = lease // _MICROSECOND
         self._auto_migrate = migrate
         self._schema_ready = False
@@ -257,20 +250,15 @@ class DatabaseQueue(Queue):
         """
 
         async def work(s: Session) -> list[Reservation]:
-            out: list[Reservation] = []
-            for _ in range(MAX_CLAIM_PASSES):
-                claimed, malformed = await self._claim_pass(queue, limit - len(out))(s)
-                out += claimed
-                if not malformed or len(out) >= limit:
-                    break
-            return out
+            first = await self._claim_pass(queue, limit)(s)
+            return await top_up(first, limit, lambda places: self._claim_pass(queue, places)(s))
 
         return work
 
-    def _claim_pass(self, queue: str, limit: int) -> Work[tuple[list[Reservation], int]]:
+    def _claim_pass(self, queue: str, limit: int) -> Work[Pass]:
         """One claim of up to `limit` rows: the jobs, and how many rows were not jobs."""
 
-        async def work(s: Session) -> tuple[list[Reservation], int]:
+        async def work(s: Session) -> Pass:
             now = await self._dialect.now(s)
             rows = await s.fetchall(self._sql.select_due, (queue, now, now, limit))
             until = now + self._lease_us
@@ -312,19 +300,20 @@ class DatabaseQueue(Queue):
         """
         now = await self._dialect.now(s)
         for seq, token, malformed in bad:
-            log.error(
-                "queue %r: the row with id %r is not a job (%s); it is moved to the failed "
-                "table as it was stored",
-                queue,
-                malformed.id,
-                malformed.reason,
-            )
-            if token is None:
-                await s.execute(self._sql.quarantine_locked, (malformed.error, now, seq))
-                await s.execute(self._sql.quarantine_locked_delete, (seq,))
-            else:
-                await s.execute(self._sql.quarantine, (malformed.error, now, seq, token))
-                await s.execute(self._sql.quarantine_delete, (seq, token))
+            entry = f"queue {queue!r}: the row with id {malformed.id!r}"
+            move = self._move_row(s, now, seq, token, malformed.error)
+            await quarantine(log, entry, malformed, "the failed table", move)
+
+    async def _move_row(
+        self, s: Session, now: int, seq: object, token: str | None, error: str
+    ) -> None:
+        """Copy one row into the failed table with `error`, then delete it."""
+        if token is None:
+            await s.execute(self._sql.quarantine_locked, (error, now, seq))
+            await s.execute(self._sql.quarantine_locked_delete, (seq,))
+        else:
+            await s.execute(self._sql.quarantine, (error, now, seq, token))
+            await s.execute(self._sql.quarantine_delete, (seq, token))
 
     async def _quarantine_apart(self, queue: str, bad: Sequence[Quarantined]) -> None:
         """`_quarantine` in a transaction of its own, for a claim already committed.

@@ -30,6 +30,7 @@ from ...envelope import JSONValue, QueuedJob, format_time
 from ...envelope.fields import raw_value
 from ...envelope.reading import Malformed
 from ...errors import BrokerRejected
+from ..malformed import quarantine
 from .connection import KafkaClients, record_value
 from .names import FAILED_SUFFIX, KafkaPosition
 
@@ -166,16 +167,13 @@ class FailedRecords:
         """Put a record that is not a job on the failed topic, as a `NOT_A_JOB` envelope."""
         malformed = why_not_a_job(record, malformed)
         origin = KafkaPosition(record.topic, record.partition, record.offset)
-        log.error(
-            "the record at offset %d of partition %d of topic %r is not a job (%s); recording it "
-            "on the failed topic and moving past it",
-            record.offset,
-            record.partition,
-            record.topic,
-            malformed.reason,
+        entry = (
+            f"queue {queue!r}: the record at offset {record.offset} of partition "
+            f"{record.partition} of topic {record.topic!r}"
         )
         job = not_a_job(record, malformed, queue)
-        await self.record(job, not_a_job_error(malformed, origin), origin)
+        written = self.record(job, not_a_job_error(malformed, origin), origin)
+        await quarantine(log, entry, malformed, "the failed topic", written)
 
 
 def header_text(headers: Mapping[str, bytes], name: str) -> str | None:

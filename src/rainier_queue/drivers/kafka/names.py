@@ -34,8 +34,9 @@ _PLAIN = frozenset((string.ascii_letters + string.digits + "_-").encode())
 _LEGAL = re.compile(r"[A-Za-z0-9._-]*")
 
 
-def check_prefix(prefix: str) -> str:
+def check_prefix(given: object) -> str:
     """A topic prefix is used as it is, so it must already be legal in a topic name."""
+    prefix = str(given)
     if not _LEGAL.fullmatch(prefix):
         raise ConfigurationError(
             f"the Kafka `topic_prefix` {prefix!r} may use only letters, digits, `.`, `_` and `-`"

@@ -22,15 +22,13 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar, Self
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ...durations import parse_duration
 from ...errors import ConfigurationError
-from ...flags import parse_flag
 from ...queue import DEFAULT_LEASE
 from ...redact import redact_url
-from .._options import merge_options
+from ..options import DriverSettings, Options
 from .names import check_prefix
 
 OPTIONS = frozenset(
@@ -63,8 +61,8 @@ _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KafkaSettings:
-    """Everything the driver needs to reach the brokers, without the lock store itself."""
+class KafkaSettings(DriverSettings):
+    """Everything the driver needs to reach the brokers, and where its lock store is."""
 
     brokers: tuple[str, ...]
     group: str = DEFAULT_GROUP
@@ -89,6 +87,58 @@ class KafkaSettings:
     password: str | None = None
     url: str = "kafka://localhost:9092"
     """As given, for `describe` (which redacts it)."""
+    locks: str = ""
+    """The lock store's URL (the queue opens it through its `DriverContext`)."""
+
+    OPTIONS: ClassVar[frozenset[str]] = OPTIONS
+
+    @classmethod
+    def query_of(cls, url: str, known: frozenset[str], who: str) -> Mapping[str, str]:
+        """Every option in the query: aiokafka reads none of it."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() != "kafka":
+            raise ConfigurationError(
+                f"the kafka driver takes a `kafka://` URL, not {redact_url(url)}"
+            )
+        return dict(parse_qsl(parts.query, keep_blank_values=True))
+
+    @classmethod
+    def build(cls, url: str, options: Options) -> Self:
+        locks = options.text("locks", "")
+        if not locks:
+            raise ConfigurationError(
+                "the kafka driver needs a shared lock store for its partition leases and "
+                "cursors: add `locks` with the URL of a Redis or database store, for example "
+                "`kafka://broker:9092/?locks=redis://cache:6379/0` (URL-encode it in a query "
+                'string) or `locks = "postgresql://..."` in the connection\'s settings'
+            )
+        mechanism = options.get("sasl_mechanism")
+        if mechanism is not None and str(mechanism).upper() not in _MECHANISMS:
+            raise ConfigurationError(
+                f"`sasl_mechanism` must be one of {', '.join(_MECHANISMS)}, not {mechanism!r}"
+            )
+        parts = urlsplit(url)
+        return cls(
+            brokers=parse_brokers(parts.netloc),
+            group=options.text("group", DEFAULT_GROUP),
+            topic_prefix=options.prefix("topic_prefix", "", check_prefix),
+            lease=options.lease(DEFAULT_LEASE),
+            max_wait=options.duration("max_wait", DEFAULT_MAX_WAIT),
+            batch_bytes=options.count("batch_bytes", DEFAULT_BATCH_BYTES, minimum=1),
+            client_id=options.text("client_id", "rainier-queue"),
+            tls=options.flag("tls", False),
+            sasl_mechanism=None if mechanism is None else str(mechanism).upper(),
+            partitions=options.count("partitions", DEFAULT_PARTITIONS, minimum=1),
+            replication=(
+                None
+                if options.get("replication") is None
+                else options.count("replication", 1, minimum=1)
+            ),
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+            url=url,
+            locks=locks,
+        )
 
     def client_arguments(self) -> dict[str, Any]:
         """Keyword arguments aiokafka's producer and consumer both take."""
@@ -134,61 +184,8 @@ def parse_brokers(netloc: str) -> tuple[str, ...]:
 
 def read_settings(url: str, options: Mapping[str, Any]) -> tuple[KafkaSettings, str]:
     """The settings, and the lock store's URL, from a `kafka://` URL and its options."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "kafka":
-        raise ConfigurationError(f"the kafka driver takes a `kafka://` URL, not {redact_url(url)}")
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    merged = merge_options(query, options, OPTIONS, "the `kafka` driver")
-    locks = str(merged.get("locks") or "")
-    if not locks:
-        raise ConfigurationError(
-            "the kafka driver needs a shared lock store for its partition leases and cursors: "
-            "add `locks` with the URL of a Redis or database store, for example "
-            "`kafka://broker:9092/?locks=redis://cache:6379/0` (URL-encode it in a query string) "
-            'or `locks = "postgresql://..."` in the connection\'s settings'
-        )
-    mechanism = merged.get("sasl_mechanism")
-    if mechanism is not None and str(mechanism).upper() not in _MECHANISMS:
-        raise ConfigurationError(
-            f"`sasl_mechanism` must be one of {', '.join(_MECHANISMS)}, not {mechanism!r}"
-        )
-    lease = merged.get("lease")
-    max_wait = merged.get("max_wait")
-    settings = KafkaSettings(
-        brokers=parse_brokers(parts.netloc),
-        group=str(merged.get("group") or DEFAULT_GROUP),
-        topic_prefix=check_prefix(str(merged.get("topic_prefix", ""))),
-        lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
-        max_wait=(
-            DEFAULT_MAX_WAIT if max_wait is None else parse_duration(max_wait, setting="max_wait")
-        ),
-        batch_bytes=_positive(merged.get("batch_bytes", DEFAULT_BATCH_BYTES), "batch_bytes"),
-        client_id=str(merged.get("client_id") or "rainier-queue"),
-        tls=parse_flag(merged.get("tls", False), setting="tls"),
-        sasl_mechanism=None if mechanism is None else str(mechanism).upper(),
-        partitions=_positive(merged.get("partitions", DEFAULT_PARTITIONS), "partitions"),
-        replication=(
-            None
-            if merged.get("replication") is None
-            else _positive(merged["replication"], "replication")
-        ),
-        username=unquote(parts.username) if parts.username else None,
-        password=unquote(parts.password) if parts.password else None,
-        url=url,
-    )
-    if settings.lease <= timedelta(0):
-        raise ConfigurationError("the kafka driver's `lease` must be longer than zero")
-    return settings, locks
-
-
-def _positive(value: object, setting: str) -> int:
-    try:
-        number = int(str(value))
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ConfigurationError(f"`{setting}` must be a whole number of at least 1, not {value!r}")
-    return number
+    settings, _ = KafkaSettings.read(url, options, who="the `kafka` driver")
+    return settings, settings.locks
 
 
 __all__ = ["OPTIONS", "KafkaSettings", "parse_brokers", "read_settings"]

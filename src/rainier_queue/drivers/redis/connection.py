@@ -25,8 +25,8 @@ import asyncio
 import contextlib
 import math
 import re
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, cast
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
 from redis import exceptions as rx
@@ -37,6 +37,9 @@ from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
 from ...errors import BrokerRejected, BrokerUnavailable, ConfigurationError, UnknownOption
 from ...redact import redact_url
 from .. import tls
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
 
 Client = Redis | RedisCluster
 """Either client; both speak the commands this package uses."""
@@ -294,6 +297,29 @@ class Ready:
         return self.client
 
 
+class Calls:
+    """The client as the queue's parts share it: ready before its first command, each Lua
+    script registered once, and every script run inside `translated`."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.ready = Ready(client)
+        self._scripts: dict[str, AsyncScript] = {}
+
+    def script(self, source: str) -> AsyncScript:
+        """The script of `source`, registered with the client the first time."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = self.client.register_script(source)
+        return script
+
+    async def run(self, source: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        """Run the script of `source`; its reply, or the error tree's error naming `what`."""
+        await self.ready()
+        async with translated(what):
+            return await self.script(source)(keys=list(keys), args=list(args))
+
+
 @contextlib.asynccontextmanager
 async def translated(what: str) -> AsyncIterator[None]:
     """Turn redis-py's exceptions into this library's, naming what was being done."""
@@ -368,6 +394,7 @@ def refusal(what: str, exc: rx.ResponseError) -> BrokerRejected | BrokerUnavaila
 
 
 __all__ = [
+    "Calls",
     "Client",
     "Ready",
     "connect",

@@ -11,32 +11,56 @@ the restored job to the stream in one script, so a retry cannot run twice.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Awaitable, Sequence
-from typing import Any, cast
+from collections.abc import Awaitable
+from typing import cast
 
 from ..._clock import from_micros, utcnow
-from ...envelope import QueuedJob
+from ...envelope import QueuedJob, format_time
 from ...envelope.fields import parse_json, raw_value, time_field
 from ...envelope.reading import Malformed
 from ...errors import MalformedEntry
 from ...queue import FailedJob
 from . import scripts
-from .connection import Ready, translated
-from .keys import Keys
+from .connection import Calls, translated
+from .keys import GROUP, Keys, QueueKeys
 from .wakeups import wake_apart
 
 log = logging.getLogger("rainier_queue.redis")
 
 
-class RedisFailedJobs:
-    """`FailedJobStore` for `RedisQueue` (a mixin: it uses the queue's client and keys)."""
+class RedisFailedStore:
+    """`FailedJobStore` for `RedisQueue`: a part of the queue, on the queue's client and keys."""
 
-    keys: Keys
-    _ready: Ready
+    def __init__(self, calls: Calls, keys: Keys) -> None:
+        self._calls = calls
+        self._ready = calls.ready
+        self.keys = keys
 
-    async def _run(self, source: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
-        raise NotImplementedError
+    async def record(
+        self, keys: QueueKeys, job: QueuedJob, entry_id: str, token: str, error: str
+    ) -> bool:
+        """Move a delivered entry from its stream to the failed list, with `error`.
+
+        False (nothing moved) if `token` is no longer the entry's: the
+        reservation that fails it is stale.
+        """
+        # ASCII escapes throughout: whatever text the job or the error holds, the
+        # record can be written (a lone surrogate in UTF-8 cannot).
+        record = json.dumps(
+            {"job": job.to_dict(), "error": error, "failed_at": format_time(utcnow())},
+            separators=(",", ":"),
+        )
+        async with translated("record a failed job"):
+            await (await self._ready()).sadd(self.keys.failed_queues, job.queue)
+        ok = await self._calls.run(
+            scripts.FAIL,
+            [keys.stream, keys.leases, keys.deliveries, keys.failed],
+            [GROUP, entry_id, token, record],
+            f"fail job {job.id}",
+        )
+        return bool(ok)
 
     async def _failed_queues(self, queue: str | None) -> list[str]:
         if queue is not None:
@@ -77,7 +101,7 @@ class RedisFailedJobs:
         # Not its uniqueness key: that lock was given back when the job failed.
         restored = failed.job.with_changes(attempts=0, available_at=utcnow(), unique_key=None)
         keys = self.keys.queue(name)
-        ok = await self._run(
+        ok = await self._calls.run(
             scripts.RESTORE_FAILED, [keys.failed, keys.stream], [raw, restored.to_json()], "retry"
         )
         if ok:
@@ -131,4 +155,4 @@ def _failed_record(item: str, queue: str, index: int) -> FailedJob:
     )
 
 
-__all__ = ["RedisFailedJobs"]
+__all__ = ["RedisFailedStore"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from redis import exceptions as rx
@@ -29,17 +29,25 @@ MARKER_CHECK_EVERY = 5.0
 
 
 class RedisHealth:
-    """`Diagnosable`, `HealthNotes` and the wipe check for `RedisQueue` (a mixin)."""
+    """`Diagnosable`, `HealthNotes` and the wipe check: a part of `RedisQueue`."""
 
-    keys: Keys
-    _url: str
-    _ready: Ready
-    _replicated: HeldWrites | None
-    _epoch: str | None
-    _checked_at: float
-
-    def describe(self) -> str:
-        raise NotImplementedError
+    def __init__(
+        self,
+        ready: Ready,
+        keys: Keys,
+        *,
+        url: str,
+        replicated: HeldWrites | None,
+        describe: Callable[[], str],
+    ) -> None:
+        self._ready = ready
+        self.keys = keys
+        self._url = url
+        self._replicated = replicated
+        self.describe = describe
+        """What the queue is, for the error a wipe logs (the queue's `describe`)."""
+        self._epoch: str | None = None
+        self._checked_at = 0.0
 
     async def diagnose(self) -> Diagnosis:
         """maxmemory-policy, persistence and replication, with a warning for each unsafe one."""
@@ -92,7 +100,8 @@ class RedisHealth:
             return None
         return await cast(Awaitable[str | None], client.get(self.keys.marker))
 
-    async def _check_now_and_then(self) -> None:
+    async def check_now_and_then(self) -> None:
+        """`check_dataset`, at most once every `MARKER_CHECK_EVERY` seconds."""
         now = time.monotonic()
         if now - self._checked_at >= MARKER_CHECK_EVERY:
             self._checked_at = now

@@ -24,8 +24,9 @@ GROUP = "workers"
 """The one consumer group per stream: workers share its entries, not fan out."""
 
 
-def check_prefix(prefix: str) -> str:
+def check_prefix(given: object) -> str:
     """A prefix may not carry a hash tag of its own (it would pin every queue to one slot)."""
+    prefix = str(given)
     if "{" in prefix or "}" in prefix:
         raise ValueError(f"a Redis key prefix may not contain `{{` or `}}`: {prefix!r}")
     return prefix

@@ -1,11 +1,18 @@
 # SPDX-License-Identifier: MIT
-"""`RedisQueue`: the Queue port on Redis streams (see the package docstring for the costs)."""
+"""`RedisQueue`: the Queue port on Redis streams (see the package docstring for the costs).
+
+The queue is composed of parts, each an object of its own on the one client
+(`connection.Calls`) and key family (`keys.Keys`): `RedisReserver` reserves
+and reads what it reserved, `RedisWaiter` waits for work (with the reserve
+behind the wait), `RedisFailedStore` keeps the failed list, `RedisHealth`
+answers `doctor` and watches for a wiped dataset, and the pushes go out
+through `replication.HeldWrites`. What is left here is the port: each
+method says which part does the work, or does it in one script.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import os
 import secrets
 import socket
@@ -18,43 +25,33 @@ from redis.asyncio import Redis
 from typing_extensions import override
 
 from ..._clock import utcnow
-from ...durations import parse_duration
-from ...envelope import QueuedJob, format_time
-from ...envelope.reading import Malformed, read_envelope
-from ...errors import ConfigurationError, LeaseLost
-from ...flags import parse_flag
-from ...queue import DEFAULT_LEASE, Capabilities, QueueCounts, Reservation, new_token
+from ...envelope import QueuedJob
+from ...errors import ConfigurationError
+from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, QueueCounts, Reservation
 from ...redact import redact_url
+from ..options import check_lease
 from . import scripts
 from .cluster_writes import ClusterWrites
-from .connection import (
-    Client,
-    Ready,
-    connect,
-    split_options,
-    translated,
-)
-from .failed import RedisFailedJobs
+from .connection import Calls, Client, translated
+from .diagnosis import Diagnosis
+from .failed import RedisFailedStore
 from .health import RedisHealth
-from .kept import KeptConnection
-from .keys import DEFAULT_PREFIX, GROUP, Keys, QueueKeys, check_prefix
+from .keys import DEFAULT_PREFIX, GROUP, Keys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
-from .waiting import RedisWaits
+from .reserving import RedisReserver, ack_args, lost
+from .settings import RedisSettings
+from .waiting import RedisWaiter
 from .wakeups import WAKE_TOKENS, wake_apart, wake_commands
 
 if TYPE_CHECKING:
-    from redis.commands.core import AsyncScript
-
     from .. import DriverContext
-
-MAX_RESERVE_PASSES = 100
-"""How many reserves one call makes at most while it keeps meeting entries that are not jobs."""
-
-log = logging.getLogger("rainier_queue.redis")
 
 CONSUMER_IDLE_LIMIT = timedelta(hours=1)
 """A stopping worker also removes other consumers idle this long that hold nothing."""
+
+QUEUE_OPTIONS = frozenset({"lease", "consumer", *DURABILITY_OPTIONS})
+"""The options the queue takes beyond its connection's (`RedisSettings.OPTIONS`)."""
 
 
 def _ms(moment: datetime) -> int:
@@ -70,7 +67,7 @@ def _consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
+class RedisQueue(Queue):
     """Redis streams with a consumer group, delayed jobs in a sorted set, Lua-fenced settles."""
 
     name: ClassVar[str] = "redis"
@@ -82,30 +79,26 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         due_on_server_clock=True,
     )
 
-    OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        {"prefix", "lease", "cluster", "consumer", *DURABILITY_OPTIONS}
-    )
+    OPTIONS: ClassVar[frozenset[str]] = RedisSettings.OPTIONS | QUEUE_OPTIONS
 
     @classmethod
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`redis://host:6379/0?prefix=app:`, `rediss://`, `unix:///path`, `redis-cluster://h:p,h:p`."""
-        bare, from_url = split_options(url, cls.OPTIONS)
-        settings: dict[str, Any] = {**from_url, **options}
-        lease = settings.get("lease")
-        cluster = parse_flag(settings.get("cluster", False), setting="cluster")
-        cluster = cluster or url.lower().startswith("redis-cluster:")
+        settings, own = RedisSettings.read(
+            url, options, who="the `redis` driver", extra=QUEUE_OPTIONS
+        )
         try:
-            prefix = check_prefix(str(settings.get("prefix", DEFAULT_PREFIX)))
+            prefix = check_prefix(DEFAULT_PREFIX if settings.prefix is None else settings.prefix)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
         return cls(
-            connect(bare, cluster=cluster, decode=True, ours=cls.OPTIONS),
+            settings.client(decode=True),
             prefix=prefix,
-            lease=parse_duration(lease, setting="lease") if lease is not None else DEFAULT_LEASE,
-            consumer=settings.get("consumer"),
+            lease=own.lease(DEFAULT_LEASE),
+            consumer=own.get("consumer"),
             url=url,
-            cluster=cluster,
-            durability=durability_from(settings),
+            cluster=settings.cluster,
+            durability=durability_from(own),
         )
 
     def __init__(
@@ -119,21 +112,13 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         cluster: bool = False,
         durability: Durability | None = None,
     ) -> None:
-        if lease <= timedelta(0):
-            raise ConfigurationError(f"`lease` must be longer than zero (got {lease})")
+        self._lease = check_lease(lease)
         self._client = client
-        self._ready = Ready(client)
+        self._calls = Calls(client)
         self.keys = Keys(check_prefix(prefix))
-        self._lease = lease
         self.consumer = consumer or _consumer_name()
         self._url = url
         self.cluster = cluster or not isinstance(client, Redis)
-        self._scripts: dict[str, AsyncScript] = {}
-        self._epoch: str | None = None
-        self._blocking: asyncio.Task[None] | None = None
-        self._read_timeout: float | None = None
-        self._kept = KeptConnection()
-        self._checked_at = 0.0
         # Every push holds its connection for the answer (on a cluster, one of the
         # node owning its slot), so a push whose answer was lost is OutcomeUnknown,
         # never resent, and not an outage to retry; in the durable mode it also
@@ -145,8 +130,33 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         )
         self._replicated = None if durability is None else self._pushes
         """The pushes, when they wait for replicas."""
-        self._served: set[str] = set()
-        """Queues this object reserved from: their groups hold a consumer of its name."""
+        self.failed = RedisFailedStore(self._calls, self.keys)
+        """The failed list (`FailedJobStore`), a part of its own."""
+        self.health = RedisHealth(
+            self._calls.ready,
+            self.keys,
+            url=url,
+            replicated=self._replicated,
+            describe=self.describe,
+        )
+        """`doctor`'s checks and the watch for a wiped dataset."""
+        self._reserver = RedisReserver(
+            self._calls,
+            self.keys,
+            consumer=self.consumer,
+            lease=lease,
+            failed=self.failed,
+            health=self.health,
+            cluster=self.cluster,
+        )
+        self._waiter = RedisWaiter(
+            self._calls,
+            self.keys,
+            lease=lease,
+            cluster=self.cluster,
+            reserver=self._reserver,
+            hand_back=self.hand_back_unstarted,
+        )
 
     @property
     @override
@@ -165,17 +175,6 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         # The prefix in force, whether from the URL or an option, so not the URL's query too.
         base = redact_url(self._url.split("?", 1)[0])
         return f"{kind} {base} prefix={self.keys.prefix!r}{durable}"
-
-    def _script(self, source: str) -> AsyncScript:
-        script = self._scripts.get(source)
-        if script is None:
-            script = self._scripts[source] = self._client.register_script(source)
-        return script
-
-    async def _run(self, source: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
-        await self._ready()
-        async with translated(what):
-            return await self._script(source)(keys=list(keys), args=list(args))
 
     # -- pushing -----------------------------------------------------------------
 
@@ -208,7 +207,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
             return job.id
         args = [1, WAKE_TOKENS, delay, job.to_json()]
         names = [keys.stream, keys.delayed, self.keys.wake]
-        script = self._script(scripts.PUSH)
+        script = self._calls.script(scripts.PUSH)
         await self._pushes.script(script, names, args, what="push jobs", job_ids=[job.id])
         return job.id
 
@@ -217,7 +216,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         """One script per queue (each one slot); off-cluster the wake-up rides along."""
         if not jobs:
             return []
-        await self._ready()
+        await self._calls.ready()
         now = utcnow()
         by_queue: dict[str, list[Any]] = defaultdict(list)
         for job in jobs:
@@ -229,7 +228,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
             names = [keys.stream, keys.delayed] + ([] if self.cluster else [self.keys.wake])
             args = [tokens, WAKE_TOKENS, *pairs]
             ids = [job.id for job in jobs if job.queue == queue]
-            script = self._script(scripts.PUSH)
+            script = self._calls.script(scripts.PUSH)
             await self._pushes.script(script, names, args, what="push jobs", job_ids=ids)
 
         if len(by_queue) == 1:
@@ -255,7 +254,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         the failed store under the name `rainier-queue:not-a-job`.
         """
         stream = self.keys.queue(queue).stream
-        await self._ready()
+        await self._calls.ready()
         xadd = ("XADD", stream, "*", "body", body)
         # On a cluster the wake-up list is on another slot, so it is a command of its own.
         sent = [xadd] if self.cluster else [xadd, *wake_commands(self.keys.wake, 1)]
@@ -263,35 +262,13 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         if self.cluster:
             await wake_apart(self.client, self.keys.wake, 1)
 
-    # -- reserving -----------------------------------------------------------------
+    # -- reserving and waiting (RedisReserver, RedisWaiter) ------------------------
 
     @override
     async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
         if limit < 1:
             return []
-        await self._check_now_and_then()
-        out, malformed = await self._reserve_once(queue, limit)
-        return await self._top_up(queue, limit, out, malformed)
-
-    async def _reserve_once(self, queue: str, limit: int) -> tuple[list[Reservation], int]:
-        keys, args, now = self._reserve_call(queue, limit)
-        rows = await self._run(scripts.RESERVE, keys.reserve_keys, args, f"reserve from {queue!r}")
-        return await self._reservations(queue, keys, rows, args, now)
-
-    async def _top_up(
-        self, queue: str, limit: int, out: list[Reservation], malformed: int
-    ) -> list[Reservation]:
-        """Reserve again for the places entries that were not jobs took, a bounded number of times.
-
-        An empty answer must mean an empty queue, or a `--stop-when-empty`
-        worker would stop with jobs waiting behind a run of foreign entries.
-        """
-        passes = 1
-        while malformed and len(out) < limit and passes < MAX_RESERVE_PASSES:
-            more, malformed = await self._reserve_once(queue, limit - len(out))
-            out += more
-            passes += 1
-        return out
+        return await self._reserver.reserve(queue, limit)
 
     @property
     @override
@@ -302,134 +279,38 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
     async def acknowledge_and_reserve(
         self, reservations: Sequence[Reservation], queue: str, *, limit: int
     ) -> tuple[list[Exception | None], list[Reservation]]:
-        """One round trip, and both happen or neither does.
+        """One round trip, and both happen or neither does (`RedisReserver`); on a cluster,
+        acknowledgements from other queues than `queue` go apart."""
+        if reservations and limit >= 1:
+            both = await self._reserver.acknowledge_and_reserve(reservations, queue, limit)
+            if both is not None:
+                return both
+        return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
 
-        Acknowledgements from the queue being reserved from (a worker's usual
-        case) go with the reserve in one script, which works on a cluster too
-        (one queue, one slot). Others need a MULTI/EXEC over both scripts,
-        which a cluster cannot run across slots, so there they go apart.
-        """
-        if not reservations or limit < 1:
-            return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
-        if all(r.job.queue == queue for r in reservations):
-            return await self._acknowledge_and_reserve_one_queue(reservations, queue, limit)
-        if self.cluster:
-            return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
-        await self._check_now_and_then()
-        by_queue: dict[str, list[int]] = defaultdict(list)
-        for i, reservation in enumerate(reservations):
-            by_queue[reservation.job.queue].append(i)
-        client = await self._ready()
-        pipe = client.pipeline(transaction=True)
-        for name, indexes in by_queue.items():
-            ack_keys = self.keys.queue(name)
-            pipe.eval(
-                scripts.ACKNOWLEDGE,
-                3,
-                ack_keys.stream,
-                ack_keys.leases,
-                ack_keys.deliveries,
-                *self._ack_args(reservations, indexes),
-            )
-        keys, args, now = self._reserve_call(queue, limit)
-        pipe.eval(scripts.RESERVE, len(keys.reserve_keys), *keys.reserve_keys, *args)
-        async with translated(f"acknowledge jobs and reserve from {queue!r}"):
-            answers = await pipe.execute()
-        outcomes: list[Exception | None] = [None] * len(reservations)
-        for indexes, done in zip(by_queue.values(), answers, strict=False):
-            for i, ok in zip(indexes, done, strict=True):
-                outcomes[i] = None if ok else self._lost(reservations[i])
-        out, malformed = await self._reservations(queue, keys, answers[-1], args, now)
-        return outcomes, await self._top_up(queue, limit, out, malformed)
+    @property
+    @override
+    def reserves_behind_wait(self) -> bool:
+        return self._waiter.reserves_behind_wait
 
-    async def _acknowledge_and_reserve_one_queue(
-        self, reservations: Sequence[Reservation], queue: str, limit: int
-    ) -> tuple[list[Exception | None], list[Reservation]]:
-        await self._check_now_and_then()
-        keys, args, now = self._reserve_call(queue, limit)
-        call = [*args[:4], len(reservations), args[4]]
-        for reservation in reservations:
-            call += [str(reservation.handle), reservation.token]
-        acked, rows = await self._run(
-            scripts.ACKNOWLEDGE_AND_RESERVE,
-            keys.reserve_keys,
-            call,
-            f"acknowledge jobs and reserve from {queue!r}",
-        )
-        outcomes: list[Exception | None] = [
-            None if ok else self._lost(reservation)
-            for reservation, ok in zip(reservations, acked, strict=True)
-        ]
-        out, malformed = await self._reservations(queue, keys, rows, args, now)
-        return outcomes, await self._top_up(queue, limit, out, malformed)
+    @override
+    async def wait_and_reserve(
+        self, queue: str, timeout: timedelta, *, limit: int
+    ) -> list[Reservation]:
+        """The reserve script sent right behind the BLPOP, on one connection (`behind_blpop`)."""
+        if limit < 1 or not self._waiter.reserves_behind_wait:
+            return await super().wait_and_reserve(queue, timeout, limit=limit)
+        seconds = await self._waiter.seconds([queue], timeout)
+        if seconds > 0.001:
+            taken = await self._waiter.reserve_behind(queue, seconds, limit)
+            if taken is not None:
+                return taken
+        return await self._reserve_handing_back(queue, limit)
 
-    def _reserve_call(self, queue: str, limit: int) -> tuple[QueueKeys, list[Any], datetime]:
-        """The keys, the arguments and the time of one reserve.
-
-        The last argument is a fresh token: the script gives the i-th job it
-        reserves the token `{that}.{i}` (`tokens_for`), so one argument, not
-        one per job, travels with each reserve.
-        """
-        self._served.add(queue)
-        now = utcnow()
-        lease_ms = max(1, int(self._lease.total_seconds() * 1000))
-        return (
-            self.keys.queue(queue),
-            [GROUP, self.consumer, lease_ms, limit, new_token()],
-            now,
-        )
-
-    async def _reservations(
-        self, queue: str, keys: QueueKeys, rows: Any, args: list[Any], now: datetime
-    ) -> tuple[list[Reservation], int]:
-        """The reserved entries as reservations, and how many were not jobs (failed here)."""
-        tokens = tokens_for(args[4], len(rows))
-        until = now + self._lease
-        out: list[Reservation] = []
-        malformed = 0
-        for i, (entry_id, body, deliveries) in enumerate(rows):
-            # The stream it came from is its queue, whatever a foreign producer wrote.
-            job = read_envelope(body, queue=queue, delivered=int(deliveries))
-            if isinstance(job, Malformed):
-                await self._fail_foreign(keys, queue, str(entry_id), tokens[i], job)
-                malformed += 1
-                continue
-            out.append(
-                Reservation(
-                    job=job, token=tokens[i], lease_until=until, lease=self._lease, handle=entry_id
-                )
-            )
-        return out, malformed
-
-    async def _fail_foreign(
-        self, keys: QueueKeys, queue: str, entry_id: str, token: str, malformed: Malformed
-    ) -> None:
-        """A stream entry that is not our envelope: never crash, keep it where it can be seen."""
-        log.error(
-            "queue %r: stream entry %s is not a job (%s); it is moved to the failed list as it "
-            "was stored",
-            queue,
-            entry_id,
-            malformed.reason,
-        )
-        job = malformed.as_job(queue=queue, job_id=f"raw-{entry_id}")
-        await self._store_failure(keys, job, entry_id, token, malformed.error)
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        await self._waiter.wait(queues, timeout)
 
     # -- settling ------------------------------------------------------------------
-
-    @staticmethod
-    def _ack_args(reservations: Sequence[Reservation], indexes: list[int]) -> list[Any]:
-        args: list[Any] = [GROUP]
-        for i in indexes:
-            args += [str(reservations[i].handle), reservations[i].token]
-        return args
-
-    @staticmethod
-    def _lost(reservation: Reservation) -> LeaseLost:
-        return LeaseLost(
-            f"job {reservation.job.id} is no longer reserved by this worker "
-            "(its lease lapsed or it was settled already)"
-        )
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:
@@ -446,9 +327,9 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
 
         async def settle(queue: str, indexes: list[int]) -> None:
             keys = self.keys.queue(queue)
-            args = self._ack_args(reservations, indexes)
+            args = ack_args(reservations, indexes)
             try:
-                done = await self._run(
+                done = await self._calls.run(
                     scripts.ACKNOWLEDGE,
                     [keys.stream, keys.leases, keys.deliveries],
                     args,
@@ -459,7 +340,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
                     results[i] = exc
                 return
             for i, ok in zip(indexes, done, strict=True):
-                results[i] = None if ok else self._lost(reservations[i])
+                results[i] = None if ok else lost(reservations[i])
 
         await asyncio.gather(*(settle(q, ix) for q, ix in by_queue.items()))
         return results
@@ -478,55 +359,36 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         again = job.with_changes(attempts=attempts, available_at=now + delay)
         keys = self.keys.queue(job.queue)
         due = max(1, round(delay.total_seconds() * 1000)) if delay > timedelta(0) else 0
-        ok = await self._run(
+        ok = await self._calls.run(
             scripts.RELEASE,
             [keys.stream, keys.delayed, keys.leases, keys.deliveries],
             [GROUP, str(reservation.handle), reservation.token, again.to_json(), due],
             f"release job {job.id}",
         )
         if not ok:
-            raise self._lost(reservation)
+            raise lost(reservation)
         if not due:
-            await wake_apart(await self._ready(), self.keys.wake, 1)
+            await wake_apart(await self._calls.ready(), self.keys.wake, 1)
 
     @override
     async def renew(self, reservation: Reservation) -> None:
         keys = self.keys.queue(reservation.job.queue)
-        ok = await self._run(
+        ok = await self._calls.run(
             scripts.RENEW,
             [keys.stream, keys.leases],
             [GROUP, self.consumer, str(reservation.handle), reservation.token],
             f"renew the lease of job {reservation.job.id}",
         )
         if not ok:
-            raise self._lost(reservation)
+            raise lost(reservation)
 
     @override
     async def fail(self, reservation: Reservation, error: str) -> None:
         keys = self.keys.queue(reservation.job.queue)
-        if not await self._store_failure(
+        if not await self.failed.record(
             keys, reservation.job, str(reservation.handle), reservation.token, error
         ):
-            raise self._lost(reservation)
-
-    async def _store_failure(
-        self, keys: QueueKeys, job: QueuedJob, entry_id: str, token: str, error: str
-    ) -> bool:
-        # ASCII escapes throughout: whatever text the job or the error holds, the
-        # record can be written (a lone surrogate in UTF-8 cannot).
-        record = json.dumps(
-            {"job": job.to_dict(), "error": error, "failed_at": format_time(utcnow())},
-            separators=(",", ":"),
-        )
-        async with translated("record a failed job"):
-            await (await self._ready()).sadd(self.keys.failed_queues, job.queue)
-        ok = await self._run(
-            scripts.FAIL,
-            [keys.stream, keys.leases, keys.deliveries, keys.failed],
-            [GROUP, entry_id, token, record],
-            f"fail job {job.id}",
-        )
-        return bool(ok)
+            raise lost(reservation)
 
     # -- size and clear ------------------------------------------------------------
 
@@ -534,14 +396,14 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
     async def size(self, queue: str) -> int:
         keys = self.keys.queue(queue)
         return int(
-            await self._run(scripts.SIZE, [keys.stream, keys.delayed], [GROUP], "count jobs")
+            await self._calls.run(scripts.SIZE, [keys.stream, keys.delayed], [GROUP], "count jobs")
         )
 
     async def counts(self, queue: str) -> QueueCounts:
         """`Countable`: the stream, its pending list and the delayed set, read in one script."""
         keys = self.keys.queue(queue)
         lease_ms = max(1, int(self._lease.total_seconds() * 1000))
-        answer = await self._run(
+        answer = await self._calls.run(
             scripts.COUNTS, [keys.stream, keys.delayed], [GROUP, lease_ms], "count jobs"
         )
         waiting, delayed, reserved, known, soonest_ms = (int(v) for v in answer)
@@ -556,7 +418,7 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
     async def clear(self, queue: str) -> int:
         keys = self.keys.queue(queue)
         return int(
-            await self._run(
+            await self._calls.run(
                 scripts.CLEAR, [keys.stream, keys.delayed, keys.leases], [], f"clear {queue!r}"
             )
         )
@@ -571,8 +433,8 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
         (a settle that failed) is kept, so another worker can reclaim them.
         """
         idle_ms = int(CONSUMER_IDLE_LIMIT.total_seconds() * 1000)
-        for queue in sorted(self._served):
-            await self._run(
+        for queue in sorted(self._reserver.served):
+            await self._calls.run(
                 scripts.RETIRE_CONSUMERS,
                 [self.keys.queue(queue).stream],
                 [GROUP, self.consumer, idle_ms],
@@ -581,16 +443,46 @@ class RedisQueue(RedisFailedJobs, RedisHealth, RedisWaits):
 
     @override
     async def aclose(self) -> None:
-        if self._blocking is not None:
-            self._blocking.cancel()
-            await asyncio.gather(self._blocking, return_exceptions=True)
-        if isinstance(self._client, Redis):
-            await self._kept.give_back(self._client.connection_pool)
+        await self._waiter.aclose()
         await self._pushes.give_back()
         async with translated("close the connection"):
             await self._client.aclose()
 
+    # -- the failed list (FailedJobStore) --------------------------------------------
 
-def tokens_for(nonce: str, count: int) -> list[str]:
-    """The tokens a reserve script gave its `count` jobs: `{nonce}.1`, `{nonce}.2`, ..."""
-    return [f"{nonce}.{i}" for i in range(1, count + 1)]
+    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
+        """Failed jobs, newest first, each with its full envelope and error."""
+        return await self.failed.failed_jobs(queue=queue, limit=limit)
+
+    async def retry_failed(self, job_id: str) -> bool:
+        """Queue a failed job again, due now, with attempts at zero; False if no such job."""
+        return await self.failed.retry_failed(job_id)
+
+    async def forget_failed(self, job_id: str) -> bool:
+        """Delete a failed job for good; False if no such job."""
+        return await self.failed.forget_failed(job_id)
+
+    async def flush_failed(self, *, queue: str | None = None) -> int:
+        """Delete every failed job (of `queue`, or all); how many."""
+        return await self.failed.flush_failed(queue=queue)
+
+    # -- health (Diagnosable, HealthNotes) -----------------------------------------
+
+    async def diagnose(self) -> Diagnosis:
+        """maxmemory-policy, persistence and replication, with a warning for each unsafe one."""
+        return await self.health.diagnose()
+
+    async def health_warnings(self) -> list[str]:
+        """The warnings of `diagnose`, and how jobs travel, for `rainier-queue doctor`."""
+        return await self.health.health_warnings()
+
+    async def health_notes(self) -> list[str]:
+        """The replication role and durable-push setting, for `doctor` (`HealthNotes`)."""
+        return await self.health.health_notes()
+
+    async def check_dataset(self) -> bool:
+        """False (and an error logged) if the Redis under us lost its data since we last looked."""
+        return await self.health.check_dataset()
+
+
+__all__ = ["CONSUMER_IDLE_LIMIT", "RedisQueue"]

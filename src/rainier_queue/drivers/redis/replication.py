@@ -31,7 +31,7 @@ connection for the answer (`cluster_writes.py`), without a `WAIT`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any, cast
 from redis import exceptions as rx
 from redis.asyncio import Redis
 
-from ...durations import format_duration, parse_duration
+from ...durations import format_duration
 from ...errors import ConfigurationError, NotReplicated, OutcomeUnknown
+from ..options import Options
 from .connection import Client, refusal, translated
 from .kept import KeptConnection
 from .resp import pack
@@ -71,12 +72,10 @@ class Durability:
         return f"wait_replicas={self.replicas} wait_timeout={format_duration(self.timeout)}"
 
 
-def durability_from(settings: Mapping[str, Any]) -> Durability | None:
+def durability_from(settings: Options) -> Durability | None:
     """The `wait_replicas` / `wait_timeout` settings, checked; None when pushes do not wait."""
-    replicas = _whole(settings.get("wait_replicas", 0), setting="wait_replicas")
-    timeout = parse_duration(
-        settings.get("wait_timeout", DEFAULT_WAIT_TIMEOUT), setting="wait_timeout"
-    )
+    replicas = settings.count("wait_replicas", 0, minimum=0)
+    timeout = settings.duration("wait_timeout", DEFAULT_WAIT_TIMEOUT)
     if timeout < timedelta(milliseconds=1):
         raise ConfigurationError(
             "`wait_timeout` must be at least 1ms: Redis's WAIT with a timeout of 0 waits "
@@ -85,18 +84,6 @@ def durability_from(settings: Mapping[str, Any]) -> Durability | None:
     if replicas == 0:
         return None
     return Durability(replicas, timeout)
-
-
-def _whole(value: object, *, setting: str) -> int:
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        number = int(str(value))
-    except ValueError:
-        raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
-    if number < 0:
-        raise ConfigurationError(f"`{setting}` cannot be negative (got {value!r})")
-    return number
 
 
 class HeldWrites:

@@ -17,9 +17,9 @@ connection of the pool is held for the length of each wait, and kept for
 the next (`KeptConnection`): handing it back to redis-py's pool, which takes
 its lock and keeps its books, came between the job's arrival and its start.
 
-`RedisWaits` is the part of `RedisQueue` that waits: how long a wait may
-last, the plain BLPOP (`wait_for_work`) and the one with the reserve behind
-it (`wait_and_reserve`).
+`RedisWaiter` is the part of `RedisQueue` that waits: how long a wait may
+last, the plain BLPOP (`wait`) and the one with the reserve behind it
+(`reserve_behind`).
 """
 
 from __future__ import annotations
@@ -28,24 +28,21 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Awaitable, Sequence
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any, cast
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
-from typing_extensions import override
 
 from ..._clock import utcnow
-from ...queue import Queue, Reservation
+from ...queue import Reservation
 from . import scripts
-from .connection import Client, Ready, socket_timeout, translated
+from .connection import Calls, socket_timeout, translated
 from .kept import KeptConnection
-from .keys import Keys, QueueKeys
-
-if TYPE_CHECKING:
-    from redis.commands.core import AsyncScript
+from .keys import Keys
+from .reserving import RedisReserver
 
 SLACK = 2.0
 """Seconds a read waits beyond the BLPOP's own timeout before the connection is given up."""
@@ -145,79 +142,73 @@ def _retrieve(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
-class RedisWaits(Queue):
-    """Waiting for work, for `RedisQueue` (a mixin: it uses the queue's client, keys and
-    reserve call)."""
+class RedisWaiter:
+    """How one `RedisQueue` waits for work: a part of the queue, on its client and keys."""
 
-    keys: Keys
-    cluster: bool
-    _client: Client
-    _ready: Ready
-    _lease: timedelta
-    _blocking: asyncio.Task[None] | None
-    _read_timeout: float | None
-    """The client's read timeout (`connection.socket_timeout`), once known."""
-    _kept: KeptConnection
-
-    if TYPE_CHECKING:  # the queue's own, used here
-
-        async def _check_now_and_then(self) -> None: ...
-
-        def _script(self, source: str) -> AsyncScript: ...
-
-        def _reserve_call(
-            self, queue: str, limit: int
-        ) -> tuple[QueueKeys, list[Any], datetime]: ...
-
-        async def _reservations(
-            self, queue: str, keys: QueueKeys, rows: Any, args: list[Any], now: datetime
-        ) -> tuple[list[Reservation], int]: ...
-
-        async def _top_up(
-            self, queue: str, limit: int, out: list[Reservation], malformed: int
-        ) -> list[Reservation]: ...
+    def __init__(
+        self,
+        calls: Calls,
+        keys: Keys,
+        *,
+        lease: timedelta,
+        cluster: bool,
+        reserver: RedisReserver,
+        hand_back: Callable[[Sequence[Reservation]], Awaitable[None]],
+    ) -> None:
+        self._calls = calls
+        self._ready = calls.ready
+        self.keys = keys
+        self._lease = lease
+        self._cluster = cluster
+        self._reserver = reserver
+        self._hand_back = hand_back
+        """The queue's `hand_back_unstarted`, for what a cancelled wait's reserve took."""
+        self._blocking: asyncio.Task[None] | None = None
+        self._read_timeout: float | None = None
+        """The client's read timeout (`connection.socket_timeout`), once known."""
+        self.kept = KeptConnection()
+        """The connection each wait is sent on, kept from one wait to the next."""
 
     @property
-    @override
     def reserves_behind_wait(self) -> bool:
-        # On a cluster the wake-up list lives on another slot than the queue.
-        return not self.cluster
+        """Off-cluster only: on a cluster the wake-up list lives on another slot than the queue."""
+        return not self._cluster and isinstance(self._calls.client, Redis)
 
-    @override
-    async def wait_and_reserve(
-        self, queue: str, timeout: timedelta, *, limit: int
-    ) -> list[Reservation]:
-        """The reserve script sent right behind the BLPOP, on one connection (`behind_blpop`)."""
-        client = self._client
-        if self.cluster or limit < 1 or not isinstance(client, Redis):
-            return await super().wait_and_reserve(queue, timeout, limit=limit)
-        seconds = await self._wait_seconds([queue], timeout)
-        if seconds <= 0.001:
-            return await self._reserve_handing_back(queue, limit)
-        await self._check_now_and_then()
-        keys, args, _ = self._reserve_call(queue, limit)
-        script = self._script(scripts.RESERVE)
+    async def reserve_behind(
+        self, queue: str, seconds: float, limit: int
+    ) -> list[Reservation] | None:
+        """The reserve script sent right behind a BLPOP of `seconds`, on one connection.
+
+        None when the script was not loaded (a restarted Redis?): the caller
+        reserves the plain way. Cancelled, it hands back what the reserve took
+        before the cancellation goes on.
+        """
+        client = self._calls.client
+        assert isinstance(client, Redis), "reserves_behind_wait says when this is used"
+        await self._reserver.health.check_now_and_then()
+        call = self._reserver.call(queue, limit)
+        keys, args, _ = call
+        script = self._calls.script(scripts.RESERVE)
         command = ("EVALSHA", script.sha, len(keys.reserve_keys), *keys.reserve_keys, *args)
         what = f"wait for work on {queue!r}"
         try:
             rows, in_transit = await behind_blpop(
-                client, self.keys.wake, seconds, command, what=what, kept=self._kept
+                client, self.keys.wake, seconds, command, what=what, kept=self.kept
             )
         except Abandoned as gone:
             if isinstance(gone.reply, list):
-                now = utcnow()
-                taken, _ = await self._reservations(queue, keys, gone.reply, args, now)
-                await self.hand_back_unstarted(taken)
+                taken, _ = await self._reserver.read(queue, call, gone.reply, utcnow())
+                await self._hand_back(taken)
             raise asyncio.CancelledError from None
-        if isinstance(rows, Exception):  # the script was not loaded (a restarted Redis?)
-            return await self._reserve_handing_back(queue, limit)
+        if isinstance(rows, Exception):
+            return None
         now = utcnow() - timedelta(seconds=in_transit)
-        out, malformed = await self._reservations(queue, keys, rows, args, now)
-        return await self._top_up(queue, limit, out, malformed)
+        first = await self._reserver.read(queue, call, rows, now)
+        return await self._reserver.top_up(queue, limit, first)
 
-    @override
-    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
-        seconds = await self._wait_seconds(queues, timeout)
+    async def wait(self, queues: Sequence[str], timeout: timedelta) -> None:
+        """`Queue.wait_for_work`: a BLPOP on the wake-up list, joined by the next wait."""
+        seconds = await self.seconds(queues, timeout)
         if seconds <= 0.001:
             return
         blocking = self._blocking
@@ -227,7 +218,7 @@ class RedisWaits(Queue):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(blocking), seconds)
 
-    async def _wait_seconds(self, queues: Sequence[str], timeout: timedelta) -> float:
+    async def seconds(self, queues: Sequence[str], timeout: timedelta) -> float:
         """How long an idle worker may wait: `timeout`, or less when a delayed job falls
         due sooner, or when a lease is held that may lapse (a quarter lease)."""
         seconds = timeout.total_seconds()
@@ -237,13 +228,13 @@ class RedisWaits(Queue):
             keys = self.keys.queue(name)
             pipe.zrange(keys.delayed, 0, 0, withscores=True)
             pipe.hlen(keys.leases)
-        if not self.cluster:
+        if not self._cluster:
             pipe.time()  # due times are on the server's clock
         async with translated("look for due work"):
             answers = await pipe.execute()
             # A cluster pipeline cannot carry TIME (it names no key); any node's
             # clock will do to decide how long to wait.
-            seconds_now, micros_now = answers.pop() if not self.cluster else await client.time()
+            seconds_now, micros_now = answers.pop() if not self._cluster else await client.time()
         now_ms = seconds_now * 1000 + micros_now / 1000
         for i in range(0, len(answers), 2):
             soonest = cast(list[tuple[str, float]], answers[i])
@@ -268,6 +259,15 @@ class RedisWaits(Queue):
         async with translated("wait for work"):
             await cast(Awaitable[Any], client.blpop([self.keys.wake], timeout=seconds))
 
+    async def aclose(self) -> None:
+        """End a BLPOP still running, and give the kept connection back."""
+        if self._blocking is not None:
+            self._blocking.cancel()
+            await asyncio.gather(self._blocking, return_exceptions=True)
+        client = self._calls.client
+        if isinstance(client, Redis):
+            await self.kept.give_back(client.connection_pool)
+
 
 def within_read_timeout(seconds: float, read_timeout: float) -> float:
     """A BLPOP's `seconds`, cut so that its answer comes back inside the client's read timeout.
@@ -282,4 +282,4 @@ def within_read_timeout(seconds: float, read_timeout: float) -> float:
     return min(seconds, max(read_timeout - min(SLACK, read_timeout / 2), 0.01))
 
 
-__all__ = ["Abandoned", "RedisWaits", "behind_blpop"]
+__all__ = ["Abandoned", "RedisWaiter", "behind_blpop"]

@@ -564,16 +564,6 @@ async def _release_locks(conn: Any, session: Session) -> None:
     session.release_locks.clear()
 
 
-def int_option(value: object, *, setting: str) -> int:
-    """A whole-number option from a URL's query or a config file."""
-    if isinstance(value, bool):
-        raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}")
-    try:
-        return int(str(value).strip()) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
-
-
 __all__ = [
     "MARIADB_MINIMUM",
     "MYSQL_MINIMUM",
@@ -582,7 +572,6 @@ __all__ = [
     "ServerAddress",
     "Session",
     "check_version",
-    "int_option",
     "parse_version",
     "translate",
     "wakeup_for",

@@ -51,11 +51,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar
 from typing_extensions import override
 
 from ...._clock import from_micros
-from ....durations import parse_duration
 from ....envelope import QueuedJob
 from ....envelope.reading import Malformed, read_columns
 from ....errors import BrokerUnavailable, ConfigurationError
-from ....flags import parse_flag
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
 from .. import POLL_INTERVAL, DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Work
@@ -173,16 +171,12 @@ class MySQLQueue(DatabaseQueue):
         settings, own = MySQLSettings.read(
             url, options, who="the `mysql` driver", extra=QUEUE_OPTIONS
         )
-        lease = own.get("lease")
-        poll = own.get("poll_interval")
         return cls(
             settings.url,
-            lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
-            migrate=parse_flag(own.get("migrate", True), setting="migrate"),
-            poll_interval=(
-                POLL_INTERVAL if poll is None else parse_duration(poll, setting="poll_interval")
-            ),
-            local_wakeup=parse_flag(own.get("local_wakeup", True), setting="local_wakeup"),
+            lease=own.lease(DEFAULT_LEASE),
+            migrate=own.flag("migrate", True),
+            poll_interval=own.duration("poll_interval", POLL_INTERVAL),
+            local_wakeup=own.flag("local_wakeup", True),
             **settings.keywords(),
         )
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar, Self, TypedDict
+from typing import ClassVar, Self, TypedDict
 
-from ....durations import parse_duration
-from ..._options import merge_options
+from ...options import DriverSettings, Options
 from ..schema import DEFAULT_PREFIX, check_prefix
-from .connection import TLS_OPTIONS, ClientTLS, ServerAddress, int_option
+from .connection import TLS_OPTIONS, ClientTLS, ServerAddress
 
 DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
 DEFAULT_POOL_MAX = 10
@@ -36,7 +35,7 @@ class MySQLKeywords(TypedDict):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MySQLSettings:
+class MySQLSettings(DriverSettings):
     """Where the server is and who logs in, which tables, the pool, and TLS."""
 
     url: str
@@ -53,32 +52,22 @@ class MySQLSettings:
     )
 
     @classmethod
-    def read(
-        cls,
-        url: str,
-        options: Mapping[str, Any] | None = None,
-        *,
-        who: str,
-        extra: frozenset[str] = frozenset(),
-    ) -> tuple[Self, dict[str, Any]]:
-        """The settings from `url` and `options` (which win), and the `extra` options given."""
-        address, query = ServerAddress.from_url(url, what=who)
-        merged = merge_options(query, options or {}, cls.OPTIONS | extra, who)
-        timeout = merged.get("connect_timeout")
-        settings = cls(
+    def query_of(cls, url: str, known: frozenset[str], who: str) -> Mapping[str, str]:
+        """Every option in the query: aiomysql reads none of it."""
+        return ServerAddress.from_url(url, what=who)[1]
+
+    @classmethod
+    def build(cls, url: str, options: Options) -> Self:
+        address, _ = ServerAddress.from_url(url, what=options.where)
+        return cls(
             url=url.split("?", 1)[0],
             address=address,
-            prefix=check_prefix(merged.get("prefix", DEFAULT_PREFIX)),
-            pool_min=int_option(merged.get("pool_min", 1), setting="pool_min"),
-            pool_max=int_option(merged.get("pool_max", DEFAULT_POOL_MAX), setting="pool_max"),
-            connect_timeout=(
-                DEFAULT_CONNECT_TIMEOUT
-                if timeout is None
-                else parse_duration(timeout, setting="connect_timeout")
-            ),
-            tls=ClientTLS.from_options(merged, where=address.describe()),
+            prefix=options.prefix("prefix", DEFAULT_PREFIX, check_prefix),
+            pool_min=options.count("pool_min", 1),
+            pool_max=options.count("pool_max", DEFAULT_POOL_MAX),
+            connect_timeout=options.duration("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+            tls=ClientTLS.from_options(options, where=address.describe()),
         )
-        return settings, {key: value for key, value in merged.items() if key in extra}
 
     def keywords(self) -> MySQLKeywords:
         """The constructor keywords the queue and its store share (both take these names)."""

@@ -47,14 +47,13 @@ import psycopg
 from typing_extensions import override
 
 from ...._clock import from_micros
-from ....durations import parse_duration
 from ....envelope import QueuedJob
 from ....envelope.packing import envelope_of
 from ....envelope.reading import Malformed, read_columns
-from ....flags import parse_flag
 from ....job import Job
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation
-from .. import MAX_CLAIM_PASSES, DatabaseQueue, Quarantined, _lost
+from ...malformed import Pass, top_up
+from .. import DatabaseQueue, Quarantined, _lost
 from ..dialect import Row
 from ..schema import DEFAULT_PREFIX, Tables
 from .acks import acknowledged, seqs_of
@@ -104,11 +103,10 @@ class PostgresQueue(DatabaseQueue):
         settings, own = PostgresSettings.read(
             url, options, who="the `postgres` driver", extra=QUEUE_OPTIONS
         )
-        lease = own.get("lease")
         return cls(
             settings.dsn,
-            lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
-            migrate=parse_flag(own.get("migrate", True), setting="migrate"),
+            lease=own.lease(DEFAULT_LEASE),
+            migrate=own.flag("migrate", True),
             **settings.keywords(),
         )
 
@@ -291,20 +289,17 @@ class PostgresQueue(DatabaseQueue):
     async def _reservations(self, queue: str, rows: list[Row], limit: int) -> list[Reservation]:
         """The claimed rows as reservations; rows that are not jobs are failed, and claimed for.
 
-        An empty answer must mean an empty queue (see `DatabaseQueue._reserve_work`),
-        so the places such rows took are claimed again, a bounded number of times.
+        An empty answer must mean an empty queue (`malformed.top_up`), so the
+        places such rows took are claimed again, a bounded number of times.
         """
-        out, malformed = await self._read_claimed(queue, rows)
-        passes = 1
-        while malformed and len(out) < limit and passes < MAX_CLAIM_PASSES:
-            left = limit - len(out)
-            rows = await self._claim(queue, left, self._claim_from(queue, left))
-            more, malformed = await self._read_claimed(queue, rows)
-            out += more
-            passes += 1
-        return out
+        first = await self._read_claimed(queue, rows)
+        return await top_up(first, limit, lambda places: self._claim_again(queue, places))
 
-    async def _read_claimed(self, queue: str, rows: list[Row]) -> tuple[list[Reservation], int]:
+    async def _claim_again(self, queue: str, limit: int) -> Pass:
+        rows = await self._claim(queue, limit, self._claim_from(queue, limit))
+        return await self._read_claimed(queue, rows)
+
+    async def _read_claimed(self, queue: str, rows: list[Row]) -> Pass:
         # RETURNING has no order of its own: put them back in claim order.
         rows.sort(key=lambda row: (row[1], row[0]))
         out: list[Reservation] = []

@@ -16,12 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ClassVar, Self, TypedDict
+from typing import ClassVar, Self, TypedDict
 
-from ....durations import parse_duration
-from ....errors import ConfigurationError
-from ....flags import parse_flag
-from ..._options import merge_options
+from ...options import DriverSettings, Options
 from ..schema import DEFAULT_PREFIX
 from .connection import DEFAULT_POOL_TIMEOUT, PoolSettings, split_url
 
@@ -39,7 +36,7 @@ class PostgresKeywords(TypedDict):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PostgresSettings:
+class PostgresSettings(DriverSettings):
     """Where to connect (libpq's DSN), which tables, and how to pool connections."""
 
     dsn: str
@@ -61,40 +58,24 @@ class PostgresSettings:
     )
 
     @classmethod
-    def read(
-        cls,
-        url: str,
-        options: Mapping[str, Any] | None = None,
-        *,
-        who: str,
-        extra: frozenset[str] = frozenset(),
-    ) -> tuple[Self, dict[str, Any]]:
-        """The settings from `url` and `options` (which win), and the `extra` options given."""
-        known = cls.OPTIONS | extra
-        dsn, query = split_url(url, known)
-        merged = merge_options(query, options or {}, known, who)
-        timeout = merged.get("pool_timeout")
-        settings = cls(
-            dsn=dsn,
-            prefix=merged.get("prefix", DEFAULT_PREFIX),
-            schema=merged.get("schema") or None,
+    def query_of(cls, url: str, known: frozenset[str], who: str) -> Mapping[str, str]:
+        """Ours from the query; libpq checks the rest (`split_url`)."""
+        return split_url(url, known)[1]
+
+    @classmethod
+    def build(cls, url: str, options: Options) -> Self:
+        return cls(
+            dsn=split_url(url, options.known)[0],
+            prefix=options.get("prefix", DEFAULT_PREFIX),
+            schema=options.get("schema") or None,
             pool=PoolSettings(
-                min_size=whole_number(merged.get("pool_min", 1), setting="pool_min"),
-                max_size=whole_number(merged.get("pool_max", 10), setting="pool_max"),
-                timeout=(
-                    DEFAULT_POOL_TIMEOUT
-                    if timeout is None
-                    else parse_duration(timeout, setting="pool_timeout")
-                ),
-                prepared_statements=parse_flag(
-                    merged.get("prepared_statements", True), setting="prepared_statements"
-                ),
+                min_size=options.count("pool_min", 1),
+                max_size=options.count("pool_max", 10),
+                timeout=options.duration("pool_timeout", DEFAULT_POOL_TIMEOUT),
+                prepared_statements=options.flag("prepared_statements", True),
             ),
-            insecure_skip_verify=parse_flag(
-                merged.get("insecure_skip_verify", False), setting="insecure_skip_verify"
-            ),
+            insecure_skip_verify=options.flag("insecure_skip_verify", False),
         )
-        return settings, {key: value for key, value in merged.items() if key in extra}
 
     def keywords(self) -> PostgresKeywords:
         """The constructor keywords the queue and its store share (both take these names)."""
@@ -109,14 +90,4 @@ class PostgresSettings:
         }
 
 
-def whole_number(value: object, *, setting: str) -> int:
-    """A whole-number option from a URL's query or a config table."""
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        return int(str(value))
-    except ValueError:
-        raise ConfigurationError(f"`{setting}` must be a whole number, not {value!r}") from None
-
-
-__all__ = ["PostgresKeywords", "PostgresSettings", "whole_number"]
+__all__ = ["PostgresKeywords", "PostgresSettings"]

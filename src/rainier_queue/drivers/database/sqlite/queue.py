@@ -52,8 +52,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, cast
 from typing_extensions import override
 
 from ...._wakeup import Wakeup
-from ....durations import parse_duration
-from ....flags import parse_flag
 from ....queue import DEFAULT_LEASE, Capabilities, QueueCounts
 from .. import POLL_INTERVAL, DatabaseQueue
 from ..dialect import Dialect, Row, Session, Work
@@ -229,18 +227,14 @@ class SQLiteQueue(DatabaseQueue):
         settings, own = SQLiteSettings.read(
             url, options, who="the `sqlite` driver", extra=QUEUE_OPTIONS
         )
-        lease = own.get("lease")
-        poll = own.get("poll_interval")
         return cls(
             settings.path,
-            lease=DEFAULT_LEASE if lease is None else parse_duration(lease, setting="lease"),
+            lease=own.lease(DEFAULT_LEASE),
             prefix=settings.prefix,
             busy_timeout=settings.busy_timeout or DEFAULT_BUSY_TIMEOUT,
-            migrate=parse_flag(own.get("migrate", True), setting="migrate"),
-            poll_interval=(
-                POLL_INTERVAL if poll is None else parse_duration(poll, setting="poll_interval")
-            ),
-            local_wakeup=parse_flag(own.get("local_wakeup", True), setting="local_wakeup"),
+            migrate=own.flag("migrate", True),
+            poll_interval=own.duration("poll_interval", POLL_INTERVAL),
+            local_wakeup=own.flag("local_wakeup", True),
         )
 
     def __init__(

@@ -14,16 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
-from ....durations import parse_duration
-from ..._options import merge_options
+from ...options import DriverSettings, Options
 from ..schema import DEFAULT_PREFIX, check_prefix
 from .connection import path_from_url
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SQLiteSettings:
+class SQLiteSettings(DriverSettings):
     """Which file, which table prefix, how long to wait for another writer."""
 
     path: str
@@ -34,27 +33,21 @@ class SQLiteSettings:
     OPTIONS: ClassVar[frozenset[str]] = frozenset({"prefix", "busy_timeout"})
 
     @classmethod
-    def read(
-        cls,
-        url: str,
-        options: Mapping[str, Any] | None = None,
-        *,
-        who: str,
-        extra: frozenset[str] = frozenset(),
-    ) -> tuple[Self, dict[str, Any]]:
-        """The settings from `url` and `options` (which win), and the `extra` options given.
+    def query_of(cls, url: str, known: frozenset[str], who: str) -> Mapping[str, str]:
+        """Every option in the query: none of it is for sqlite3."""
+        return path_from_url(url, what=who)[1]
 
-        An option that is neither this file's nor in `extra` is `UnknownOption`.
-        """
-        path, query = path_from_url(url, what=who)
-        merged = merge_options(query, options or {}, cls.OPTIONS | extra, who)
-        busy = merged.get("busy_timeout")
-        settings = cls(
-            path=path,
-            prefix=check_prefix(merged.get("prefix", DEFAULT_PREFIX)),
-            busy_timeout=None if busy is None else parse_duration(busy, setting="busy_timeout"),
+    @classmethod
+    def build(cls, url: str, options: Options) -> Self:
+        return cls(
+            path=path_from_url(url, what=options.where)[0],
+            prefix=options.prefix("prefix", DEFAULT_PREFIX, check_prefix),
+            busy_timeout=(
+                options.duration("busy_timeout", timedelta(0))
+                if "busy_timeout" in options
+                else None
+            ),
         )
-        return settings, {key: value for key, value in merged.items() if key in extra}
 
 
 __all__ = ["SQLiteSettings"]
