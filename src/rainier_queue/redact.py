@@ -22,6 +22,7 @@ def redact_url(url: str) -> str:
 
     The other options stay readable (`?prefix=app_&lease=90s`): a person
     comparing two workers' connections needs them, and they hold no secret.
+    An option whose value is itself a URL is shown redacted the same way.
     """
     try:
         parts = urlsplit(url)
@@ -45,6 +46,14 @@ def _redacted_query(query: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
     except ValueError:
         return REDACTED
-    return "&".join(
-        f"{key}={REDACTED if _SECRET_KEY.search(key) else value}" for key, value in pairs
-    )
+    return "&".join(f"{key}={_redacted_value(key, value)}" for key, value in pairs)
+
+
+def _redacted_value(key: str, value: str) -> str:
+    """A query option's value as it may be shown: hidden if its key sounds secret, and a URL
+    inside it (Kafka's `locks=redis://:pw@cache`) redacted in its turn."""
+    if _SECRET_KEY.search(key):
+        return REDACTED
+    if "://" in value:
+        return redact_url(value)
+    return REDACTED if "@" in value else value

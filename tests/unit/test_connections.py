@@ -244,3 +244,14 @@ def test_a_redacted_url_keeps_its_plain_options_readable_and_hides_secret_ones()
     url = "redis://:s3cret@cache:6379/0?prefix=newbie&password=hunter2&lease=90s"
 
     assert redact_url(url) == "redis://:***@cache:6379/0?prefix=newbie&password=***&lease=90s"
+
+
+def test_a_url_held_in_an_option_is_redacted_in_its_turn() -> None:
+    url = "kafka://broker:9092/?locks=redis://:pw@cache:6379/0&group=g&store=u@h"
+
+    shown = redact_url(url)
+
+    assert "pw" not in shown
+    assert "locks=redis://:***@cache:6379/0" in shown
+    assert "group=g" in shown
+    assert "store=***" in shown
