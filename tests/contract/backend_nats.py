@@ -136,6 +136,13 @@ BACKEND = Backend(
     ),
     private_server=lambda folder, listen: _Private(folder, listen),
     plant=envelope_bodies(_publish),
+    known_failures={
+        "test_a_push_whose_answer_is_lost_says_its_outcome_is_unknown": (
+            "the push is OutcomeUnknown as it should be, but nats-py leaves the cut"
+            " connection's StreamWriter unclosed when it reconnects, and the suite turns that"
+            " ResourceWarning into an error"
+        ),
+    },
     lacks={
         "tls": (
             "not wired yet: the driver reads `tls://`, `tls_ca` and `insecure_skip_verify`,"

@@ -25,7 +25,6 @@ import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
-import nats
 import nats.errors as nx
 import nats.js.errors as jx
 from nats.aio.client import Client
@@ -115,6 +114,7 @@ class NATSConnection:
             "name": "rainier-queue",
             "connect_timeout": CONNECT_TIMEOUT,
             "allow_reconnect": False,  # the first connection is tried once (see the docstring)
+            "max_reconnect_attempts": 1,
             "reconnect_time_wait": RECONNECT_WAIT,
             "error_cb": _quiet,
             "disconnected_cb": _disconnected,
@@ -131,8 +131,13 @@ class NATSConnection:
         if s.tls:
             args["tls"] = self._tls_context()
         host = s.servers[0].split("://", 1)[-1]
+        client = Client()
         async with translated("connect", host=host):
-            client = await nats.connect(**args)
+            try:
+                await client.connect(**args)
+            except nx.NoServersError as exc:
+                cause = client.last_error
+                raise (cause if isinstance(cause, ssl.SSLError | OSError) else exc) from exc
         client.options["allow_reconnect"] = True
         client.options["max_reconnect_attempts"] = -1
         return client
@@ -154,8 +159,9 @@ class NATSConnection:
             )
         except (nx.TimeoutError, asyncio.TimeoutError, nx.ConnectionClosedError) as exc:
             raise OutcomeUnknown(
-                f"NATS did not acknowledge the message to {subject!r} in time; it may or may "
-                "not be stored (a push repeated within the duplicate window is stored once)"
+                f"NATS did not acknowledge the message to {subject!r} in time, so its outcome "
+                "is unknown: it may be stored (a push repeated within the duplicate window is "
+                "stored once)"
             ) from exc
         except Exception as exc:
             async with translated(f"publish to {subject!r}"):

@@ -76,6 +76,14 @@ class DelayMover:
                 log.warning("could not move delayed jobs to %r: %s", self._jobs, exc)
                 await asyncio.sleep(1.0)
 
+    async def once(self) -> None:
+        """One pass over what the server hands out now, without waiting; best effort."""
+        try:
+            for arrival in await self._fetcher.take(BATCH):
+                await self._move(arrival)
+        except Exception as exc:
+            log.warning("could not move delayed jobs to %r: %s", self._jobs, exc)
+
     async def _move(self, arrival: Arrival) -> None:
         msg = arrival.msg
         due = due_micros(arrival)

@@ -75,7 +75,7 @@ class NATSQueue(Queue):
         self.names = Names(settings.prefix)
         self._connection = NATSConnection(settings)
         self._provisioning = Provisioning(self._connection, settings, self.names)
-        self._failed = FailedStore(self._connection, self.names, self.push)
+        self._failed = FailedStore(self._connection, self.names, self._push_again)
         self._ledger = Ledger()
         self._known: set[str] = set()
         self._served: dict[str, _Served] = {}
@@ -128,6 +128,12 @@ class NATSQueue(Queue):
         await self._publish(job, msg_id=job.id)
         return job.id
 
+    async def _push_again(self, job: QueuedJob) -> str:
+        """A retried failed job: pushed again under no message id (its own is spent)."""
+        await self._provisioned(job.queue)
+        await self._publish(job, msg_id=None)
+        return job.id
+
     async def _publish(self, job: QueuedJob, *, msg_id: str | None) -> None:
         headers = {"Rq-Job": job.name.encode("ascii", "replace").decode()}
         if msg_id is not None:
@@ -176,6 +182,7 @@ class NATSQueue(Queue):
             served.lease = await self._adopt_lease(queue)
             await served.exhausted.listen()
             mover = DelayMover(self._connection, served.delays, names.jobs(queue))
+            await mover.once()  # what fell due while no worker served the queue, first
             served.tasks = [
                 asyncio.ensure_future(mover.run()),
                 asyncio.ensure_future(served.exhausted.run()),
@@ -213,6 +220,35 @@ class NATSQueue(Queue):
         return lease
 
     @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        """Return when a job is published to one of `queues`, or after `timeout`.
+
+        A plain subscription to the queues' jobs subjects: it sees each push
+        (and each delayed job moved in), not a lease that lapsed or a retry,
+        which the caller's next reserve finds anyway.
+        """
+        client = await self._connection.client()
+        heard = asyncio.Event()
+
+        async def on_message(_: Any) -> None:
+            heard.set()
+
+        subs = []
+        async with translated("listen for new jobs"):
+            for queue in queues:
+                subs.append(await client.subscribe(self.names.jobs(queue), cb=on_message))
+        try:
+            await asyncio.wait_for(heard.wait(), timeout.total_seconds())
+        except TimeoutError:
+            pass
+        finally:
+            for sub in subs:
+                try:
+                    await sub.unsubscribe()
+                except Exception:
+                    break
+
+    @override
     async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
         if limit < 1:
             return []
@@ -247,9 +283,12 @@ class NATSQueue(Queue):
         try:
             return await asyncio.shield(reserving)
         except asyncio.CancelledError:
+            # The wait itself stops at once (a message that comes for it later is kept,
+            # stamped, for the next reserve); jobs already taken are handed back.
+            reserving.cancel()
             try:
                 taken = await reserving
-            except Exception:
+            except BaseException:
                 taken = []
             await self.hand_back_unstarted(taken)
             raise
@@ -299,6 +338,11 @@ class NATSQueue(Queue):
                 )
                 await self._send(delivery, TERMINATE, "remove an entry that is not a job")
                 continue
+            if found.available_at > utcnow():
+                # Pushed as due by a clock ahead of this one: it waits with the delayed jobs.
+                await self._set_aside(msg.data, found, delivery)
+                self._ledger.done(token)
+                continue
             out.append(
                 Reservation(
                     job=found,
@@ -309,6 +353,15 @@ class NATSQueue(Queue):
                 )
             )
         return out, malformed
+
+    async def _set_aside(self, data: bytes, job: QueuedJob, delivery: Delivery) -> None:
+        """Move a job that is not due yet by this worker's clock to its delayed subject."""
+        headers = {
+            "Nats-Msg-Id": f"{job.id}:early:{delivery.stream_seq}",
+            DUE: str(int(job.available_at.timestamp() * 1_000_000)),
+        }
+        await self._connection.publish(self.names.delayed(job.queue), data, headers)
+        await self._send(delivery, ACK, f"set aside job {job.id}, which is not due yet")
 
     # -- settling ---------------------------------------------------------------------
 
@@ -344,17 +397,19 @@ class NATSQueue(Queue):
     ) -> None:
         delivery = self._ledger.current(reservation.token, reservation.job.id)
         job = reservation.job
-        if count_attempt:
+        if count_attempt and delay <= timedelta(0):
             await self._send(delivery, nak(delay), f"release job {job.id}")
         else:
-            # A nak cannot give a delivery back, so the job is published again with the
-            # attempt refunded (written first), then the delivery is acknowledged.
-            again = job.with_changes(
-                attempts=max(0, job.attempts - 1), available_at=utcnow() + delay
+            # A retry's backoff waits on the delayed subject (so it counts as delayed, not
+            # as a delivery in flight), and a nak cannot give a delivery back: either way
+            # the job is published again with its attempts (written first), then the
+            # delivery is acknowledged.
+            attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
+            await self._publish(
+                job.with_changes(attempts=attempts, available_at=utcnow() + delay), msg_id=None
             )
-            await self._publish(again, msg_id=None)
             self._ledger.current(reservation.token, job.id)
-            await self._send(delivery, ACK, f"hand back job {job.id}")
+            await self._send(delivery, ACK, f"release job {job.id}")
         self._ledger.done(reservation.token)
 
     @override
