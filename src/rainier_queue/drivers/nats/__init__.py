@@ -15,8 +15,10 @@
   delayed job waits on a delayed subject, held back by `nak(delay)` and moved
   onto the queue when due by whichever worker serves the queue (delays.py).
   Only a running worker moves them.
-- **A retry's backoff is a nak with a delay**, so while it waits, the job is
-  a delivery in flight: `counts` shows it as reserved, and `size` leaves it out.
+- **A release is a second write.** A released job is published again (on
+  the delayed subject when it has a backoff) with its attempts, then its
+  delivery acknowledged: a nak would leave it counted as a delivery in
+  flight, invisible to `size`, and cannot give an attempt back.
 - **Every queue must be provisioned** (`rainier-queue provision`): the
   stream, and per queue a durable consumer and a delay consumer. A push to a
   queue without them is refused (`NotProvisioned`).

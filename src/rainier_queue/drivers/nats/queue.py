@@ -397,19 +397,17 @@ class NATSQueue(Queue):
     ) -> None:
         delivery = self._ledger.current(reservation.token, reservation.job.id)
         job = reservation.job
-        if count_attempt and delay <= timedelta(0):
-            await self._send(delivery, nak(delay), f"release job {job.id}")
-        else:
-            # A retry's backoff waits on the delayed subject (so it counts as delayed, not
-            # as a delivery in flight), and a nak cannot give a delivery back: either way
-            # the job is published again with its attempts (written first), then the
-            # delivery is acknowledged.
-            attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
-            await self._publish(
-                job.with_changes(attempts=attempts, available_at=utcnow() + delay), msg_id=None
-            )
-            self._ledger.current(reservation.token, job.id)
-            await self._send(delivery, ACK, f"release job {job.id}")
+        # Published again with its attempts, written first, then the delivery is
+        # acknowledged. A nak would be one message fewer, but a nakked message counts
+        # as a delivery in flight until the server hands it out again (so `size`
+        # would miss it, a retry's backoff included), and a nak cannot give a
+        # delivery back when the attempt is refunded.
+        attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
+        await self._publish(
+            job.with_changes(attempts=attempts, available_at=utcnow() + delay), msg_id=None
+        )
+        self._ledger.current(reservation.token, job.id)
+        await self._send(delivery, ACK, f"release job {job.id}")
         self._ledger.done(reservation.token)
 
     @override
