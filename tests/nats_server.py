@@ -26,7 +26,9 @@ def free_port() -> int:
 class NATSServer:
     """One nats-server process, stopped and started again on the same port and store."""
 
-    def __init__(self, folder: Path, *, host: str = "127.0.0.1", extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, folder: Path, *, host: str = "127.0.0.1", extra: tuple[str, ...] = ()
+    ) -> None:
         self.folder = folder
         self.folder.mkdir(parents=True, exist_ok=True)
         self.host = host
@@ -37,14 +39,26 @@ class NATSServer:
     def start(self) -> None:
         log = (self.folder / "nats.log").open("ab")
         self.process = subprocess.Popen(
-            [BINARY, "-a", self.host, "-p", str(self.port), "-js", "-sd", str(self.folder / "store"), *self.extra],
+            [
+                BINARY,
+                "-a",
+                self.host,
+                "-p",
+                str(self.port),
+                "-js",
+                "-sd",
+                str(self.folder / "store"),
+                *self.extra,
+            ],
             stdout=log,
             stderr=log,
         )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"nats-server exited: {(self.folder / 'nats.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"nats-server exited: {(self.folder / 'nats.log').read_text()[-2000:]}"
+                )
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
                     return

@@ -58,6 +58,12 @@ def url(tmp: Path, namespace: str) -> str:
     return f"{SERVER}/?prefix={namespace}"
 
 
+def _provided(tmp: Path, namespace: str, server: str) -> str:
+    """The namespace's URL on `server` (a relay, a password), its queues provisioned first."""
+    prepare(tmp, namespace, QUEUES)
+    return f"{server}/?prefix={namespace}"
+
+
 def check() -> None:
     require_port("NATS", 4222)
 
@@ -76,7 +82,9 @@ async def cleanup(tmp: Path, namespace: str) -> None:
         await client.close()
 
 
-async def _publish(tmp: Path, namespace: str, queue: str, entries: Sequence[tuple[str, Any]]) -> None:
+async def _publish(
+    tmp: Path, namespace: str, queue: str, entries: Sequence[tuple[str, Any]]
+) -> None:
     """Publish each body on the queue's subject, as a producer in another language would."""
     client = await nats.connect(SERVER)
     try:
@@ -123,15 +131,11 @@ BACKEND = Backend(
     check=check,
     cleanup=cleanup,
     prepare=prepare,
-    secret_url=lambda tmp, ns: (
-        prepare(tmp, ns, QUEUES) or f"nats://app:{SECRET}@127.0.0.1:4222/?prefix={ns}"
-    ),
+    secret_url=lambda tmp, ns: _provided(tmp, ns, f"nats://app:{SECRET}@127.0.0.1:4222"),
     unreachable_url=lambda tmp, ns: f"nats://127.0.0.1:{closed_port()}/?prefix={ns}",
     cut=Cut(
         4222,
-        lambda tmp, ns, port: (
-            prepare(tmp, ns, QUEUES) or f"nats://127.0.0.1:{port}/?prefix={ns}"
-        ),
+        lambda tmp, ns, port: _provided(tmp, ns, f"nats://127.0.0.1:{port}"),
         [(1, b".jobs.default "), (3, b".jobs.default ")],
     ),
     private_server=lambda folder, listen: _Private(folder, listen),
@@ -150,5 +154,3 @@ BACKEND = Backend(
         ),
     },
 )
-
-

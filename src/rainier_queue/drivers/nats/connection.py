@@ -151,13 +151,16 @@ class NATSConnection:
         return context
 
     async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> PubAck:
-        """Store one message and wait for the server to say so; `OutcomeUnknown` if it never does."""
+        """Store one message and wait for the server to say so (else `OutcomeUnknown`)."""
         js = await self.jetstream()
         try:
             return await js.publish(
-                subject, body, timeout=self.settings.publish_timeout.total_seconds(), headers=headers
+                subject,
+                body,
+                timeout=self.settings.publish_timeout.total_seconds(),
+                headers=headers,
             )
-        except (nx.TimeoutError, asyncio.TimeoutError, nx.ConnectionClosedError) as exc:
+        except (TimeoutError, nx.TimeoutError, nx.ConnectionClosedError) as exc:
             raise OutcomeUnknown(
                 f"NATS did not acknowledge the message to {subject!r} in time, so its outcome "
                 "is unknown: it may be stored (a push repeated within the duplicate window is "

@@ -25,6 +25,7 @@ delayed jobs wait on their subject, counted as delayed by `counts`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from datetime import timedelta
@@ -64,10 +65,8 @@ class DelayMover:
             try:
                 got = await self._fetcher.wait(WAIT)
                 if got:
-                    try:
+                    with contextlib.suppress(NoAnswer):
                         got += await self._fetcher.take(BATCH)
-                    except NoAnswer:
-                        pass
                 for arrival in got:
                     await self._move(arrival)
             except asyncio.CancelledError:

@@ -11,7 +11,8 @@ So every worker serving a queue moves such messages, two ways:
 - it listens to the advisory and moves the message it names at once;
 - every `sweep_every` it sweeps: on a work-queue stream an acknowledged
   message is deleted, so a message still on the queue's subject at or below
-  the consumer's ack floor is one the server gave up on.
+  the consumer's ack floor is one the server gave up on; and when no
+  delivery is in flight, so is any at or below the last delivered.
 
 Moving is: read the message, record it in the failed store (written and
 acknowledged first; its message id makes a second mover's copy a no-op),
@@ -81,7 +82,9 @@ class ExhaustedMover:
         try:
             await self.move(seq, deliveries)
         except Exception as exc:  # the sweep finds it later
-            log.warning("could not move message %d of %r to the failed store: %s", seq, self._stream, exc)
+            log.warning(
+                "could not move message %d of %r to the failed store: %s", seq, self._stream, exc
+            )
 
     async def run(self) -> None:
         """Sweep every `every` seconds, for as long as the worker runs."""
@@ -103,6 +106,10 @@ class ExhaustedMover:
         except jx.NotFoundError:
             return 0
         floor = info.ack_floor.stream_seq if info.ack_floor else 0
+        if not info.num_ack_pending and info.delivered is not None:
+            # Nothing is out with a worker, so everything delivered so far that is still
+            # there was given up on, not only what lies below the ack floor.
+            floor = max(floor, info.delivered.stream_seq or 0)
         moved, seq = 0, 1
         while seq <= floor:
             try:
@@ -125,7 +132,9 @@ class ExhaustedMover:
         except jx.NotFoundError:
             return  # moved by another worker, or acknowledged meanwhile
         source = f"{self._stream}:{seq}"
-        found = read_envelope(msg.data or b"", field="data", queue=self._queue, delivered=deliveries)
+        found = read_envelope(
+            msg.data or b"", field="data", queue=self._queue, delivered=deliveries
+        )
         if isinstance(found, Malformed):
             await self._failed.record_malformed(found, queue=self._queue, source=source)
         else:
@@ -139,7 +148,11 @@ class ExhaustedMover:
                 await js.delete_msg(self._stream, seq)
         except jx.NotFoundError:
             pass
-        log.error("job in message %d of %r was undeliverable; moved to the failed store", seq, self._stream)
+        log.error(
+            "job in message %d of %r was undeliverable; moved to the failed store",
+            seq,
+            self._stream,
+        )
 
     async def aclose(self) -> None:
         sub, self._sub = self._sub, None

@@ -52,7 +52,10 @@ class FailedStore:
         await self._connection.publish(
             self._names.failed(job.queue, job.id),
             text.encode(),
-            {"Nats-Msg-Id": f"failed:{source}", "Rq-Job": job.id.encode("ascii", "replace").decode()},
+            {
+                "Nats-Msg-Id": f"failed:{source}",
+                "Rq-Job": job.id.encode("ascii", "replace").decode(),
+            },
         )
 
     async def record_malformed(self, malformed: Malformed, *, queue: str, source: str) -> None:
@@ -77,7 +80,9 @@ class FailedStore:
         while True:
             try:
                 async with translated("list failed jobs"):
-                    msg = await js.get_msg(self._names.failed_stream, seq, subject=subject, next=True)
+                    msg = await js.get_msg(
+                        self._names.failed_stream, seq, subject=subject, next=True
+                    )
             except jx.NotFoundError:
                 break
             failed = _read(msg)

@@ -92,7 +92,9 @@ class Fetcher:
         name = str(self._count)
         client = await self._connection.client()
         async with translated("ask a consumer for jobs"):
-            await client.publish(self._api, json.dumps(request).encode(), reply=f"{self._inbox}.{name}")
+            await client.publish(
+                self._api, json.dumps(request).encode(), reply=f"{self._inbox}.{name}"
+            )
         return name
 
     async def take(self, limit: int) -> list[Arrival]:

@@ -83,7 +83,9 @@ class Names:
 
     def failed_of_queue(self, queue: str | None) -> str:
         """The subject filter of one queue's failed jobs, or of every queue's."""
-        return f"{self.prefix}.failed.>" if queue is None else f"{self.prefix}.failed.{token(queue)}.*"
+        return (
+            f"{self.prefix}.failed.>" if queue is None else f"{self.prefix}.failed.{token(queue)}.*"
+        )
 
     def failed_of_job(self, job_id: str) -> str:
         return f"{self.prefix}.failed.*.{token(job_id)}"

@@ -131,7 +131,8 @@ class Provisioning:
         js = await self._connection.jetstream()
         try:
             async with translated(f"read consumer {name!r}"):
-                return await js.consumer_info(self._names.stream, name)
+                info: ConsumerInfo = await js.consumer_info(self._names.stream, name)
+                return info
         except jx.NotFoundError:
             return None
 
@@ -158,7 +159,9 @@ class Provisioning:
             out.append(
                 Finding(
                     subject=subject,
-                    problem=f"has {have.retention} retention, and this driver needs {wanted.retention}",
+                    problem=(
+                        f"has {have.retention} retention, and this driver needs {wanted.retention}"
+                    ),
                     provisioning_fixes=False,
                     fix="a stream's retention cannot change: move its messages elsewhere, delete "
                     "it (`nats stream rm`) and provision again",
@@ -168,7 +171,10 @@ class Provisioning:
             out.append(
                 Finding(
                     subject=subject,
-                    problem=f"keeps its messages in {have.storage}, and `storage` asks for {wanted.storage}",
+                    problem=(
+                        f"keeps its messages in {have.storage}, and `storage` asks for "
+                        f"{wanted.storage}"
+                    ),
                     provisioning_fixes=False,
                     fix="a stream's storage cannot change: drain it, delete it (`nats stream rm`) "
                     "and provision again, or set `storage` to what it has",
@@ -178,7 +184,10 @@ class Provisioning:
             out.append(
                 Finding(
                     subject=subject,
-                    problem=f"has {have.num_replicas} replicas, and `replicas` asks for {wanted.num_replicas}",
+                    problem=(
+                        f"has {have.num_replicas} replicas, and `replicas` asks for "
+                        f"{wanted.num_replicas}"
+                    ),
                 )
             )
         if _differs(have.duplicate_window, wanted.duplicate_window):
@@ -220,7 +229,9 @@ class Provisioning:
                 Finding(
                     subject=subject,
                     queue=wanted.queue,
-                    problem=f"has an ack wait of {have.ack_wait}s, and the lease is {wanted.ack_wait}s",
+                    problem=(
+                        f"has an ack wait of {have.ack_wait}s, and the lease is {wanted.ack_wait}s"
+                    ),
                     fix="workers fence their settles at the shorter of the two",
                 )
             )
@@ -252,7 +263,9 @@ class Provisioning:
                 )
             elif [f for f in self._judge_stream(wanted, found) if f.provisioning_fixes]:
                 update = StreamConfig.from_response(found.config.as_dict())
-                update.subjects = sorted(set(found.config.subjects or ()) | set(wanted.subjects or ()))
+                update.subjects = sorted(
+                    set(found.config.subjects or ()) | set(wanted.subjects or ())
+                )
                 update.num_replicas = wanted.num_replicas
                 update.duplicate_window = wanted.duplicate_window
                 async with translated(f"update stream {wanted.name!r}"):
@@ -263,8 +276,14 @@ class Provisioning:
                 found_consumer = await self.consumer(consumer.name)
                 if found_consumer is None:
                     verb = "created"
-                elif [f for f in self._judge_consumer(consumer, found_consumer) if f.provisioning_fixes]:
-                    if not all(f.provisioning_fixes for f in self._judge_consumer(consumer, found_consumer)):
+                elif [
+                    f
+                    for f in self._judge_consumer(consumer, found_consumer)
+                    if f.provisioning_fixes
+                ]:
+                    if not all(
+                        f.provisioning_fixes for f in self._judge_consumer(consumer, found_consumer)
+                    ):
                         continue
                     verb = "updated"
                 else:

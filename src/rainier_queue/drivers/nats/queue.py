@@ -5,6 +5,7 @@ what choosing it costs)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...envelope.reading import Malformed, read_envelope
-from ...errors import BrokerUnavailable, NotProvisioned
+from ...errors import NotProvisioned
 from ...queue import Capabilities, FailedJob, Finding, Queue, QueueCounts, Reservation, new_token
 from .. import malformed as toolkit
 from .connection import NATSConnection, translated
@@ -267,11 +268,12 @@ class NATSQueue(Queue):
         try:
             return await served.fetcher.take(limit)
         except NoAnswer:
+            # 2.9 sends no status to a request that met only a message it just gave up
+            # on (max_deliver); the consumer is asked for, so an outage or a consumer
+            # that was deleted is still told apart from an empty queue.
             self._known.discard(queue)
             await self._provisioned(queue)
-            raise BrokerUnavailable(
-                f"NATS did not answer a request for jobs of queue {queue!r} in time"
-            ) from None
+            return []
 
     @override
     async def wait_and_reserve(
@@ -298,10 +300,8 @@ class NATSQueue(Queue):
     ) -> list[Reservation]:
         got = await served.fetcher.wait(max(timeout.total_seconds(), 0.01))
         if got and limit > 1:
-            try:
+            with contextlib.suppress(NoAnswer):
                 got += await served.fetcher.take(limit - 1)
-            except NoAnswer:
-                pass
         reservations, _ = await self._hand_out(queue, served, got)
         return reservations
 
@@ -491,10 +491,8 @@ class NATSQueue(Queue):
             for task in one.tasks:
                 task.cancel()
             for task in one.tasks:
-                try:
+                with contextlib.suppress(BaseException):
                     await task
-                except BaseException:
-                    pass
         for one in served:
             for arrival in one.fetcher.leftovers():  # came after their wait was given up
                 try:
