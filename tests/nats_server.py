@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 BINARY = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
@@ -37,8 +38,12 @@ class NATSServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        log = (self.folder / "nats.log").open("ab")
-        self.process = subprocess.Popen(
+        with (self.folder / "nats.log").open("ab") as log:  # the server keeps its own copy
+            self.process = self._spawn(log)
+        self._wait()
+
+    def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             [
                 BINARY,
                 "-a",
@@ -53,6 +58,9 @@ class NATSServer:
             stdout=log,
             stderr=log,
         )
+
+    def _wait(self) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

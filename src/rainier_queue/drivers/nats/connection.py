@@ -107,6 +107,13 @@ class NATSConnection:
         assert self._js is not None
         return self._js
 
+    def require_connected(self, what: str) -> None:
+        """`BrokerUnavailable` while the client is reconnecting (it buffers, and would wait)."""
+        if self._client is not None and not self._client.is_connected:
+            raise BrokerUnavailable(
+                f"NATS is unreachable while trying to {what}: the client is reconnecting"
+            )
+
     async def _connect(self) -> Client:
         s = self.settings
         args: dict[str, Any] = {

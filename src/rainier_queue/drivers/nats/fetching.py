@@ -91,6 +91,7 @@ class Fetcher:
         self._count += 1
         name = str(self._count)
         client = await self._connection.client()
+        self._connection.require_connected("ask a consumer for jobs")
         async with translated("ask a consumer for jobs"):
             await client.publish(
                 self._api, json.dumps(request).encode(), reply=f"{self._inbox}.{name}"
@@ -137,6 +138,10 @@ class Fetcher:
                 except TimeoutError:
                     continue
             self._ended.discard(name)
+            if not self._arrivals:
+                # A wait the connection dropped under ends with nothing: said as an outage,
+                # so the worker backs off instead of asking again at once.
+                self._connection.require_connected("wait for jobs")
             return self._taken(1)
 
     def leftovers(self) -> list[Arrival]:
