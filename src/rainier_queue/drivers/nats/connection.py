@@ -93,6 +93,11 @@ class NATSConnection:
         self._client: Client | None = None
         self._js: JetStreamContext | None = None
         self._connecting = asyncio.Lock()
+        self._closing = False
+
+    async def _disconnected(self) -> None:
+        if not self._closing:  # closing disconnects too, and that is no news
+            log.warning("lost the connection to NATS; reconnecting")
 
     async def client(self) -> Client:
         if self._client is None or self._client.is_closed:
@@ -124,7 +129,7 @@ class NATSConnection:
             "max_reconnect_attempts": 1,
             "reconnect_time_wait": RECONNECT_WAIT,
             "error_cb": _quiet,
-            "disconnected_cb": _disconnected,
+            "disconnected_cb": self._disconnected,
             "reconnected_cb": _reconnected,
         }
         if s.user is not None:
@@ -195,6 +200,7 @@ class NATSConnection:
 
     async def aclose(self) -> None:
         client, self._client, self._js = self._client, None, None
+        self._closing = True
         if client is not None and not client.is_closed:
             with contextlib.suppress(Exception):
                 await client.close()
@@ -202,10 +208,6 @@ class NATSConnection:
 
 async def _quiet(exc: Exception) -> None:
     log.debug("nats client: %s: %s", type(exc).__name__, exc)
-
-
-async def _disconnected() -> None:
-    log.warning("lost the connection to NATS; reconnecting")
 
 
 async def _reconnected() -> None:
