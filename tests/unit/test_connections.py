@@ -83,7 +83,7 @@ def test_a_driver_whose_extra_is_missing_says_which_pip_install_fixes_it() -> No
 
 
 @pytest.mark.parametrize(
-    "url", ["sqs://app:secret@localhost/queue", "amqp://localhost:5672", "nats://localhost:4222"]
+    "url", ["sqs://app:secret@localhost/queue", "amqp://localhost:5672"]
 )
 def test_a_scheme_whose_driver_this_version_lacks_says_so_rather_than_naming_an_extra(
     url: str,

@@ -45,7 +45,7 @@ Options, in the query or the connection's table: `prefix` (default `rq`:
 the stream `rq-jobs`), `storage` (`file` or `memory`), `replicas`, `lease`
 (the consumers' ack wait), `duplicate_window`, `max_deliver`, `sweep_every`,
 `publish_timeout`, `nkey` (a seed file), `creds` (a credentials file),
-`tls` (or a `tls://` URL), `tls_ca`, `insecure_skip_verify`.
+`tls`, `tls_ca`, `insecure_skip_verify`.
 """
 
 from __future__ import annotations

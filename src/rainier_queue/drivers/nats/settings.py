@@ -2,7 +2,7 @@
 """`NATSSettings`: one NATS connection's options, read once from its URL and table.
 
     nats://user:password@host:4222,host2:4222/?prefix=app&lease=60s
-    tls://host:4222/?tls_ca=/etc/ssl/nats-ca.pem
+    nats://host:4222/?tls=true&tls_ca=/etc/ssl/nats-ca.pem
 
 nats-py reads no query of its own, so every key in the query is this
 library's, and one it does not take is refused with a "did you mean".
@@ -135,7 +135,7 @@ class NATSSettings(DriverSettings):
         if skip and not want_tls:
             raise ConfigurationError(
                 f"{tls.INSECURE}=true, but this URL does not use TLS, so there is no "
-                "certificate to skip checking: use `tls://` (or `tls=true`), or drop it"
+                "certificate to skip checking: add `tls=true`, or drop it"
             )
         user = unquote(parts.username) if parts.username else None
         password = unquote(parts.password) if parts.password is not None else None
