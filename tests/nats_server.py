@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """A private nats-server with JetStream on a free port, its file store in a folder of its own.
 
-For the fault tests that crash and restart a server: the shared one on 4222
-is never touched.
+For the fault tests that crash and restart a server, and for the TLS
+promises (`with_tls`): the shared one on 4222 is never touched.
 """
 
 from __future__ import annotations
@@ -90,3 +90,15 @@ class NATSServer:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def with_tls(folder: Path, cert: Path, key: Path) -> NATSServer:
+    """A started nats-server that speaks TLS alone, showing `cert` (client certificates are
+    not asked for: the TLS promises are about the client checking the server)."""
+    server = NATSServer(folder, extra=("--tls", "--tlscert", str(cert), "--tlskey", str(key)))
+    try:
+        server.start()
+    except BaseException:
+        server.remove()
+        raise
+    return server

@@ -22,23 +22,24 @@ from rainier_queue.drivers.nats.names import Names
 from rainier_queue.queue import Provisionable
 
 from ..foreign.planting import envelope_bodies
-from ..nats_server import NATSServer
+from ..nats_server import NATSServer, with_tls
 from ..services import require_port
+from ..tls_certs import Certs
 from .backend_kafka import QUEUES, in_a_thread
-from .backends import SECRET, Backend, Cut, Listen, closed_port
+from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
 
 SERVER = "nats://127.0.0.1:4222"
 
 _provisioned: set[tuple[str, str, str]] = set()
 
 
-def _provision(server: str, namespace: str, queues: Sequence[str]) -> None:
+def _provision(server: str, namespace: str, queues: Sequence[str], query: str = "") -> None:
     wanted = [q for q in queues if (server, namespace, q) not in _provisioned]
     if not wanted:
         return
 
     async def provision() -> None:
-        queue = open_queue(f"{server}/?prefix={namespace}")
+        queue = open_queue(f"{server}/?prefix={namespace}{query}")
         assert isinstance(queue, Provisionable)
         try:
             await queue.provision(wanted)
@@ -125,6 +126,33 @@ class _Private:
         self.server.remove()
 
 
+class _TLSServer:
+    """A private nats-server with JetStream that speaks TLS alone, its queues provisioned
+    over TLS by the authority that signed its certificate."""
+
+    def __init__(self, certs: Certs, folder: Path) -> None:
+        self.server = with_tls(folder, certs.cert, certs.key)
+        self.port = self.server.port
+        self.ca = certs.ca
+
+    def url(self, host: str, namespace: str, query: str) -> str:
+        trusted = f"&tls=true&tls_ca={self.ca}"  # by the name its certificate holds
+        _provision(f"nats://localhost:{self.port}", namespace, ["default"], trusted)
+        return f"nats://{host}:{self.port}/?prefix={namespace}&{query}"
+
+    def stop(self) -> None:
+        self.server.remove()
+
+
+TLS_RULES = TLS(
+    server=_TLSServer,
+    trusting=lambda ca: f"tls=true&tls_ca={ca}",
+    checked="tls=true",  # the system's authorities alone, which never signed the tests' own
+    insecure="tls=true&insecure_skip_verify=true",
+    weakenings=(),  # no option turns a check off but insecure_skip_verify itself
+    plain_url=lambda ns: f"{url(Path(), ns)}&tls=true",  # provisioned: a push would land
+)
+
 BACKEND = Backend(
     name="nats",
     url=url,
@@ -153,10 +181,11 @@ BACKEND = Backend(
             " ResourceWarning into an error"
         ),
     },
+    tls=TLS_RULES,
     lacks={
-        "tls": (
-            "not wired yet: the driver reads `tls://`, `tls_ca` and `insecure_skip_verify`,"
-            " but no nats-server with a certificate is started for the TLS promises"
+        "lock_store": (
+            "there is no NATS lock store (cache/stores.py): schedules and locks use another"
+            " server's, as with Kafka"
         ),
     },
 )

@@ -20,10 +20,12 @@ from rainier_queue.drivers.nats import NATSQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import LeaseLost
 
-from ..contract.backend_nats import SERVER, check, cleanup, prepare
-from ..contract.backends import BACKENDS
+from ..contract.backends import BACKENDS  # first: it imports every backend_*.py in turn
 
-assert "nats" in BACKENDS  # imported through the registry, which imports every backend first
+# isort: split
+from ..contract.backend_nats import SERVER, check, cleanup, prepare
+
+assert "nats" in BACKENDS
 
 
 @pytest.fixture

@@ -13,6 +13,14 @@ stored it (a repeat within the duplicate window is dropped by its job id).
 Every call that reaches the server goes through `translated()`, so the
 worker sees `BrokerUnavailable` (wait and retry), `BrokerRejected` (a
 refusal) or `TLSVerificationError`, never a nats-py class.
+
+TLS (`tls=true`) is checked as on every driver (drivers/tls.py), with one
+addition nats-py lacks: in the NATS protocol the server speaks first, in the
+clear, and says in its INFO whether it wants TLS; nats-py upgrades only when
+the server asks, so given a TLS context and a server that speaks none (or a
+man in the middle who strips the request), it carries on in the clear and
+sends the credentials that way. `_TLSClient` refuses such a server after its
+INFO and before the CONNECT, on every connection and reconnection.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-from ...errors import BrokerRejected, BrokerUnavailable, OutcomeUnknown
+from ...errors import BrokerRejected, BrokerUnavailable, OutcomeUnknown, TLSVerificationError
 from .. import tls
 from .settings import NATSSettings
 
@@ -62,6 +70,25 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
+class ServerWithoutTLS(nx.Error):
+    """A server that did not ask for TLS, met by a client that was to use it."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(f"nats: the server at {host} does not speak TLS")
+        self.host = host
+
+
+def without_tls(host: str) -> TLSVerificationError:
+    """The error for a server that does not speak the TLS its URL asks for."""
+    return TLSVerificationError(
+        f"the NATS server at {host} does not speak TLS, which this URL asks for (`tls=true`), "
+        "so nothing was sent to it: turn TLS on in the server (`tls { cert_file, "
+        "key_file }` or `--tls --tlscert --tlskey`), or drop `tls`, `tls_ca` and "
+        f"`{tls.INSECURE}` from the URL to connect in the clear",
+        host=host,
+    )
+
+
 @contextlib.asynccontextmanager
 async def translated(what: str, *, host: str = "the NATS server") -> AsyncIterator[None]:
     """Turn nats-py's exceptions into this library's, naming what was being done."""
@@ -69,6 +96,8 @@ async def translated(what: str, *, host: str = "the NATS server") -> AsyncIterat
         yield
     except jx.NotFoundError:
         raise  # the driver handles this one itself: a message or consumer that is not there
+    except ServerWithoutTLS as exc:
+        raise without_tls(exc.host) from exc
     except ssl.SSLError as exc:
         if tls.is_verification_failure(exc):
             raise tls.verification_failed("the NATS server", host, exc, fix=TLS_FIX) from exc
@@ -83,6 +112,30 @@ async def translated(what: str, *, host: str = "the NATS server") -> AsyncIterat
         if tls.is_verification_failure(exc):
             raise tls.verification_failed("the NATS server", host, exc, fix=TLS_FIX) from exc
         raise BrokerUnavailable(f"NATS is unreachable while trying to {what}: {exc}") from exc
+
+
+class _Client(Client):
+    """nats-py's client, with two things it lacks: it will not talk in the clear to a server
+    when TLS was asked for (the module says why), and a failed first connection can let go of
+    its socket (nats-py leaves it to the garbage collector, and `close` would wait on it for
+    ever after a failed TLS handshake)."""
+
+    def __init__(self, *, require_tls: bool) -> None:
+        super().__init__()
+        self._require_tls = require_tls
+
+    async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
+        if self._require_tls and initial_connection and not info.get("tls_required", False):
+            server = self._current_server
+            self.abandon()  # before CONNECT: nothing was sent, and nothing will be
+            raise ServerWithoutTLS(server.uri.netloc if server is not None else "the server")
+        await super()._process_info(info, initial_connection)
+
+    def abandon(self) -> None:
+        """Close the socket of a connection that failed, without waiting on it."""
+        transport = self._transport
+        if transport is not None:
+            transport.close()  # type: ignore[no-untyped-call]
 
 
 class NATSConnection:
@@ -143,13 +196,19 @@ class NATSConnection:
         if s.tls:
             args["tls"] = self._tls_context()
         host = s.servers[0].split("://", 1)[-1]
-        client = Client()
+        client = _Client(require_tls=s.tls)
         async with translated("connect", host=host):
             try:
                 await client.connect(**args)
             except nx.NoServersError as exc:
+                client.abandon()
                 cause = client.last_error
-                raise (cause if isinstance(cause, ssl.SSLError | OSError) else exc) from exc
+                if isinstance(cause, ssl.SSLError | OSError | ServerWithoutTLS):
+                    raise cause from exc
+                raise
+            except BaseException:
+                client.abandon()
+                raise
         client.options["allow_reconnect"] = True
         client.options["max_reconnect_attempts"] = -1
         return client
@@ -161,6 +220,19 @@ class NATSConnection:
             context.verify_mode = ssl.CERT_NONE
             tls.warn_unverified(", ".join(self.settings.servers))
         return context
+
+    def transport_warnings(self) -> list[str]:
+        """What `doctor` says of how jobs travel: in the clear to another machine, or unchecked."""
+        s = self.settings
+        hosts = [server.split("://", 1)[-1].rpartition(":")[0] for server in s.servers]
+        return tls.transport_warnings(
+            f"NATS at {', '.join(s.servers)}",
+            encrypted=s.tls,
+            verified=not s.insecure_skip_verify,
+            remote=any(tls.is_remote(host) for host in hosts),
+            fix="serve TLS (nats-server `--tls --tlscert --tlskey`) and add `tls=true` to the "
+            "URL, with `tls_ca=` if your own authority signed the server's certificate",
+        )
 
     async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> PubAck:
         """Store one message and wait for the server to say so (else `OutcomeUnknown`)."""
@@ -214,4 +286,4 @@ async def _reconnected() -> None:
     log.info("reconnected to NATS")
 
 
-__all__ = ["NATSConnection", "translated"]
+__all__ = ["NATSConnection", "ServerWithoutTLS", "translated", "without_tls"]

@@ -482,6 +482,13 @@ class NATSQueue(Queue):
             stream, self.names.jobs(queue)
         ) + await self._connection.purge(stream, self.names.delayed(queue))
 
+    # -- doctor (Diagnosable) ---------------------------------------------------------
+
+    async def health_warnings(self) -> list[str]:
+        """How jobs travel to the server, for `rainier-queue doctor`: in the clear to another
+        machine, or over TLS whose certificate is not checked."""
+        return self._connection.transport_warnings()
+
     # -- closing ------------------------------------------------------------------------
 
     @override

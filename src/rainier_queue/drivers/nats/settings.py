@@ -85,7 +85,8 @@ class NATSSettings(DriverSettings):
     """Which servers, reached how, and the shape provisioning gives each queue."""
 
     servers: tuple[str, ...]
-    """`nats://host:port` (or `tls://`) for each server of the URL, without credentials."""
+    """`nats://host:port` (`tls://host:port` when TLS is asked for, which is how nats-py names
+    the servers it discovers) for each server of the URL, without credentials."""
     url: str = field(repr=False)
     prefix: str = DEFAULT_PREFIX
     storage: str = "file"
@@ -114,10 +115,9 @@ class NATSSettings(DriverSettings):
     @classmethod
     def query_of(cls, url: str, known: frozenset[str], who: str) -> Mapping[str, str]:
         """Every key of the query: nats-py reads none of it."""
-        scheme = urlsplit(url).scheme.lower()
-        if scheme not in ("nats", "tls"):
+        if urlsplit(url).scheme.lower() != "nats":
             raise ConfigurationError(
-                f"the nats driver takes a `nats://` or `tls://` URL, not {redact_url(url)}"
+                f"the nats driver takes a `nats://` URL (`tls=true` for TLS), not {redact_url(url)}"
             )
         return dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
 
@@ -130,7 +130,13 @@ class NATSSettings(DriverSettings):
                 f"`storage` is `file` (jobs survive a restart) or `memory` (they do not), "
                 f"not {storage!r}"
             )
-        want_tls = parts.scheme.lower() == "tls" or options.flag("tls", False)
+        authority = options.get("tls_ca") or None
+        want_tls = options.flag("tls", authority is not None)  # an authority asks for TLS
+        if authority is not None and not want_tls:
+            raise ConfigurationError(
+                "tls=false, but `tls_ca` names an authority to check the server's TLS "
+                "certificate with: drop `tls=false` to use TLS, or drop `tls_ca`"
+            )
         skip = tls.insecure(options.get(tls.INSECURE), where="the `nats` driver")
         if skip and not want_tls:
             raise ConfigurationError(
@@ -161,7 +167,7 @@ class NATSSettings(DriverSettings):
             nkey=options.get("nkey") or None,
             creds=options.get("creds") or None,
             tls=want_tls,
-            tls_ca=options.get("tls_ca") or None,
+            tls_ca=authority,
             insecure_skip_verify=skip,
         )
 
