@@ -115,11 +115,22 @@ async def test_ticks_claimed_by_schedulers_killed_in_their_pushes_are_enqueued_o
             ).fetchall()
             return sorted(parse_time(str(key).rpartition(":tick:")[2]) for (key,) in rows)
 
-        async def three_claimed() -> bool:
-            return len(await claimed_ticks()) >= 3
+        async def three_held() -> bool:
+            # Each scheduler's push waits for the table lock. Held longer than a claim's
+            # lease, a claim lapses, and a scheduler that starts late may take over a
+            # lapsed tick rather than claim a new one, so the ticks held number 1 to 3.
+            row = await (
+                await reader.execute(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                    (f"%{ns}_jobs%",),
+                )
+            ).fetchone()
+            return row is not None and row[0] >= 3
 
-        await until(three_claimed, "three schedulers each held with a tick claimed", log)
+        await until(three_held, "three schedulers each held in a push", log)
         claimed = await claimed_ticks()
+        assert claimed, "the schedulers held in their pushes hold claims"
         for process in running:
             process.send_signal(signal.SIGKILL)
             process.wait()
