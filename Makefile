@@ -55,7 +55,7 @@ check: lint typecheck pytest  ## everything CI checks, on an installed .venv
 
 test: install check  ## set up and run every check, as CI does
 
-counts:  ## contract and fault tests each driver runs, and what it skips, with the reasons
+counts: install  ## contract and fault tests each driver runs, and what it skips, with the reasons
 	$(BIN)/python -m tests.contract.counts
 
 clean:  ## remove caches, the venv, the demo's database and built packages
