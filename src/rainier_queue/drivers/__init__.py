@@ -106,7 +106,7 @@ def known_schemes() -> list[str]:
 def _built() -> dict[str, _Entry]:
     """The schemes whose driver module ships in this version.
 
-    SQS, RabbitMQ and NATS have their schemes reserved here before their
+    SQS and NATS have their schemes reserved here before their
     drivers land, so their URLs get "not built yet" rather than a "did you
     mean" towards another driver; they are never offered as choices.
     """
@@ -148,7 +148,7 @@ def check_driver_name(driver: str, url: str, *, where: str) -> None:
         )
 
 
-_PLANNED = {"rabbitmq": "RabbitMQ", "sqs": "SQS", "nats": "NATS JetStream"}
+_PLANNED = {"sqs": "SQS", "nats": "NATS JetStream"}
 
 
 def _not_available(scheme: str) -> str:
