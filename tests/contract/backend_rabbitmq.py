@@ -93,19 +93,23 @@ async def cleanup(tmp: Path, namespace: str) -> None:
     _provisioned.difference_update((namespace, q) for q in made)
 
 
-async def _publish(tmp: Path, namespace: str, queue: str, entries: Sequence[tuple[str, Any]]) -> None:
+async def _publish(
+    tmp: Path, namespace: str, queue: str, entries: Sequence[tuple[str, Any]]
+) -> None:
     """Publish each body to the work queue, as a producer in another language would."""
     connection = await aio_pika.connect(f"amqp://guest:guest@{HOST}/")
     try:
         channel = await (await connection.channel()).get_underlay_channel()
         for _, body in entries:
             data = body.encode() if isinstance(body, str) else bytes(body or b"")
-            await channel.default_exchange.publish(
-                aio_pika.Message(data, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
-                routing_key=f"{namespace}.jobs.{queue}",
-            )
+            await channel.basic_publish(data, routing_key=f"{namespace}.jobs.{queue}")
     finally:
         await connection.close()
+
+
+def _relayed(tmp: Path, namespace: str, port: int) -> str:
+    prepare(tmp, namespace, QUEUES)
+    return f"amqp://guest:guest@127.0.0.1:{port}/?{_query(namespace)}"
 
 
 BACKEND = Backend(
@@ -118,9 +122,7 @@ BACKEND = Backend(
     unreachable_url=unreachable_url,
     cut=Cut(
         5672,
-        lambda tmp, ns, port: (
-            prepare(tmp, ns, QUEUES) or f"amqp://guest:guest@127.0.0.1:{port}/?{_query(ns)}"
-        ),
+        _relayed,
         [(1, b"\x00\x3c\x00\x28")],  # Basic.Publish: class 60, method 40
     ),
     plant=envelope_bodies(_publish),

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""aio-pika underneath: one connection, a channel per purpose, and the one place errors are translated.
+"""aio-pika underneath: one connection, a channel per purpose, one place errors are translated.
 
 One connection per queue object (a worker process has one), opened on first
 use and opened again on the next call after it was lost. aio-pika's robust
@@ -33,7 +33,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aio_pika
-import aiormq
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq import exceptions as ax
 from pamqp import commands as spec
@@ -172,9 +171,7 @@ class AMQPClient:
         """A new channel on the current connection."""
         connection = await self.connection()
         async with translated("open a channel"):
-            return await connection.channel(
-                publisher_confirms=confirms, on_return_raises=confirms
-            )
+            return await connection.channel(publisher_confirms=confirms, on_return_raises=confirms)
 
     async def publishing(self) -> AbstractChannel:
         channel = self._publishing
@@ -198,7 +195,9 @@ class AMQPClient:
         unblocked = getattr(underlay, "_Connection__connection_unblocked", None)
         return isinstance(unblocked, asyncio.Event) and not unblocked.is_set()
 
-    async def publish(self, routing_key: str, body: bytes, properties: spec.Basic.Properties) -> None:
+    async def publish(
+        self, routing_key: str, body: bytes, properties: spec.Basic.Properties
+    ) -> None:
         """Publish to the default exchange and wait for the broker's confirm.
 
         A message no queue takes is returned (`Unroutable`); a nack is

@@ -109,7 +109,9 @@ class FailedStore:
 
     async def record(self, job: QueuedJob, error: str) -> None:
         """Publish `job` to the failed queue with `error`, and wait for the confirm."""
-        await self._client.publish(self.name, job.to_json().encode(), failed_properties(error, job.id))
+        await self._client.publish(
+            self.name, job.to_json().encode(), failed_properties(error, job.id)
+        )
 
     async def record_raw(self, body: bytes, error: str, job_id: str) -> None:
         """Publish a body that is not a job, as it was, with `error`."""
@@ -153,12 +155,12 @@ class FailedStore:
         if queue is None:
             return await self._client.purge(self.name)
         count = 0
-        async with self._taken() as (underlay, taken):
-            async with translated(f"remove jobs from queue {self.name!r}"):
-                for message, failed in taken:
-                    if failed.job.queue == queue:
-                        await underlay.basic_ack(message.delivery_tag)
-                        count += 1
+        removing = translated(f"remove jobs from queue {self.name!r}")
+        async with self._taken() as (underlay, taken), removing:
+            for message, failed in taken:
+                if failed.job.queue == queue:
+                    await underlay.basic_ack(message.delivery_tag)
+                    count += 1
         return count
 
 

@@ -56,7 +56,7 @@ def _deliveries(message: DeliveredMessage) -> int:
 
 
 class RabbitMQQueue(Queue):
-    """Jobs on a quorum queue per queue name, delays on TTL tiers, failures on a dead-letter queue."""
+    """Jobs on a quorum queue delays on TTL tiers, failures on a dead letter queue."""
 
     name: ClassVar[str] = "rabbitmq"
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -177,7 +177,9 @@ class RabbitMQQueue(Queue):
         """Every publish sent before any confirm is awaited: one round trip for the batch."""
         import asyncio
 
-        results = await asyncio.gather(*(self._publish(job) for job in jobs), return_exceptions=True)
+        results = await asyncio.gather(
+            *(self._publish(job) for job in jobs), return_exceptions=True
+        )
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -279,9 +281,7 @@ class RabbitMQQueue(Queue):
     # -- settling --------------------------------------------------------------------
 
     def _current(self, reservation: Reservation) -> AMQPDelivery:
-        return self._consumer.current(
-            reservation.token, reservation.handle, reservation.job.id
-        )
+        return self._consumer.current(reservation.token, reservation.handle, reservation.job.id)
 
     async def _settled(self, reservations: Sequence[Reservation], tags: list[int]) -> None:
         """Acknowledge `tags`; a channel that closed meanwhile makes it `LeaseLost`."""

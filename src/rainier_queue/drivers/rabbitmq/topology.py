@@ -52,7 +52,7 @@ class Topology:
         self._settings = settings
 
     def wanted(self, queues: Sequence[str]) -> list[tuple[str | None, str, dict[str, Any]]]:
-        """(queue, name on the broker, arguments) for everything `queues` need, failed queue first."""
+        """(queue, name on the broker, arguments) for all `queues` need, failed queue first."""
         prefix = self._settings.prefix
         out: list[tuple[str | None, str, dict[str, Any]]] = [
             (None, failed_queue(prefix), {"x-queue-type": "quorum"})
@@ -98,7 +98,9 @@ class Topology:
             done.append(f"declared queue `{name}` ({_shape(arguments)})")
         channel = await self._client.inspecting()
         async with translated(f"bind queue {failed_queue(self._settings.prefix)!r}"):
-            await (await channel.get_underlay_channel()).queue_bind(failed_queue(self._settings.prefix), exchange, "")
+            await (await channel.get_underlay_channel()).queue_bind(
+                failed_queue(self._settings.prefix), exchange, ""
+            )
         return done
 
     async def check(self, queues: Sequence[str]) -> list[Finding]:
