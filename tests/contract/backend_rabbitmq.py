@@ -5,7 +5,7 @@ A push never declares a queue, so the namespace's queues (one per queue
 name the suite uses, each with its delay tiers, and the failed queue) are
 declared when its URL is first asked for, by the driver's own provisioning,
 as `rainier-queue provision` declares them, and deleted after the test.
-Two short tiers (200ms and 1s) keep that to three quorum queues per queue
+One short tier (250ms) keeps that to two quorum queues per queue
 name; a delay goes round them as often as it needs (queue.py).
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 import aio_pika
 
 from rainier_queue.connections import open_queue
-from rainier_queue.drivers.rabbitmq.names import failed_exchange
+from rainier_queue.drivers.rabbitmq.names import failed_exchange, work_queue
 from rainier_queue.drivers.rabbitmq.topology import Topology
 from rainier_queue.queue import Provisionable
 
@@ -28,7 +28,7 @@ from .backend_kafka import QUEUES, in_a_thread
 from .backends import SECRET, Backend, Cut, closed_port
 
 HOST = "127.0.0.1:5672"
-DELAYS = "200ms,1s"
+DELAYS = "250ms"
 
 _provisioned: set[tuple[str, str]] = set()
 
@@ -51,8 +51,8 @@ def prepare(tmp: Path, namespace: str, queues: Sequence[str]) -> None:
         finally:
             await queue.aclose()
 
+    _provisioned.update((namespace, q) for q in wanted)  # cleaned up even if it fails halfway
     in_a_thread(provision)
-    _provisioned.update((namespace, q) for q in wanted)
 
 
 def url(tmp: Path, namespace: str) -> str:
@@ -102,7 +102,7 @@ async def _publish(
         channel = await (await connection.channel()).get_underlay_channel()
         for _, body in entries:
             data = body.encode() if isinstance(body, str) else bytes(body or b"")
-            await channel.basic_publish(data, routing_key=f"{namespace}.jobs.{queue}")
+            await channel.basic_publish(data, routing_key=work_queue(f"{namespace}.", queue))
     finally:
         await connection.close()
 

@@ -8,12 +8,14 @@ queue name can make collide, whatever characters it holds:
     {prefix}delay.{ms}.{queue}        one per delay tier, per queue (quorum, fixed TTL)
     {prefix}failed                    the failed jobs of every queue (quorum)
 
+A queue name is encoded (`encode`): `emails` stays `emails`, `a b` is `a:20b`.
 A tier holds its jobs for `ms` milliseconds and then dead-letters them,
 through the default exchange, into `{prefix}jobs.{queue}`.
 """
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -21,12 +23,28 @@ MAX_NAME_BYTES = 255
 """AMQP 0-9-1's limit on a queue name."""
 
 
+_PLAIN = frozenset(string.ascii_letters + string.digits + "_-")
+
+
+def encode(queue: str) -> str:
+    """The queue name as the broker sees it: letters, digits, `_` and `-` as they are, every
+    other byte of its UTF-8 as `:` and two hex digits (aio-pika's pamqp refuses a queue name
+    outside `[A-Za-z0-9_.:-]`, though RabbitMQ itself would take any)."""
+    out: list[str] = []
+    for char in queue:
+        if char in _PLAIN:
+            out.append(char)
+        else:
+            out.extend(f":{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
+    return "".join(out)
+
+
 def work_queue(prefix: str, queue: str) -> str:
-    return f"{prefix}jobs.{queue}"
+    return f"{prefix}jobs.{encode(queue)}"
 
 
 def tier_queue(prefix: str, queue: str, tier: timedelta) -> str:
-    return f"{prefix}delay.{milliseconds(tier)}.{queue}"
+    return f"{prefix}delay.{milliseconds(tier)}.{encode(queue)}"
 
 
 def failed_queue(prefix: str) -> str:

@@ -14,6 +14,7 @@ The user and password never show: `describe` and `repr` redact the URL.
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -61,6 +62,11 @@ CONSUMER_TIMEOUT = timedelta(minutes=30)
 def check_prefix(given: object) -> str:
     """A prefix is the start of every queue name, so it must be short and never `amq.`."""
     prefix = str(given)
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]*", prefix):
+        raise ConfigurationError(
+            f"the RabbitMQ `prefix` {prefix!r} may use only letters, digits, `.`, `:`, `_` "
+            "and `-`"
+        )
     if prefix.startswith("amq."):
         raise ConfigurationError(
             f"the RabbitMQ `prefix` {prefix!r} starts with `amq.`, which RabbitMQ keeps for "
