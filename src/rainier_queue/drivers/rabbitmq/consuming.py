@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ log = logging.getLogger("rainier_queue.rabbitmq")
 
 FILL_WAIT = 0.25
 """Seconds a reserve waits for a delivery the broker says is ready before it looks again."""
+RETURN_WAIT = 1.0
+"""Seconds a reserve after a reject of the same queue waits for the job to come back."""
 FILL_LOOKS = 20
 """How often a reserve looks again before it settles for what it has."""
 
@@ -75,6 +78,8 @@ class Consumer:
         """Token -> delivery, for every job handed out and not settled."""
         self._arrived = asyncio.Event()
         self._opening = asyncio.Lock()
+        self._returning: dict[str, float] = {}
+        """Queue -> until when a job this object put back may still be on its way back."""
 
     # -- the channel --------------------------------------------------------------
 
@@ -154,6 +159,8 @@ class Consumer:
     async def _deliver(self, number: int, sub: Subscription, message: DeliveredMessage) -> None:
         if number != self.number:
             return
+        if (message.header.properties.headers or {}).get("x-delivery-count"):
+            self._returning.pop(sub.queue, None)
         sub.buffer.append(message)
         self._arrived.set()
 
@@ -166,6 +173,18 @@ class Consumer:
         async with translated(f"stop consuming from queue {queue!r}"):
             for tag in tags:
                 await self._underlay().basic_cancel(tag)
+
+    async def ready(self, queue: str) -> int:
+        """How many of `queue`'s jobs wait on the broker, asked on the consuming channel.
+
+        Asked there on purpose: the broker answers on a channel in order, so
+        every delivery it sent this channel before counting has arrived by the
+        time the answer does, and a count of 0 means nothing is on its way.
+        """
+        underlay = self._underlay()
+        async with translated(f"count the jobs of queue {queue!r}"):
+            answer = await underlay.queue_declare(queue, passive=True)
+        return int(answer.message_count or 0)
 
     def take(self, queue: str, limit: int) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
         """Up to `limit` buffered deliveries of `queue`, each with its handle."""
@@ -246,6 +265,19 @@ class Consumer:
         underlay = self._underlay()
         async with translated("put a job back"):
             await underlay.basic_reject(tag, requeue=requeue)
+        if requeue:
+            queue = next((d.queue for d in self._held.values() if d.tag == tag), None)
+            if queue is not None:
+                self._returning[queue] = time.monotonic() + RETURN_WAIT
+
+    def returning(self, queue: str) -> bool:
+        """Whether a job put back from here may not have come back yet.
+
+        A reject has no answer, and the broker may count a queue before it has
+        put the job back, so a reserve right after one looks a little longer.
+        """
+        until = self._returning.get(queue)
+        return until is not None and time.monotonic() < until
 
     def leftovers(self) -> list[DeliveredMessage]:
         """Every delivery buffered and never handed out, taken out of the buffers."""

@@ -235,7 +235,8 @@ class RabbitMQQueue(Queue):
         looks = 0
         while fill and len(got) < limit and looks < FILL_LOOKS:
             # The broker said nothing yet; ask whether it holds jobs on their way here.
-            if await self._client.declare(name) == 0:
+            if await self._consumer.ready(name) == 0 and not self._consumer.returning(name):
+                got += self._consumer.take(name, limit - len(got))
                 break
             await self._consumer.arrival(FILL_WAIT)
             got += self._consumer.take(name, limit - len(got))

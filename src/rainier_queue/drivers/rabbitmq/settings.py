@@ -64,8 +64,7 @@ def check_prefix(given: object) -> str:
     prefix = str(given)
     if not re.fullmatch(r"[A-Za-z0-9_.:-]*", prefix):
         raise ConfigurationError(
-            f"the RabbitMQ `prefix` {prefix!r} may use only letters, digits, `.`, `:`, `_` "
-            "and `-`"
+            f"the RabbitMQ `prefix` {prefix!r} may use only letters, digits, `.`, `:`, `_` and `-`"
         )
     if prefix.startswith("amq."):
         raise ConfigurationError(
