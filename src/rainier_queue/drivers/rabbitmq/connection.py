@@ -101,8 +101,8 @@ def _outage(what: str, exc: BaseException, sent: bool) -> BrokerUnavailable:
     text = str(exc) or type(exc).__name__
     if sent:
         return OutcomeUnknown(
-            f"RabbitMQ did not confirm in time while trying to {what} ({text}); the message "
-            "may or may not have been stored"
+            f"the outcome is unknown: RabbitMQ did not confirm in time while trying to {what} "
+            f"({text}); the message may or may not have been stored"
         )
     return BrokerUnavailable(f"RabbitMQ is unreachable while trying to {what}: {text}")
 
