@@ -44,7 +44,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 from rainier_queue import QueuedJob, Worker, WorkerOptions
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers import scheme_of
-from rainier_queue.queue import Queue
+from rainier_queue.queue import Provisionable, Queue
 from rainier_queue.redact import redact_url
 
 from .latency_jobs import JOB_NAME, OUT_ENV, registry
@@ -125,12 +125,15 @@ def envelope(seq: int) -> QueuedJob:
 
 
 async def probe(url: str) -> None:
-    """Reach the driver's service once (this also creates the tables); `Skipped` if not."""
+    """Reach the driver's service once (this also creates the tables, and provisions the
+    queue where the driver asks for that, as NATS does); `Skipped` if not."""
     try:
         queue = open_queue(url)
     except Exception as exc:
         raise Skipped(f"{type(exc).__name__}: {exc}") from exc
     try:
+        if isinstance(queue, Provisionable):
+            await asyncio.wait_for(queue.provision(["default"]), PROBE_TIMEOUT)
         await asyncio.wait_for(queue.size("default"), PROBE_TIMEOUT)
     except Exception as exc:
         raise Skipped(f"not reachable ({type(exc).__name__}: {exc})") from exc
@@ -213,7 +216,8 @@ async def measure_cli(
 
 
 async def cleanup(url: str) -> None:
-    """Drop the prefixed tables (postgres, mysql) or delete the prefixed keys (redis)."""
+    """Drop the prefixed tables (postgres, mysql), delete the prefixed keys (redis) or the
+    prefix's streams (nats)."""
     parts = urlsplit(url)
     prefix = parse_qs(parts.query).get("prefix", [""])[0]
     if not prefix:
@@ -226,6 +230,8 @@ async def cleanup(url: str) -> None:
         await asyncio.to_thread(_drop_mysql, parts, prefix)
     elif scheme in ("redis", "rediss"):
         await _delete_redis(base, prefix)
+    elif scheme == "nats":
+        await _delete_nats(base, prefix)
 
 
 def _like(prefix: str) -> str:
@@ -272,6 +278,22 @@ def _drop_mysql(parts: Any, prefix: str) -> None:
                 cur.execute(f"DROP TABLE IF EXISTS `{name.replace('`', '``')}`")
     finally:
         conn.close()
+
+
+async def _delete_nats(base: str, prefix: str) -> None:
+    import nats
+    import nats.js.errors
+
+    from rainier_queue.drivers.nats.names import Names
+
+    client = await nats.connect(base)
+    try:
+        names = Names(prefix)
+        for stream in (names.stream, names.failed_stream):
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await client.jetstream().delete_stream(stream)
+    finally:
+        await client.close()
 
 
 async def _delete_redis(base: str, prefix: str) -> None:

@@ -26,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 OURS = "rainier-queue"
-ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka")
+ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats")
 NAMES = {
     "memory": "memory\n(in-process)",
     "sqlite": "SQLite",
@@ -34,6 +34,7 @@ NAMES = {
     "mysql": "MySQL/MariaDB",
     "redis": "Redis",
     "kafka": "Kafka",
+    "nats": "NATS\nJetStream",
 }
 OURS_COLOUR = "#d62728"
 

@@ -10,7 +10,9 @@ The backends are the drivers' URLs below. `memory://` lives inside one
 process, so on that backend there is no separate enqueue: one process
 (`bench.compare.ours_inproc`) pushes and works, and P is always 1. Kafka
 needs a broker started for the run and a lock store beside it; its adapter
-is `bench.compare.ours_kafka`, built on this one.
+is `bench.compare.ours_kafka`, built on this one. A NATS queue is made by
+provisioning (`rainier-queue provision` does the same), before the clock
+starts: its stream and the queue's consumers.
 """
 
 from __future__ import annotations
@@ -27,13 +29,23 @@ from urllib.parse import quote
 
 from rainier_queue import Queue, QueuedJob, QueueManager
 from rainier_queue.connections import open_queue
+from rainier_queue.queue import Provisionable
 
 from ..latency import cleanup
 from .ours_jobs import Incr
-from .peers._common import ENQUEUE_ENV, MYSQL_DSN, PG_DSN, REDIS_URL, Adapter, main, tag
+from .peers._common import (
+    ENQUEUE_ENV,
+    MYSQL_DSN,
+    NATS_URL,
+    PG_DSN,
+    REDIS_URL,
+    Adapter,
+    main,
+    tag,
+)
 
 BATCH = 1000
-BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka")
+BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats")
 
 
 def sqlite_path() -> Path:
@@ -65,6 +77,8 @@ def url_for(backend: str, *, brokers: str | None = None) -> str:
         return f"{MYSQL_DSN}?prefix=rqcmp_{tag()}_"
     if backend == "redis":
         return f"{REDIS_URL}?prefix=rqcmp:{tag()}:"
+    if backend == "nats":
+        return f"{NATS_URL}/?prefix=rqcmp_{tag()}"
     if backend == "sqlite":
         return f"sqlite:///{sqlite_path()}"
     if backend == "memory":
@@ -84,6 +98,8 @@ class Ours(Adapter):
     async def _enqueue(self) -> float:
         queue = open_queue(self.url())
         try:
+            if isinstance(queue, Provisionable):
+                await queue.provision(["default"])
             await queue.size("default")  # connect (and create tables) outside the timing
             way = os.environ.get(ENQUEUE_ENV)
             if way == "dispatch_many":

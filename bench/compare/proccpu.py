@@ -33,6 +33,7 @@ SERVERS: dict[str, tuple[tuple[str, ...], str]] = {
     "postgres": (("postgres",), ""),
     "mysql": (("mariadbd", "mysqld"), ""),
     "kafka": (("tansu",), ""),
+    "nats": (("nats-server",), "\x004222\x00"),  # `-p 4222`: its arguments, NUL-separated
 }
 MIN_WINDOW = 0.1  # seconds between the marks; /proc counts CPU in ticks of 10 ms
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -90,6 +90,22 @@ async def test_the_cursor_never_moves_backwards(cache: Cache) -> None:
     assert await claims.cursor("nightly") == TICK + timedelta(seconds=1)
 
 
+async def test_a_cursor_or_outcome_that_is_not_a_time_reads_as_none_not_an_error(
+    cache: Cache,
+) -> None:
+    await cache.put("schedule:nightly:cursor", b"yesterday-ish")
+    await cache.put(
+        "schedule:nightly:last",
+        b'{"schedule": "nightly", "tick": "soon", "status": "enqueued", "at": "now"}',
+    )
+    claims = Claims(cache, owner="a")
+
+    assert await claims.cursor("nightly") is None
+    assert await claims.last("nightly") is None
+    await claims.advance("nightly", TICK)  # and the next pass writes a cursor over it
+    assert await claims.cursor("nightly") == TICK
+
+
 async def test_unsettled_ticks_are_listed_in_the_store_for_a_process_started_later(
     cache_url: str, cache: Cache
 ) -> None:

@@ -15,8 +15,10 @@ way to lose the answer to a push (`cut`), a server of the test's own to
 crash, restart and cut off (`private_server`), a load for the backlog test
 (`backlog`), being opened by another process (`processes`, which every
 driver but one living in a process's memory has), entries written into its
-storage by another program (`plant`, for the foreign-entry acceptance) and a
-server of the test's own that speaks TLS (`tls`). Those are `HOOKS`. A test
+storage by another program (`plant`, for the foreign-entry acceptance), a
+server of the test's own that speaks TLS (`tls`) and a lock store at the
+queue's own URL (`lock_store`, an ability like `processes`: the servers with
+a cache store of their own, cache/stores.py). Those are `HOOKS`. A test
 names the hooks it uses in `@pytest.mark.needs(...)`. A driver that cannot
 give one says why in `lacks`, keyed by the hook's name, and the tests that
 need it are skipped on that driver with that reason, at collection
@@ -231,8 +233,12 @@ HOOKS = (
     "processes",
     "plant",
     "tls",
+    "lock_store",
 )
 """Every hook a contract or fault test may need."""
+
+ABILITIES = ("processes", "lock_store")
+"""The hooks that are no field of `Backend`: had unless `lacks` says otherwise."""
 
 
 def closed_port() -> int:

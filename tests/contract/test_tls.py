@@ -14,7 +14,8 @@ each driver:
 - an option that turns a check off is refused unless the URL also says
   `insecure_skip_verify=true`, which works, logs a warning and shows in
   `doctor`; a checked connection gives `doctor` nothing to say;
-- the lock store of the same URL keeps the same rules.
+- the lock store of the same URL, where the driver's server has one, keeps
+  the same rules.
 """
 
 from __future__ import annotations
@@ -212,7 +213,7 @@ async def test_doctor_has_nothing_to_say_of_a_checked_tls_connection(
     assert not [w for w in doctor if "TLS" in w or "encrypted" in w or "certificate" in w]
 
 
-@pytest.mark.needs("tls")
+@pytest.mark.needs("tls", "lock_store")
 async def test_the_lock_store_checks_the_certificate_too(
     rules: TLS, certs: Certs, server: TLSServer, namespace: str, tmp_path: Path
 ) -> None:

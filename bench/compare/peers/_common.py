@@ -36,11 +36,13 @@ ROOT = Path(__file__).resolve().parents[3]
 REDIS_URL = "redis://127.0.0.1:6379/0"
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 MYSQL_DSN = "mysql://root@127.0.0.1:3306/test"
+NATS_URL = "nats://127.0.0.1:4222"
 KEY_ENV = "RQCOMPARE_KEY"
 TAG_ENV = "RQCOMPARE_TAG"
 BACKEND_ENV = "RQCOMPARE_BACKEND"  # for adapters that serve more than one backend
 SLEEP_ENV = "RQCOMPARE_SLEEP_MS"  # the I/O-bound workload: each job awaits a sleep this long
 ENQUEUE_ENV = "RQCOMPARE_ENQUEUE"  # ours only: "push_many" (default) or "dispatch_many"
+WORKLOAD_ENV = "RQCOMPARE_WORKLOAD"  # for an adapter whose workers are set up per workload
 SETTLE = 0.5  # seconds the counter must stay at N once reached
 STEADY = (0.1, 0.9)  # steady state: the rate between these fractions of N, past start-up and tail
 
@@ -362,6 +364,7 @@ def main(adapter_cls: type[Adapter]) -> None:
     os.environ[TAG_ENV] = args.tag
     os.environ[SLEEP_ENV] = str(args.sleep_ms)
     os.environ[ENQUEUE_ENV] = args.enqueue
+    os.environ[WORKLOAD_ENV] = args.workload
     if args.backend:
         os.environ[BACKEND_ENV] = args.backend
     if adapter_cls.__module__ == "__main__":

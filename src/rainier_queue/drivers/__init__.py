@@ -94,6 +94,16 @@ _SCHEMES: dict[str, _Entry] = {
     "nats": _Entry("rainier_queue.drivers.nats", "NATSQueue", "nats", "nats"),
 }
 
+_SPELLED_OTHERWISE = {
+    "tls": (
+        "`tls://` is how NATS clients write a NATS server reached over TLS, but here a URL's "
+        "scheme chooses the driver, and `tls` names no server; write "
+        "`nats://host:4222/?tls=true` (with `tls_ca=/path/ca.pem` if your own authority signed "
+        "the server's certificate)"
+    ),
+}
+"""Schemes of other tools that no driver takes, and how to write what they mean here."""
+
 COMMON_OPTIONS = frozenset({"url", "driver"})
 """Keys every connection declaration may carry besides its driver's own."""
 
@@ -106,9 +116,9 @@ def known_schemes() -> list[str]:
 def _built() -> dict[str, _Entry]:
     """The schemes whose driver module ships in this version.
 
-    SQS and NATS have their schemes reserved here before their
-    drivers land, so their URLs get "not built yet" rather than a "did you
-    mean" towards another driver; they are never offered as choices.
+    A driver still to come (SQS) has its scheme reserved here before it
+    lands, so its URLs get "not built yet" rather than a "did you mean"
+    towards another driver; they are never offered as choices.
     """
     return {
         name: entry
@@ -120,6 +130,8 @@ def _built() -> dict[str, _Entry]:
 def driver_class(scheme: str) -> QueueFactory:
     """The driver class for `scheme`, imported now."""
     entry = _SCHEMES.get(scheme)
+    if entry is None and scheme in _SPELLED_OTHERWISE:
+        raise ConfigurationError(_SPELLED_OTHERWISE[scheme])
     if entry is None:
         raise UnknownOption("the queue URL", scheme, _built()) from None
     if importlib.util.find_spec(entry.module) is None:
@@ -148,7 +160,7 @@ def check_driver_name(driver: str, url: str, *, where: str) -> None:
         )
 
 
-_PLANNED = {"sqs": "SQS", "nats": "NATS JetStream"}
+_PLANNED = {"sqs": "SQS"}
 
 
 def _not_available(scheme: str) -> str:

@@ -114,7 +114,7 @@ class Outcome:
                 job_id=data.get("job_id"),
                 at=parse_time(data["at"]),
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, MalformedEntry):
             return None
 
     def describe(self) -> str:
@@ -215,7 +215,7 @@ class Claims:
         raw = await self.store.get(f"schedule:{schedule}:cursor")
         try:
             return parse_time(raw.decode()) if raw else None
-        except ValueError:
+        except (ValueError, MalformedEntry):  # not a time: as if no tick were dealt with yet
             return None
 
     async def advance(self, schedule: str, tick: datetime) -> None:
