@@ -1,13 +1,18 @@
 # SPDX-License-Identifier: MIT
 """The consumer: jobs pushed by the broker into a window the size of the worker's free slots.
 
-No polling. A queue object holds one consuming channel and, while it waits
-for work or has slots to fill, a subscription (`basic.consume`) per work
-queue. The broker pushes deliveries into a local buffer; a reserve takes
-from it. The subscription's prefetch is the jobs this object holds plus
-the ones it asked for (`held + limit`), which for a worker is its
-concurrency, so the broker never sends more than the worker has free slots
-for, and the jobs it could not take stay on the broker for other workers.
+No polling. A queue object holds one consuming channel and, once it waits
+for work, a subscription (`basic.consume`) per work queue. The broker
+pushes deliveries into a local buffer; a reserve takes from it first. The
+subscription's prefetch is the jobs this object holds plus the ones it
+asked for (`held + limit`), which for a worker is its concurrency, so the
+broker never sends more than the worker has free slots for, and the jobs it
+could not take stay on the broker for other workers.
+
+A reserve that finds the buffer short takes the rest with `basic.get`, one
+round trip a job, on the same channel: a reserve that never waited (a
+script, `rainier-queue` commands, a test) then holds exactly what it was
+handed and nothing is on its way to it, so `size` counts exactly.
 
 A window grows when a reserve asks for more than it has room for, and
 never shrinks while the worker runs: cancelling a consumer makes RabbitMQ
@@ -15,7 +20,10 @@ return what was on its way to it, counting a delivery of each. A stopping
 worker cancels its consumers and republishes what it was sent and never
 started (queue.py), so no job loses a try to a shutdown.
 
-Every unsettled delivery is tracked by its tag on this channel. When the
+Every delivery not settled yet is tracked by its tag on this channel, from
+its arrival to its acknowledgement, whether buffered, being read, or held
+by a reservation: an acknowledgement with `multiple=True` covers only tags
+below every one of them, so it never settles a job nobody finished. When the
 channel closes (the connection was lost, the broker restarted, or its
 `consumer_timeout` passed for one delivery), the broker puts **every**
 delivery of the channel back, counting one delivery each; so all of them
@@ -29,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,19 +45,13 @@ from typing import Any
 import aiormq
 from aio_pika.abc import AbstractChannel
 from aiormq.abc import DeliveredMessage
+from pamqp import commands as spec
 
 from ...errors import LeaseLost
 from .connection import AMQPClient, translated
 from .names import AMQPDelivery
 
 log = logging.getLogger("rainier_queue.rabbitmq")
-
-FILL_WAIT = 0.25
-"""Seconds a reserve waits for a delivery the broker says is ready before it looks again."""
-RETURN_WAIT = 1.0
-"""Seconds a reserve after a reject of the same queue waits for the job to come back."""
-FILL_LOOKS = 20
-"""How often a reserve looks again before it settles for what it has."""
 
 
 @dataclass(eq=False)
@@ -76,10 +77,10 @@ class Consumer:
         self._subs: dict[str, Subscription] = {}
         self._held: dict[str, AMQPDelivery] = {}
         """Token -> delivery, for every job handed out and not settled."""
+        self._unsettled: set[int] = set()
+        """The tag of every delivery on the current channel not acknowledged yet."""
         self._arrived = asyncio.Event()
         self._opening = asyncio.Lock()
-        self._returning: dict[str, float] = {}
-        """Queue -> until when a job this object put back may still be on its way back."""
 
     # -- the channel --------------------------------------------------------------
 
@@ -114,6 +115,7 @@ class Consumer:
         self._channel = None
         self.number += 1  # every handle naming the old channel is stale from now on
         self._held.clear()
+        self._unsettled.clear()
         self._subs.clear()
         self._arrived.set()
 
@@ -159,8 +161,7 @@ class Consumer:
     async def _deliver(self, number: int, sub: Subscription, message: DeliveredMessage) -> None:
         if number != self.number:
             return
-        if (message.header.properties.headers or {}).get("x-delivery-count"):
-            self._returning.pop(sub.queue, None)
+        self._unsettled.add(int(message.delivery_tag or 0))
         sub.buffer.append(message)
         self._arrived.set()
 
@@ -173,18 +174,24 @@ class Consumer:
         async with translated(f"stop consuming from queue {queue!r}"):
             for tag in tags:
                 await self._underlay().basic_cancel(tag)
+        # What the broker sent before its cancel-ok is handed to callbacks as tasks of
+        # their own; let them put it in the buffer, where `leftovers` finds it.
+        await asyncio.sleep(0)
 
-    async def ready(self, queue: str) -> int:
-        """How many of `queue`'s jobs wait on the broker, asked on the consuming channel.
-
-        Asked there on purpose: the broker answers on a channel in order, so
-        every delivery it sent this channel before counting has arrived by the
-        time the answer does, and a count of 0 means nothing is on its way.
-        """
-        underlay = self._underlay()
-        async with translated(f"count the jobs of queue {queue!r}"):
-            answer = await underlay.queue_declare(queue, passive=True)
-        return int(answer.message_count or 0)
+    async def get(self, queue: str, limit: int) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
+        """Up to `limit` of `queue`'s ready jobs, one `basic.get` each, until it has none."""
+        await self._open()
+        number = self.number
+        out: list[tuple[DeliveredMessage, AMQPDelivery]] = []
+        async with translated(f"take jobs from queue {queue!r}"):
+            while len(out) < limit:
+                message = await self._underlay().basic_get(queue, no_ack=False)
+                if not isinstance(message.delivery, spec.Basic.GetOk) or number != self.number:
+                    break
+                tag = int(message.delivery_tag or 0)
+                self._unsettled.add(tag)
+                out.append((message, AMQPDelivery(number, tag, queue)))
+        return out
 
     def take(self, queue: str, limit: int) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
         """Up to `limit` buffered deliveries of `queue`, each with its handle."""
@@ -237,19 +244,13 @@ class Consumer:
     def release_hold(self, token: str) -> None:
         self._held.pop(token, None)
 
-    def _outstanding(self) -> set[int]:
-        tags = {d.tag for d in self._held.values() if d.channel == self.number}
-        for sub in self._subs.values():
-            tags.update(int(m.delivery_tag or 0) for m in sub.buffer)
-        return tags
-
     async def ack(self, tags: Sequence[int]) -> None:
-        """Acknowledge `tags`, the longest run of them that nothing else precedes with one
+        """Acknowledge `tags`: those below every other unsettled delivery with one
         `multiple=True` frame, the rest one by one."""
         underlay = self._underlay()
         wanted = sorted(set(tags))
-        others = sorted(self._outstanding() - set(wanted))
-        below = others[0] if others else None
+        others = self._unsettled.difference(wanted)
+        below = min(others) if others else None
         covered = [t for t in wanted if below is None or t < below]
         rest = wanted[len(covered) :]
         async with translated("acknowledge jobs"):
@@ -259,25 +260,7 @@ class Consumer:
                 await underlay.basic_ack(covered[0])
             for tag in rest:
                 await underlay.basic_ack(tag)
-
-    async def reject(self, tag: int, *, requeue: bool) -> None:
-        """`basic.reject` (never `nack`: from RabbitMQ 4.3 only a reject counts a delivery)."""
-        underlay = self._underlay()
-        async with translated("put a job back"):
-            await underlay.basic_reject(tag, requeue=requeue)
-        if requeue:
-            queue = next((d.queue for d in self._held.values() if d.tag == tag), None)
-            if queue is not None:
-                self._returning[queue] = time.monotonic() + RETURN_WAIT
-
-    def returning(self, queue: str) -> bool:
-        """Whether a job put back from here may not have come back yet.
-
-        A reject has no answer, and the broker may count a queue before it has
-        put the job back, so a reserve right after one looks a little longer.
-        """
-        until = self._returning.get(queue)
-        return until is not None and time.monotonic() < until
+        self._unsettled.difference_update(wanted)
 
     def leftovers(self) -> list[DeliveredMessage]:
         """Every delivery buffered and never handed out, taken out of the buffers."""
@@ -291,10 +274,11 @@ class Consumer:
         channel, self._channel = self._channel, None
         self.number += 1
         self._held.clear()
+        self._unsettled.clear()
         self._subs.clear()
         if channel is not None:
             with contextlib.suppress(Exception):
                 await channel.close()
 
 
-__all__ = ["FILL_LOOKS", "FILL_WAIT", "Consumer", "Subscription"]
+__all__ = ["Consumer", "Subscription"]

@@ -26,7 +26,7 @@ from ...queue import (
 )
 from .. import malformed
 from .connection import AMQPClient, Missing, Unroutable
-from .consuming import FILL_LOOKS, FILL_WAIT, Consumer
+from .consuming import Consumer
 from .failed import FailedStore
 from .names import AMQPDelivery, tier_queue, too_long, work_queue
 from .settings import OPTIONS, RabbitMQSettings
@@ -40,12 +40,25 @@ log = logging.getLogger("rainier_queue.rabbitmq")
 PERSISTENT = 2
 DUE_SLACK = timedelta(milliseconds=5)
 """A job due within this is handed out rather than sent round a delay tier again."""
+DUE_IN = "x-rq-due-in"
+"""The header of a job on its way through a delay tier: the milliseconds of its delay still
+left once that tier has held it. Time in a tier is the server's, so a delay never depends
+on the clock of the producer or of the worker (`due_on_server_clock`)."""
 
 
-def _properties(job_id: str) -> spec.Basic.Properties:
+def _properties(job_id: str, due_in: int | None = None) -> spec.Basic.Properties:
     return spec.Basic.Properties(
-        delivery_mode=PERSISTENT, content_type="application/json", message_id=job_id
+        delivery_mode=PERSISTENT,
+        content_type="application/json",
+        message_id=job_id,
+        headers=None if due_in is None else {DUE_IN: due_in},
     )
+
+
+def _due_in(message: DeliveredMessage) -> timedelta:
+    """The delay a job has left after the tier it came out of (none for any other message)."""
+    left = (message.header.properties.headers or {}).get(DUE_IN, 0)
+    return timedelta(milliseconds=left) if isinstance(left, int) and left > 0 else timedelta(0)
 
 
 def _deliveries(message: DeliveredMessage) -> int:
@@ -66,6 +79,7 @@ class RabbitMQQueue(Queue):
         reclaims_lapsed_leases=False,
         raw_push=True,
         push_creates_resources=False,
+        due_on_server_clock=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = OPTIONS
@@ -88,8 +102,10 @@ class RabbitMQQueue(Queue):
     @property
     @override
     def lease(self) -> timedelta | None:
-        """None: nothing lapses on a clock here (see the package docstring on leases)."""
-        return None
+        """The server's `consumer_timeout` as the connection's `lease` says it is: the longest a
+        job may be held. It cannot be renewed, and what the server does when it passes takes
+        the whole channel (see the package docstring on leases)."""
+        return self.settings.lease
 
     @override
     def describe(self) -> str:
@@ -146,24 +162,34 @@ class RabbitMQQueue(Queue):
 
     # -- pushing ---------------------------------------------------------------------
 
-    def _route(self, job: QueuedJob) -> str:
-        """Where `job` goes now: its work queue if due, else the delay tier that fits.
+    def _route(self, queue: str, left: timedelta) -> tuple[str, int | None]:
+        """Where a job with `left` of its delay to go goes now, and what it has left after.
 
-        The longest tier not past the time left, so a job never comes back
-        late by more than the shortest tier; one due sooner than the shortest
-        tier waits that long. Back in the work queue early, it goes round again.
+        Due: its work queue. Otherwise the longest tier not past the time
+        left, and the rest in the `x-rq-due-in` header for the next round, so
+        a job is never early, and late by at most the shortest tier; one due
+        sooner than the shortest tier waits that long.
         """
-        left = job.available_at - utcnow()
         if left <= DUE_SLACK:
-            return self.work_queue_for(job.queue)
+            return self.work_queue_for(queue), None
         tiers = self.settings.delays
         fitting = [tier for tier in tiers if tier <= left]
-        return tier_queue(self.settings.prefix, job.queue, fitting[-1] if fitting else tiers[0])
+        tier = fitting[-1] if fitting else tiers[0]
+        rest = max(0, round((left - tier).total_seconds() * 1000))
+        return tier_queue(self.settings.prefix, queue, tier), rest
 
-    async def _publish(self, job: QueuedJob, body: bytes | None = None) -> None:
-        route = self._route(job)
+    async def _publish(
+        self, job: QueuedJob, body: bytes | None = None, *, left: timedelta | None = None
+    ) -> None:
+        """Publish `job` (as `body`, when given) due in `left`, or when its `available_at` says
+        by this process's clock: the one moment a producer's clock is read."""
+        route, rest = self._route(job.queue, job.available_at - utcnow() if left is None else left)
+        if rest is not None:
+            await self._existing(job.queue)  # a tier takes anything; is the queue there?
         try:
-            await self._client.publish(route, body or job.to_json().encode(), _properties(job.id))
+            await self._client.publish(
+                route, body or job.to_json().encode(), _properties(job.id, rest)
+            )
         except Unroutable:
             raise self._not_provisioned(job.queue, route) from None
 
@@ -198,15 +224,14 @@ class RabbitMQQueue(Queue):
 
     @override
     async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
+        """What the broker pushed here already, and the rest with `basic.get` (consuming.py)."""
         if limit < 1:
             return []
         name = await self._existing(queue)
-        await self._consumer.subscribe(name, limit)
         first = await self._take(queue, name, limit, fill=True)
-        out = await malformed.top_up(
-            first, limit, lambda more: self._take(queue, name, more, fill=False)
+        return await malformed.top_up(
+            first, limit, lambda more: self._take(queue, name, more, fill=True)
         )
-        return out
 
     @override
     async def wait_and_reserve(
@@ -232,15 +257,8 @@ class RabbitMQQueue(Queue):
         self, queue: str, name: str, limit: int, *, fill: bool
     ) -> tuple[list[Reservation], int]:
         got = self._consumer.take(name, limit)
-        looks = 0
-        while fill and len(got) < limit and looks < FILL_LOOKS:
-            # The broker said nothing yet; ask whether it holds jobs on their way here.
-            if await self._consumer.ready(name) == 0 and not self._consumer.returning(name):
-                got += self._consumer.take(name, limit - len(got))
-                break
-            await self._consumer.arrival(FILL_WAIT)
-            got += self._consumer.take(name, limit - len(got))
-            looks += 1
+        if fill and len(got) < limit:
+            got += await self._consumer.get(name, limit - len(got))
         out: list[Reservation] = []
         skipped = 0
         for message, delivery in got:
@@ -269,10 +287,12 @@ class RabbitMQQueue(Queue):
             )
             await self._consumer.ack([delivery.tag])
             return None
-        if read.available_at - utcnow() > DUE_SLACK:
-            # Early from its tier (or pushed by another program for later): round again,
-            # with the deliveries it had folded in, since the copy starts from none.
-            await self._publish(read.with_changes(attempts=read.attempts - 1))
+        left = _due_in(message)
+        if left > DUE_SLACK:
+            # Out of a tier with more of its delay to go: round again, with the deliveries
+            # it had folded in, since the copy starts from none.
+            again = read.with_changes(attempts=read.attempts - 1)
+            await self._publish(again, message.body if before == 0 else None, left=left)
             await self._consumer.ack([delivery.tag])
             return None
         token = new_token()
@@ -328,25 +348,20 @@ class RabbitMQQueue(Queue):
         delay: timedelta = timedelta(0),
         count_attempt: bool = True,
     ) -> None:
-        """Due now and counted: `basic.reject` with requeue (the broker counts the delivery).
+        """A copy to the back of the work queue (or to its delay tier), confirmed, carrying the
+        attempts so far (this one given back when it does not count), then the delivery
+        acknowledged: a crash between the two leaves the job twice, never nowhere.
 
-        Otherwise a copy goes to its delay tier (or, handed back unrun, to the
-        back of the work queue with its attempt given back) before the
-        delivery is acknowledged: the broker cannot delay a requeue or
-        un-count a delivery.
+        Not a requeue (`basic.reject`): with a delivery limit RabbitMQ puts a
+        requeued job back at the head, to be handed out again at once, and
+        says nothing when it has done so, so a count right after would miss it.
         """
         delivery = self._current(reservation)
-        if delay <= timedelta(0) and count_attempt:
-            try:
-                await self._consumer.reject(delivery.tag, requeue=True)
-            except BrokerUnavailable as exc:
-                raise LeaseLost(f"job {reservation.job.id}: its channel closed") from exc
-            finally:
-                self._consumer.release_hold(reservation.token)
-            return
         job = reservation.job
         attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
-        await self._publish(job.with_changes(attempts=attempts, available_at=utcnow() + delay))
+        await self._publish(
+            job.with_changes(attempts=attempts, available_at=utcnow() + delay), left=delay
+        )
         await self._settled([reservation], [delivery.tag])
 
     @override
@@ -423,9 +438,11 @@ class RabbitMQQueue(Queue):
         """
         leftovers = self._consumer.leftovers()
         for message in leftovers:
-            read = read_envelope(message.body, delivered=_deliveries(message))
+            before = _deliveries(message)
+            read = read_envelope(message.body, delivered=before)
             if isinstance(read, QueuedJob):
-                await self._publish(read, message.body if _deliveries(message) == 0 else None)
+                body = message.body if before == 0 else None
+                await self._publish(read, body, left=_due_in(message))
             await self._consumer.ack([int(message.delivery_tag or 0)])
 
     @override
