@@ -38,6 +38,9 @@ HOST = "127.0.0.1:5672"
 DELAYS = "250ms"
 
 _provisioned: set[tuple[str, str]] = set()
+"""(namespace, queue) pairs provisioned on the shared server, to delete after the test."""
+PROVISIONED_BY_TESTS = ("never-provisioned", "provisioned-here")
+"""Queue names the capability tests provision through the driver itself: deleted too."""
 
 
 def _query(namespace: str) -> str:
@@ -87,6 +90,7 @@ async def cleanup(tmp: Path, namespace: str) -> None:
     made = [q for ns, q in _provisioned if ns == namespace]
     if not made:
         return
+    made += PROVISIONED_BY_TESTS
     queue = open_queue(f"amqp://guest:guest@{HOST}/?{_query(namespace)}")
     topology = getattr(queue, "_topology")  # noqa: B009 - the driver's own list of names
     assert isinstance(topology, Topology)

@@ -66,7 +66,7 @@ async def reserve_all(queue: RabbitMQQueue, count: int) -> list[Reservation]:
 
 
 async def test_a_settle_after_the_server_closed_its_channel_is_lease_lost_and_the_job_back_counted(
-    rabbit: RabbitMQQueue,
+    rabbit: RabbitMQQueue, tmp_path: Path
 ) -> None:
     await rabbit.push_many([a_job(payload="first"), a_job(payload="second")])
     held = await reserve_all(rabbit, 2)
@@ -77,18 +77,38 @@ async def test_a_settle_after_the_server_closed_its_channel_is_lease_lost_and_th
 
     with pytest.raises(LeaseLost):
         await rabbit.acknowledge(held[0])
-    results = await rabbit.acknowledge_many([held[1]])
-    assert isinstance(results[0], LeaseLost), "every job on that channel is stale, not just one"
     with pytest.raises(LeaseLost):
         await rabbit.fail(held[1], "too late")
 
+    other = BACKEND.open(tmp_path, rabbit.settings.prefix.rstrip("."))  # another worker
+    try:
+        assert isinstance(other, RabbitMQQueue)
+        back = await reserve_all(other, 2)
+        assert sorted(r.job.payload for r in back) == ["first", "second"]
+        assert [r.job.attempts for r in back] == [2, 2], "the broker counted the lost delivery"
+        for reservation in back:
+            await other.acknowledge(reservation)
+        assert await other.failed_jobs() == [], "a refused fail recorded nothing"
+    finally:
+        await other.aclose()
+
+
+async def test_a_job_whose_acknowledgement_was_lost_with_its_channel_is_settled_when_it_returns(
+    rabbit: RabbitMQQueue,
+) -> None:
+    await rabbit.push_many([a_job(payload="finished"), a_job(payload="released")])
+    held = {r.job.payload: r for r in await reserve_all(rabbit, 2)}
+    await close_the_consuming_channel(rabbit)
+
+    with pytest.raises(LeaseLost):  # it ran to its end; the broker put it back all the same
+        await rabbit.acknowledge(held["finished"])
+    with pytest.raises(LeaseLost):
+        await rabbit.release(held["released"])
+
     back = await reserve_all(rabbit, 2)
-    assert sorted(r.job.payload for r in back) == ["first", "second"]
-    assert [r.job.attempts for r in back] == [2, 2], "the broker counted the lost delivery"
-    for reservation in back:
-        await rabbit.acknowledge(reservation)
+    assert [r.job.payload for r in back] == ["released"], "the finished job is not run again"
+    await rabbit.acknowledge(back[0])
     assert await rabbit.size("default") == 0
-    assert await rabbit.failed_jobs() == []
 
 
 async def test_a_stale_settle_never_acknowledges_the_job_the_new_channel_gave_the_same_tag(

@@ -23,16 +23,18 @@ What choosing it costs:
   dead-lettering back into the work queue. A delay takes the longest tier
   that fits and goes round again for the rest: a job is never early, and
   late by at most the shortest tier (and the time for a worker to see it).
-  Every tier is a quorum queue per queue name.
+  Every tier is a quorum queue per queue name. The time left rides from
+  tier to tier in a header, so a delay runs on the server's clock: a
+  producer whose clock is off neither holds a job back nor lets it out early.
 - **Attempts count deliveries, and the broker keeps a cap of its own.**
   `attempts` is what the job carries plus RabbitMQ's `x-delivery-count` +
   1, so a job that kills its worker reaches its last attempt. Beyond
   `delivery_limit` (20) redeliveries the broker dead-letters a job itself;
-  a job with more `tries` than that, which keeps killing its worker or is
-  released without delay, is capped there.
-- **A retry with a backoff, a job handed back at shutdown, and a delayed
-  push each cost a publish**: the broker cannot delay a requeue, and a
-  requeue counts a delivery. Such a job goes to the back of its queue.
+  a job with more `tries` than that, which keeps killing its worker, is
+  capped there.
+- **A retry, a job handed back at shutdown, and a delayed push each cost a
+  publish**: the broker cannot delay a requeue, puts it at the head, and
+  says nothing when it is back. Such a job goes to the back of its queue.
 - **Failed jobs live in one dead-letter queue per connection**, and reading
   a queue means taking its messages: listing, retrying and forgetting read
   the whole failed queue. Flush what you have looked at.
@@ -57,13 +59,13 @@ queue and needs no new infrastructure.
   the publisher confirm: a nack is `BrokerRejected`, a confirm that never
   comes `OutcomeUnknown`, a message no queue takes `NotProvisioned`.
 - Workers consume (`basic.consume`); the broker pushes jobs into a window
-  the size of the worker's free slots (consuming.py). A reservation holds
-  the channel and delivery tag, never anything in the payload.
+  the size of the worker's free slots, and a reserve tops up with
+  `basic.get` (consuming.py). A reservation holds the channel and delivery
+  tag, never anything in the payload.
 - Acknowledgements ride on the worker's ack batching: the longest run of
   tags is acknowledged with one `multiple=True` frame.
-- `release` with no delay is `basic.reject` with requeue (never `nack`:
-  from RabbitMQ 4.3 only a reject counts a delivery); with a delay, a copy
-  goes to its tier and the delivery is acknowledged.
+- `release` publishes a copy with the attempts so far (to the work queue or
+  its delay tier), confirmed, and acknowledges the delivery; never `nack`.
 - `fail` publishes the job with its error to the failed queue, confirmed,
   then acknowledges the delivery (failed.py).
 - A lost connection, a broker restart and a blocked connection (a memory or
@@ -77,7 +79,8 @@ queue and needs no new infrastructure.
 `amqps://` for TLS (`ssl_ca_certs` for a private authority,
 `insecure_skip_verify=true` to skip the check). `confirm_timeout` (30s) is
 how long a push waits for its confirm. `lease` is the server's
-`consumer_timeout` as configured there (30m), for the record only.
+`consumer_timeout` as configured there (30m): what `Queue.lease` reports,
+and the cap on a job's run time.
 """
 
 from __future__ import annotations

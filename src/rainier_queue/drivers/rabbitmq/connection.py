@@ -45,6 +45,11 @@ log = logging.getLogger("rainier_queue.rabbitmq")
 
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for the broker to accept a connection."""
+HEARTBEAT = 3
+"""Seconds of AMQP heartbeat asked of the broker. aiormq gives up on a connection that
+sent nothing for (3 + 1) x 3 = 12 s, and RabbitMQ on a client silent for two of them: so
+a connection lost without a reset (a cable, a firewall, a machine gone) fails every call
+on it within about 12 s, as an outage, instead of waiting for TCP for many minutes."""
 
 
 class Missing(Exception):
@@ -73,8 +78,14 @@ async def translated(what: str, *, sent: bool = False) -> AsyncIterator[None]:
     """
     try:
         yield
-    except (Missing, asyncio.CancelledError):
+    except Missing:
         raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise  # the caller was cancelled
+        # aiormq cancels what waits on a connection it gave up on (missed heartbeats)
+        raise _outage(what, exc, sent) from exc
     except ax.ChannelNotFoundEntity as exc:
         raise Missing(str(exc)) from exc
     except ax.PublishError as exc:
@@ -94,6 +105,10 @@ async def translated(what: str, *, sent: bool = False) -> AsyncIterator[None]:
     except ax.ChannelClosed as exc:
         raise _outage(what, exc, sent) from exc
     except _GONE as exc:
+        raise _outage(what, exc, sent) from exc
+    except RuntimeError as exc:  # aiormq's word for a call on a connection it closed
+        if "closed" not in str(exc):
+            raise
         raise _outage(what, exc, sent) from exc
 
 
@@ -127,12 +142,15 @@ class AMQPClient:
     async def connection(self) -> AbstractConnection:
         """The open connection, opened now if there is none or it was lost."""
         current = self._connection
-        if current is not None and not current.is_closed:
+        if current is not None and _open(current):
             return current
         async with self._lock():
             current = self._connection
-            if current is not None and not current.is_closed:
+            if current is not None and _open(current):
                 return current
+            if current is not None:  # lost: let it go without waiting on its socket
+                asyncio.get_running_loop().create_task(_close_quietly(current))
+            self._connection = None
             self._connection = await self._connect()
             self._publishing = self._inspecting = None
             self.generation += 1
@@ -155,6 +173,7 @@ class AMQPClient:
                     ssl_context=settings.ssl_context(),
                     timeout=CONNECT_TIMEOUT,
                     client_properties={"connection_name": "rainier-queue"},
+                    heartbeat=HEARTBEAT,
                 )
         except BrokerUnavailable as exc:
             if settings.tls and is_verification_failure(exc):
@@ -186,7 +205,7 @@ class AMQPClient:
         return channel
 
     def _connection_lost(self) -> bool:
-        return self._connection is None or self._connection.is_closed
+        return self._connection is None or not _open(self._connection)
 
     def blocked(self) -> bool:
         """Whether the broker has blocked this connection's publishers (a memory or disk alarm)."""
@@ -251,6 +270,21 @@ class AMQPClient:
         if connection is not None:
             with contextlib.suppress(Exception):
                 await connection.close()
+
+
+def _open(connection: AbstractConnection) -> bool:
+    """Whether aio-pika's connection and aiormq's underneath it are both still open (the
+    first learns of a lost socket after the second)."""
+    if connection.is_closed:
+        return False
+    underlay = getattr(getattr(connection, "transport", None), "connection", None)
+    return underlay is None or not getattr(underlay, "is_closed", False)
+
+
+async def _close_quietly(connection: AbstractConnection) -> None:
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            await connection.close()
 
 
 __all__ = ["AMQPClient", "Missing", "Unroutable", "translated"]

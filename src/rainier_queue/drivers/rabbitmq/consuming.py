@@ -81,17 +81,27 @@ class Consumer:
         """The tag of every delivery on the current channel not acknowledged yet."""
         self._arrived = asyncio.Event()
         self._opening = asyncio.Lock()
+        self._generation = 0
+        """The client's connection the channel was opened on."""
 
     # -- the channel --------------------------------------------------------------
 
     async def _open(self) -> AbstractChannel:
         channel = self._channel
-        if channel is not None and not channel.is_closed:
+        current = self._generation == self._client.generation
+        if channel is not None and not channel.is_closed and current:
             return channel
         async with self._opening:
-            if self._channel is not None and not self._channel.is_closed:
+            if (
+                self._channel is not None
+                and not self._channel.is_closed
+                and self._generation == self._client.generation
+            ):
                 return self._channel
+            if self._channel is not None:  # its connection was lost: all on it is stale
+                self._closed(self.number, None)
             channel = await self._client.channel()
+            self._generation = self._client.generation
             self.number += 1
             number = self.number
             channel.close_callbacks.add(lambda _, exc: self._closed(number, exc))
@@ -229,17 +239,25 @@ class Consumer:
     def current(self, token: str, handle: Any, job_id: str) -> AMQPDelivery:
         """The delivery `token` holds, or `LeaseLost` if it was settled or its channel closed."""
         delivery = self._held.get(token)
+        channel = self._channel
         if (
             not isinstance(handle, AMQPDelivery)
             or delivery is None
             or delivery != handle
             or handle.channel != self.number
+            or channel is None
+            or channel.is_closed
         ):
             raise LeaseLost(
                 f"job {job_id} is no longer held by this worker: it was settled already, or "
                 "the channel that delivered it closed and RabbitMQ handed it out again"
             )
         return delivery
+
+    def open_on(self, number: int) -> bool:
+        """Whether the channel numbered `number` here is the current one, and open."""
+        channel = self._channel
+        return number == self.number and channel is not None and not channel.is_closed
 
     def release_hold(self, token: str) -> None:
         self._held.pop(token, None)

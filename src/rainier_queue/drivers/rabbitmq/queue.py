@@ -30,6 +30,7 @@ from .consuming import Consumer
 from .failed import FailedStore
 from .names import AMQPDelivery, tier_queue, too_long, work_queue
 from .settings import OPTIONS, RabbitMQSettings
+from .settles import LostSettles
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class RabbitMQQueue(Queue):
         self._topology = Topology(self._client, settings)
         self._known: set[str] = set()
         """Work queues seen to exist, so a reserve looks each up once."""
+        self._lost = LostSettles()
 
     @property
     @override
@@ -287,6 +289,11 @@ class RabbitMQQueue(Queue):
             )
             await self._consumer.ack([delivery.tag])
             return None
+        if self._lost.claim(read.id):
+            # Finished here while its channel was down: settle it now, never run it twice.
+            log.info("job %s came back after it finished here; acknowledged, not run", read.id)
+            await self._consumer.ack([delivery.tag])
+            return None
         left = _due_in(message)
         if left > DUE_SLACK:
             # Out of a tier with more of its delay to go: round again, with the deliveries
@@ -304,22 +311,38 @@ class RabbitMQQueue(Queue):
     def _current(self, reservation: Reservation) -> AMQPDelivery:
         return self._consumer.current(reservation.token, reservation.handle, reservation.job.id)
 
+    def _orphaned(self, reservation: Reservation) -> bool:
+        """Whether the channel that delivered `reservation` has closed since."""
+        handle = reservation.handle
+        return isinstance(handle, AMQPDelivery) and not self._consumer.open_on(handle.channel)
+
     async def _settled(self, reservations: Sequence[Reservation], tags: list[int]) -> None:
-        """Acknowledge `tags`; a channel that closed meanwhile makes it `LeaseLost`."""
+        """Acknowledge `tags`; a channel that closed meanwhile makes it `LeaseLost`, and each
+        job is remembered, to be settled when the broker hands it back (settles.py)."""
         try:
             await self._consumer.ack(tags)
-        except BrokerUnavailable as exc:
+        except (BrokerUnavailable, LeaseLost) as exc:
+            for reservation in reservations:
+                self._lost.keep(reservation.job.id)
             raise LeaseLost(
                 "the channel that delivered these jobs closed before they were acknowledged; "
-                "RabbitMQ hands them out again"
+                "RabbitMQ hands them out again, and this worker acknowledges any it gets back"
             ) from exc
         finally:
             for reservation in reservations:
                 self._consumer.release_hold(reservation.token)
 
+    def _lost_with_channel(self, reservation: Reservation, exc: LeaseLost) -> LeaseLost:
+        if self._orphaned(reservation):
+            self._lost.keep(reservation.job.id)
+        return exc
+
     @override
     async def acknowledge(self, reservation: Reservation) -> None:
-        delivery = self._current(reservation)
+        try:
+            delivery = self._current(reservation)
+        except LeaseLost as exc:
+            raise self._lost_with_channel(reservation, exc) from None
         await self._settled([reservation], [delivery.tag])
 
     @override
@@ -331,7 +354,7 @@ class RabbitMQQueue(Queue):
             try:
                 live.append((at, reservation, self._current(reservation)))
             except LeaseLost as exc:
-                results[at] = exc
+                results[at] = self._lost_with_channel(reservation, exc)
         if live:
             try:
                 await self._settled([r for _, r, _ in live], [d.tag for _, _, d in live])
