@@ -41,11 +41,15 @@ def available() -> bool:
 class RabbitMQServer:
     """One RabbitMQ node, stopped and started again on the same ports and data."""
 
-    def __init__(self, folder: Path, *, host: str = "127.0.0.1") -> None:
-        """`host`: the address to listen on (`0.0.0.0` for the network cut tests)."""
+    def __init__(
+        self, folder: Path, *, host: str = "127.0.0.1", tls: tuple[Path, Path] | None = None
+    ) -> None:
+        """`host`: the address to listen on (`0.0.0.0` for the network cut tests); `tls`:
+        a certificate and its key, to listen with TLS on `tls_port` as well."""
         self.folder = folder
         self.host = host
         self.port = free_port()
+        self.tls_port = free_port()
         self.dist_port = free_port()
         self.node = f"rq{secrets.token_hex(4)}@localhost"
         self.process: subprocess.Popen[bytes] | None = None
@@ -53,10 +57,19 @@ class RabbitMQServer:
             (folder / sub).mkdir(parents=True, exist_ok=True)
         (folder / "env.conf").write_text("")
         (folder / "plugins").write_text("[].\n")
-        (folder / "rabbitmq.conf").write_text(
-            f"listeners.tcp.1 = {host}:{self.port}\n"
-            "loopback_users = none\n"  # guest from the network namespace of the cut tests
-        )
+        config = [
+            f"listeners.tcp.1 = {host}:{self.port}",
+            "loopback_users = none",  # guest from the network namespace of the cut tests
+        ]
+        if tls is not None:
+            config += [
+                f"listeners.ssl.1 = {host}:{self.tls_port}",
+                f"ssl_options.certfile = {tls[0]}",
+                f"ssl_options.keyfile = {tls[1]}",
+                "ssl_options.verify = verify_none",
+                "ssl_options.fail_if_no_peer_cert = false",
+            ]
+        (folder / "rabbitmq.conf").write_text("\n".join(config) + "\n")
 
     def _environment(self) -> dict[str, str]:
         folder = self.folder

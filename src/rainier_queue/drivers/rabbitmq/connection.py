@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aio_pika
@@ -37,7 +38,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq import exceptions as ax
 from pamqp import commands as spec
 
-from ...errors import BrokerRejected, BrokerUnavailable, OutcomeUnknown
+from ...errors import BrokerRejected, BrokerUnavailable, OutcomeUnknown, TLSVerificationError
 from ..tls import is_verification_failure, verification_failed, warn_unverified
 from .settings import RabbitMQSettings
 
@@ -163,23 +164,32 @@ class AMQPClient:
             warn_unverified(f"RabbitMQ at {where}")
         try:
             async with translated(f"connect to {where}"):
-                return await aio_pika.connect(
-                    host=settings.host,
-                    port=settings.port,
-                    login=settings.username,
-                    password=settings.password,
-                    virtualhost=settings.vhost,
-                    ssl=settings.tls,
-                    ssl_context=settings.ssl_context(),
-                    timeout=CONNECT_TIMEOUT,
-                    client_properties={"connection_name": "rainier-queue"},
-                    heartbeat=HEARTBEAT,
+                return await _routed(
+                    lambda: aio_pika.connect(
+                        host=settings.host,
+                        port=settings.port,
+                        login=settings.username,
+                        password=settings.password,
+                        virtualhost=settings.vhost,
+                        ssl=settings.tls,
+                        ssl_context=settings.ssl_context(),
+                        timeout=CONNECT_TIMEOUT,
+                        client_properties={"connection_name": "rainier-queue"},
+                        heartbeat=HEARTBEAT,
+                    )
                 )
         except BrokerUnavailable as exc:
+            if settings.tls and "wrong version number" in str(exc).lower():
+                raise TLSVerificationError(
+                    f"the RabbitMQ server at {where} does not speak TLS on that port, and "
+                    "`amqps://` asks for it: dial its TLS listener (5671 by default), or give "
+                    "the broker one; nothing was sent in the clear",
+                    host=where,
+                ) from None
             if settings.tls and is_verification_failure(exc):
                 raise verification_failed(
                     "the RabbitMQ server",
-                    settings.host,
+                    where,
                     exc.__cause__ or exc,
                     fix="give the authority that signed its certificate in `ssl_ca_certs`, or "
                     "dial it by the name its certificate carries",
@@ -270,6 +280,24 @@ class AMQPClient:
         if connection is not None:
             with contextlib.suppress(Exception):
                 await connection.close()
+
+
+async def _routed(connect: Callable[[], Awaitable[AbstractConnection]]) -> AbstractConnection:
+    """`connect()`, tried again for up to `CONNECT_TIMEOUT` while the host has no route: the
+    kernel says so for a while after a network comes back, before it finds the host again."""
+    deadline = asyncio.get_running_loop().time() + CONNECT_TIMEOUT
+    pause = 0.1
+    while True:
+        try:
+            return await connect()
+        except (OSError, ax.AMQPConnectionError) as exc:
+            unrouted = getattr(exc, "errno", None) == errno.EHOSTUNREACH or (
+                f"[Errno {errno.EHOSTUNREACH}]" in str(exc)
+            )
+            if not unrouted or asyncio.get_running_loop().time() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(1.0, pause * 2)
 
 
 def _open(connection: AbstractConnection) -> bool:

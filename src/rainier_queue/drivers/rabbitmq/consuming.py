@@ -83,6 +83,8 @@ class Consumer:
         self._opening = asyncio.Lock()
         self._generation = 0
         """The client's connection the channel was opened on."""
+        self._prefetch = 1
+        """The prefetch last asked on the channel (for consumers started after it)."""
 
     # -- the channel --------------------------------------------------------------
 
@@ -161,7 +163,8 @@ class Consumer:
             return
         underlay = await channel.get_underlay_channel()
         async with translated(f"consume from queue {queue!r}"):
-            await underlay.basic_qos(prefetch_count=want - sub.prefetch)
+            self._prefetch = want - sub.prefetch
+            await underlay.basic_qos(prefetch_count=self._prefetch)
             ok = await underlay.basic_consume(
                 queue, lambda message: self._deliver(number, sub, message), no_ack=False
             )
@@ -278,6 +281,10 @@ class Consumer:
                 await underlay.basic_ack(covered[0])
             for tag in rest:
                 await underlay.basic_ack(tag)
+            # An ack has no answer, and one written into a connection that is silently gone
+            # is lost. A round trip after it on the same channel, which the broker answers
+            # in order, says it arrived; without that answer the settle is not known to have.
+            await underlay.basic_qos(prefetch_count=self._prefetch)
         self._unsettled.difference_update(wanted)
 
     def leftovers(self) -> list[DeliveredMessage]:

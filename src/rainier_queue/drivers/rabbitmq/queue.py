@@ -24,7 +24,7 @@ from ...queue import (
     Reservation,
     new_token,
 )
-from .. import malformed
+from .. import malformed, tls
 from .connection import AMQPClient, Missing, Unroutable
 from .consuming import Consumer
 from .failed import FailedStore
@@ -450,6 +450,21 @@ class RabbitMQQueue(Queue):
         if dropped:
             await self._consumer.ack([delivery.tag for _, delivery in dropped])
         return cleared + len(dropped)
+
+    # -- doctor ----------------------------------------------------------------------
+
+    async def health_warnings(self) -> list[str]:
+        """How jobs travel to the broker, for `rainier-queue doctor`: in the clear to another
+        machine, or over TLS whose certificate is not checked."""
+        s = self.settings
+        return tls.transport_warnings(
+            f"RabbitMQ at {s.host}:{s.port}",
+            encrypted=s.tls,
+            verified=s.verify,
+            remote=tls.is_remote(s.host),
+            fix="give the broker a TLS listener and use an `amqps://` URL, with `ssl_ca_certs` "
+            "if your own authority signed its certificate",
+        )
 
     # -- stopping --------------------------------------------------------------------
 
