@@ -215,6 +215,16 @@ BACKEND = Backend(
     plant=envelope_bodies(_publish),
     private_server=lambda folder, listen: _Private(folder, listen),
     tls=TLS_RULES,
+    known_failures={
+        "test_busy_workers_ride_out_a_crash_and_restart_and_run_every_job_once": (
+            "a few jobs finished just before RabbitMQ was SIGKILLed run again: an"
+            " acknowledgement is not known to be on disk when the broker has taken it (quorum"
+            " queues apply it after their log is synced), and AMQP cannot acknowledge a job"
+            " on a new channel, so a job whose acknowledgement died with the connection comes"
+            " back; its own worker settles it unrun (settles.py), but another worker runs it."
+            " A clean stop loses nothing (the idle-worker restart test)"
+        ),
+    },
     lacks={
         "lock_store": (
             "there is no RabbitMQ lock store (cache/stores.py): schedules and locks use "

@@ -38,9 +38,9 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiormq
 from aio_pika.abc import AbstractChannel
@@ -52,6 +52,8 @@ from .connection import AMQPClient, translated
 from .names import AMQPDelivery
 
 log = logging.getLogger("rainier_queue.rabbitmq")
+
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -155,6 +157,9 @@ class Consumer:
         bigger one makes RabbitMQ return what was on its way to it, counting
         a delivery of each.
         """
+        await _shielded(self._subscribe(queue, window))
+
+    async def _subscribe(self, queue: str, window: int) -> None:
         channel = await self._open()
         number = self.number
         sub = self._subs.setdefault(queue, Subscription(queue))
@@ -180,6 +185,9 @@ class Consumer:
 
     async def unsubscribe(self, queue: str) -> None:
         """Stop the broker sending `queue`'s jobs here (a stopping worker); what it sent stays."""
+        await _shielded(self._unsubscribe(queue))
+
+    async def _unsubscribe(self, queue: str) -> None:
         sub = self._subs.get(queue)
         if sub is None or not sub.tags or self._channel is None or self._channel.is_closed:
             return
@@ -191,20 +199,22 @@ class Consumer:
         # their own; let them put it in the buffer, where `leftovers` finds it.
         await asyncio.sleep(0)
 
-    async def get(self, queue: str, limit: int) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
-        """Up to `limit` of `queue`'s ready jobs, one `basic.get` each, until it has none."""
+    async def fetch(self, queue: str, limit: int) -> None:
+        """Up to `limit` of `queue`'s ready jobs into its buffer, one `basic.get` each, until
+        it has none: `take` hands them out, or `leftovers` if the caller was cancelled."""
+        await _shielded(self._fetch(queue, limit))
+
+    async def _fetch(self, queue: str, limit: int) -> None:
         await self._open()
         number = self.number
-        out: list[tuple[DeliveredMessage, AMQPDelivery]] = []
+        sub = self._subs.setdefault(queue, Subscription(queue))
         async with translated(f"take jobs from queue {queue!r}"):
-            while len(out) < limit:
+            for _ in range(limit):
                 message = await self._underlay().basic_get(queue, no_ack=False)
                 if not isinstance(message.delivery, spec.Basic.GetOk) or number != self.number:
                     break
-                tag = int(message.delivery_tag or 0)
-                self._unsettled.add(tag)
-                out.append((message, AMQPDelivery(number, tag, queue)))
-        return out
+                self._unsettled.add(int(message.delivery_tag or 0))
+                sub.buffer.append(message)
 
     def take(self, queue: str, limit: int) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
         """Up to `limit` buffered deliveries of `queue`, each with its handle."""
@@ -268,6 +278,9 @@ class Consumer:
     async def ack(self, tags: Sequence[int]) -> None:
         """Acknowledge `tags`: those below every other unsettled delivery with one
         `multiple=True` frame, the rest one by one."""
+        await _shielded(self._ack(tags))
+
+    async def _ack(self, tags: Sequence[int]) -> None:
         underlay = self._underlay()
         wanted = sorted(set(tags))
         others = self._unsettled.difference(wanted)
@@ -304,6 +317,21 @@ class Consumer:
         if channel is not None:
             with contextlib.suppress(Exception):
                 await channel.close()
+
+
+async def _shielded(call: Coroutine[Any, Any, T]) -> T:
+    """Run `call` to its end even if its caller is cancelled (a worker's idle wait is, when a
+    job finishes): aiormq closes a channel whose call was cancelled mid-way, and a closed
+    channel hands every job on it out again."""
+    task = asyncio.ensure_future(call)
+    task.add_done_callback(_retrieved)
+    return await asyncio.shield(task)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Read a shielded call's outcome, which a cancelled caller no longer will."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("a call finished after its caller was cancelled: %s", task.exception())
 
 
 __all__ = ["Consumer", "Subscription"]

@@ -260,7 +260,8 @@ class RabbitMQQueue(Queue):
     ) -> tuple[list[Reservation], int]:
         got = self._consumer.take(name, limit)
         if fill and len(got) < limit:
-            got += await self._consumer.get(name, limit - len(got))
+            await self._consumer.fetch(name, limit - len(got))
+            got += self._consumer.take(name, limit - len(got))
         out: list[Reservation] = []
         skipped = 0
         for message, delivery in got:
