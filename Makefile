@@ -64,12 +64,12 @@ clean:  ## remove caches, the venv, the demo's database and built packages
 
 BENCH_ARGS ?=
 bench: install  ## the comparison with peers and the grid of settings (about 20 min on 2 cores; BENCH_ARGS=...)
-	scripts/services.sh postgres mariadb redis nats
+	scripts/services.sh postgres mariadb redis nats rabbitmq
 	RQBENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
 		$(BIN)/python -m bench.compare.run $(BENCH_ARGS)
 
 bench-quick: install  ## the comparison, every workload but memory, small and once (a few minutes)
-	scripts/services.sh postgres mariadb redis nats
+	scripts/services.sh postgres mariadb redis nats rabbitmq
 	RQBENCH_COMMAND="make bench-quick" $(BIN)/python -m bench.compare.run --quick $(BENCH_ARGS)
 
 fuzz: install  ## the read-path fuzz tests, long profile (RAINIER_QUEUE_FUZZ=long)

@@ -216,8 +216,8 @@ async def measure_cli(
 
 
 async def cleanup(url: str) -> None:
-    """Drop the prefixed tables (postgres, mysql), delete the prefixed keys (redis) or the
-    prefix's streams (nats)."""
+    """Drop the prefixed tables (postgres, mysql), delete the prefixed keys (redis), the
+    prefix's streams (nats) or its queues (rabbitmq)."""
     parts = urlsplit(url)
     prefix = parse_qs(parts.query).get("prefix", [""])[0]
     if not prefix:
@@ -232,6 +232,8 @@ async def cleanup(url: str) -> None:
         await _delete_redis(base, prefix)
     elif scheme == "nats":
         await _delete_nats(base, prefix)
+    elif scheme in ("amqp", "amqps"):
+        await _delete_amqp(url)
 
 
 def _like(prefix: str) -> str:
@@ -294,6 +296,34 @@ async def _delete_nats(base: str, prefix: str) -> None:
                 await client.jetstream().delete_stream(stream)
     finally:
         await client.close()
+
+
+async def _delete_amqp(url: str) -> None:
+    """Delete the queues `provision` declared for the queue `default`, and the failed queue."""
+    import aio_pika
+
+    from rainier_queue.drivers.rabbitmq import RabbitMQQueue
+    from rainier_queue.drivers.rabbitmq.names import failed_exchange, failed_queue
+
+    queue = open_queue(url)
+    assert isinstance(queue, RabbitMQQueue)
+    settings = queue.settings
+    await queue.aclose()
+    names = [name for _, name, _ in queue._topology.wanted(["default"])]
+    connection = await aio_pika.connect(
+        host=settings.host,
+        port=settings.port,
+        login=settings.username,
+        password=settings.password,
+        virtualhost=settings.vhost,
+    )
+    try:
+        channel = await (await connection.channel()).get_underlay_channel()
+        for name in [*names, failed_queue(settings.prefix)]:
+            await channel.queue_delete(name)
+        await channel.exchange_delete(failed_exchange(settings.prefix))
+    finally:
+        await connection.close()
 
 
 async def _delete_redis(base: str, prefix: str) -> None:

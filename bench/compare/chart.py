@@ -26,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 OURS = "rainier-queue"
-ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats")
+ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats", "rabbitmq")
 NAMES = {
     "memory": "memory\n(in-process)",
     "sqlite": "SQLite",
@@ -35,6 +35,7 @@ NAMES = {
     "redis": "Redis",
     "kafka": "Kafka",
     "nats": "NATS\nJetStream",
+    "rabbitmq": "RabbitMQ",
 }
 OURS_COLOUR = "#d62728"
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README_CHART = ROOT / "bench" / "results" / "compare.png"
 """The chart the README shows: tracked by git, written only with the README's numbers."""
 OURS = "rainier-queue"
-BACKEND_ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats")
+BACKEND_ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats", "rabbitmq")
 BACKEND_NAMES = {
     "memory": "memory (in-process)",
     "sqlite": "SQLite",
@@ -24,6 +24,7 @@ BACKEND_NAMES = {
     "redis": "Redis",
     "kafka": "Kafka",
     "nats": "NATS JetStream",
+    "rabbitmq": "RabbitMQ",
 }
 DISPLAY = {
     "pgqueuer": "PgQueuer",

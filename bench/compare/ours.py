@@ -12,7 +12,8 @@ process, so on that backend there is no separate enqueue: one process
 needs a broker started for the run and a lock store beside it; its adapter
 is `bench.compare.ours_kafka`, built on this one. A NATS queue is made by
 provisioning (`rainier-queue provision` does the same), before the clock
-starts: its stream and the queue's consumers.
+starts: its stream and the queue's consumers; so is a RabbitMQ queue (its
+work queue, one delay tier and the failed queue).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rainier_queue.queue import Provisionable
 from ..latency import cleanup
 from .ours_jobs import Incr
 from .peers._common import (
+    AMQP_URL,
     ENQUEUE_ENV,
     MYSQL_DSN,
     NATS_URL,
@@ -45,7 +47,7 @@ from .peers._common import (
 )
 
 BATCH = 1000
-BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats")
+BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats", "rabbitmq")
 
 
 def sqlite_path() -> Path:
@@ -79,6 +81,8 @@ def url_for(backend: str, *, brokers: str | None = None) -> str:
         return f"{REDIS_URL}?prefix=rqcmp:{tag()}:"
     if backend == "nats":
         return f"{NATS_URL}/?prefix=rqcmp_{tag()}"
+    if backend == "rabbitmq":  # one delay tier: two quorum queues, and the failed one
+        return f"{AMQP_URL}?prefix=rqcmp_{tag()}.&delays=1s"
     if backend == "sqlite":
         return f"sqlite:///{sqlite_path()}"
     if backend == "memory":

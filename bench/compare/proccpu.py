@@ -34,6 +34,7 @@ SERVERS: dict[str, tuple[tuple[str, ...], str]] = {
     "mysql": (("mariadbd", "mysqld"), ""),
     "kafka": (("tansu",), ""),
     "nats": (("nats-server",), "\x004222\x00"),  # `-p 4222`: its arguments, NUL-separated
+    "rabbitmq": (("beam.smp",), "\x00/var/lib/rabbitmq\x00"),  # the machine's node: its -home
 }
 MIN_WINDOW = 0.1  # seconds between the marks; /proc counts CPU in ticks of 10 ms
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

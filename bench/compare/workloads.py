@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from . import constants, report
 from .adapters import available, console, run_adapter
 from .constants import FAR, OURS, PEER_RUN_FLOOR_S
-from .peers._common import NATS_URL
+from .peers._common import AMQP_URL, NATS_URL
 
 # (system, backend, adapter module): ours first on each backend, then the peers.
 SYSTEMS: list[tuple[str, str, str]] = [
@@ -43,8 +43,11 @@ SYSTEMS: list[tuple[str, str, str]] = [
     (OURS, "kafka", "bench.compare.ours_kafka"),
     (OURS, "nats", "bench.compare.ours"),
     ("taskiq", "nats", "bench.compare.peers.taskiq_nats"),
+    (OURS, "rabbitmq", "bench.compare.ours"),
+    ("celery", "rabbitmq", "bench.compare.peers.celery_rabbitmq"),
+    ("dramatiq", "rabbitmq", "bench.compare.peers.dramatiq_rabbitmq"),
 ]
-LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "nats")
+LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "nats", "rabbitmq")
 LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker by default
 MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
 
@@ -284,6 +287,7 @@ def latency_urls(tmp: Path) -> dict[str, str]:
         "mysql": f"mysql://root@127.0.0.1:3306/test?prefix=rqcmplat_{tag}_",
         "redis": f"redis://127.0.0.1:6379/0?prefix=rqcmplat:{tag}:",
         "nats": f"{NATS_URL}/?prefix=rqcmplat_{tag}",
+        "rabbitmq": f"{AMQP_URL}?prefix=rqcmplat_{tag}.&delays=1s",
     }
 
 

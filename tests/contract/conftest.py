@@ -26,8 +26,13 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 @pytest.fixture
-def namespace() -> str:
-    return "rq" + uuid.uuid4().hex[:12]
+async def namespace(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
+    """A name no other test uses; what a test made under it is removed after, even when the
+    test made it through a URL alone (on a broker, queues left behind cost the server)."""
+    name = "rq" + uuid.uuid4().hex[:12]
+    yield name
+    if backend.cleanup is not None:
+        await backend.cleanup(tmp_path, name)
 
 
 @pytest.fixture

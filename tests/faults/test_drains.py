@@ -63,7 +63,11 @@ async def test_a_drain_after_a_worker_died_runs_the_jobs_it_held_before_exiting_
 
     queue = open_queue(url)
     try:
-        assert isinstance(queue, Countable)
+        if not isinstance(queue, Countable):
+            pytest.skip(
+                f"{queue.name} does not count by state (Countable): a drain has no "
+                "held jobs to wait for, and a dead worker's come back at once"
+            )
         held = await queue.counts("default")
         assert held.reserved > 0, "the dead worker's jobs are shown as held"
     finally:

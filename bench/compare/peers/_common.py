@@ -37,6 +37,7 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 MYSQL_DSN = "mysql://root@127.0.0.1:3306/test"
 NATS_URL = "nats://127.0.0.1:4222"
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 KEY_ENV = "RQCOMPARE_KEY"
 TAG_ENV = "RQCOMPARE_TAG"
 BACKEND_ENV = "RQCOMPARE_BACKEND"  # for adapters that serve more than one backend

@@ -1,0 +1,337 @@
+# SPDX-License-Identifier: MIT
+"""The consumer: jobs pushed by the broker into a window the size of the worker's free slots.
+
+No polling. A queue object holds one consuming channel and, once it waits
+for work, a subscription (`basic.consume`) per work queue. The broker
+pushes deliveries into a local buffer; a reserve takes from it first. The
+subscription's prefetch is the jobs this object holds plus the ones it
+asked for (`held + limit`), which for a worker is its concurrency, so the
+broker never sends more than the worker has free slots for, and the jobs it
+could not take stay on the broker for other workers.
+
+A reserve that finds the buffer short takes the rest with `basic.get`, one
+round trip a job, on the same channel: a reserve that never waited (a
+script, `rainier-queue` commands, a test) then holds exactly what it was
+handed and nothing is on its way to it, so `size` counts exactly.
+
+A window grows when a reserve asks for more than it has room for, and
+never shrinks while the worker runs: cancelling a consumer makes RabbitMQ
+return what was on its way to it, counting a delivery of each. A stopping
+worker cancels its consumers and republishes what it was sent and never
+started (queue.py), so no job loses a try to a shutdown.
+
+Every delivery not settled yet is tracked by its tag on this channel, from
+its arrival to its acknowledgement, whether buffered, being read, or held
+by a reservation: an acknowledgement with `multiple=True` covers only tags
+below every one of them, so it never settles a job nobody finished. When the
+channel closes (the connection was lost, the broker restarted, or its
+`consumer_timeout` passed for one delivery), the broker puts **every**
+delivery of the channel back, counting one delivery each; so all of them
+become stale here at once, and a late settle of any is `LeaseLost`,
+never an acknowledgement sent on a new channel where the tag means
+something else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiormq
+from aio_pika.abc import AbstractChannel
+from aiormq.abc import DeliveredMessage
+from pamqp import commands as spec
+
+from ...errors import LeaseLost
+from .connection import AMQPClient, translated
+from .names import AMQPDelivery
+
+log = logging.getLogger("rainier_queue.rabbitmq")
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One work queue's consumer on the channel, and what it delivered that nobody took yet."""
+
+    queue: str
+    tags: list[str] = field(default_factory=list)
+    prefetch: int = 0
+    """The sum of its consumers' prefetch: how many jobs the broker may push here unsettled."""
+    buffer: deque[DeliveredMessage] = field(default_factory=deque)
+
+
+class Consumer:
+    """The consuming channel, its subscriptions and every delivery not settled yet."""
+
+    def __init__(self, client: AMQPClient) -> None:
+        self._client = client
+        self._channel: AbstractChannel | None = None
+        self._raw: aiormq.abc.AbstractChannel | None = None
+        self.number = 0
+        """This process's number for the current channel; a reservation names it."""
+        self._subs: dict[str, Subscription] = {}
+        self._held: dict[str, AMQPDelivery] = {}
+        """Token -> delivery, for every job handed out and not settled."""
+        self._unsettled: set[int] = set()
+        """The tag of every delivery on the current channel not acknowledged yet."""
+        self._arrived = asyncio.Event()
+        self._opening = asyncio.Lock()
+        self._generation = 0
+        """The client's connection the channel was opened on."""
+        self._prefetch = 1
+        """The prefetch last asked on the channel (for consumers started after it)."""
+
+    # -- the channel --------------------------------------------------------------
+
+    async def _open(self) -> AbstractChannel:
+        channel = self._channel
+        current = self._generation == self._client.generation
+        if channel is not None and not channel.is_closed and current:
+            return channel
+        async with self._opening:
+            if (
+                self._channel is not None
+                and not self._channel.is_closed
+                and self._generation == self._client.generation
+            ):
+                return self._channel
+            if self._channel is not None:  # its connection was lost: all on it is stale
+                self._closed(self.number, None)
+            channel = await self._client.channel()
+            self._generation = self._client.generation
+            self.number += 1
+            number = self.number
+            channel.close_callbacks.add(lambda _, exc: self._closed(number, exc))
+            self._raw = await channel.get_underlay_channel()
+            self._channel = channel
+            return channel
+
+    def _closed(self, number: int, exc: BaseException | None) -> None:
+        """The channel went: the broker has put every delivery on it back."""
+        if number != self.number:
+            return
+        if self._held and exc is not None and "timed out" in str(exc):
+            log.error(
+                "RabbitMQ closed the consuming channel because a delivery went "
+                "unacknowledged for longer than its consumer_timeout (%s); the %d jobs held "
+                "on it are handed out again and their settles here will be refused. Keep jobs "
+                "shorter than the server's consumer_timeout, or raise it",
+                exc,
+                len(self._held),
+            )
+        self._channel = None
+        self.number += 1  # every handle naming the old channel is stale from now on
+        self._held.clear()
+        self._unsettled.clear()
+        self._subs.clear()
+        self._arrived.set()
+
+    def _underlay(self) -> aiormq.abc.AbstractChannel:
+        channel = self._channel
+        if channel is None or channel.is_closed:
+            raise LeaseLost("the channel that delivered this job has closed")
+        assert self._raw is not None
+        return self._raw
+
+    # -- subscriptions ------------------------------------------------------------
+
+    def held_on(self, queue: str) -> int:
+        return sum(1 for d in self._held.values() if d.queue == queue)
+
+    def buffered(self, queue: str) -> int:
+        sub = self._subs.get(queue)
+        return 0 if sub is None else len(sub.buffer)
+
+    async def subscribe(self, queue: str, window: int) -> None:
+        """Consume from `queue` with room for `window` more jobs than are held from it.
+
+        A window only grows, by adding a consumer for the difference: prefetch
+        applies to consumers started after it, and cancelling one to start a
+        bigger one makes RabbitMQ return what was on its way to it, counting
+        a delivery of each.
+        """
+        await _shielded(self._subscribe(queue, window))
+
+    async def _subscribe(self, queue: str, window: int) -> None:
+        channel = await self._open()
+        number = self.number
+        sub = self._subs.setdefault(queue, Subscription(queue))
+        want = self.held_on(queue) + len(sub.buffer) + max(1, window)
+        if sub.prefetch >= want:
+            return
+        underlay = await channel.get_underlay_channel()
+        async with translated(f"consume from queue {queue!r}"):
+            self._prefetch = want - sub.prefetch
+            await underlay.basic_qos(prefetch_count=self._prefetch)
+            ok = await underlay.basic_consume(
+                queue, lambda message: self._deliver(number, sub, message), no_ack=False
+            )
+        sub.tags.append(str(ok.consumer_tag))
+        sub.prefetch = want
+
+    async def _deliver(self, number: int, sub: Subscription, message: DeliveredMessage) -> None:
+        if number != self.number:
+            return
+        self._unsettled.add(int(message.delivery_tag or 0))
+        sub.buffer.append(message)
+        self._arrived.set()
+
+    async def unsubscribe(self, queue: str) -> None:
+        """Stop the broker sending `queue`'s jobs here (a stopping worker); what it sent stays."""
+        await _shielded(self._unsubscribe(queue))
+
+    async def _unsubscribe(self, queue: str) -> None:
+        sub = self._subs.get(queue)
+        if sub is None or not sub.tags or self._channel is None or self._channel.is_closed:
+            return
+        tags, sub.tags, sub.prefetch = sub.tags, [], 0
+        async with translated(f"stop consuming from queue {queue!r}"):
+            for tag in tags:
+                await self._underlay().basic_cancel(tag)
+        # What the broker sent before its cancel-ok is handed to callbacks as tasks of
+        # their own; let them put it in the buffer, where `leftovers` finds it.
+        await asyncio.sleep(0)
+
+    async def fetch(self, queue: str, limit: int) -> None:
+        """Up to `limit` of `queue`'s ready jobs into its buffer, one `basic.get` each, until
+        it has none: `take` hands them out, or `leftovers` if the caller was cancelled."""
+        await _shielded(self._fetch(queue, limit))
+
+    async def _fetch(self, queue: str, limit: int) -> None:
+        await self._open()
+        number = self.number
+        sub = self._subs.setdefault(queue, Subscription(queue))
+        async with translated(f"take jobs from queue {queue!r}"):
+            for _ in range(limit):
+                message = await self._underlay().basic_get(queue, no_ack=False)
+                if not isinstance(message.delivery, spec.Basic.GetOk) or number != self.number:
+                    break
+                self._unsettled.add(int(message.delivery_tag or 0))
+                sub.buffer.append(message)
+
+    def take(self, queue: str, limit: int) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
+        """Up to `limit` buffered deliveries of `queue`, each with its handle."""
+        sub = self._subs.get(queue)
+        out: list[tuple[DeliveredMessage, AMQPDelivery]] = []
+        while sub is not None and sub.buffer and len(out) < limit:
+            message = sub.buffer.popleft()
+            tag = int(message.delivery_tag or 0)
+            out.append((message, AMQPDelivery(self.number, tag, queue)))
+        return out
+
+    async def wait(self, queues: Sequence[str], timeout: float) -> None:
+        """Return once one of `queues` has a delivery buffered, or after `timeout`."""
+        if any(self.buffered(q) for q in queues):
+            return
+        self._arrived.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while not any(self.buffered(q) for q in queues):
+                    await self._arrived.wait()
+                    self._arrived.clear()
+
+    async def arrival(self, timeout: float) -> None:
+        """Wait for the next delivery (or a closed channel), at most `timeout` seconds."""
+        self._arrived.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._arrived.wait()
+
+    # -- settling -----------------------------------------------------------------
+
+    def hold(self, token: str, delivery: AMQPDelivery) -> None:
+        self._held[token] = delivery
+
+    def current(self, token: str, handle: Any, job_id: str) -> AMQPDelivery:
+        """The delivery `token` holds, or `LeaseLost` if it was settled or its channel closed."""
+        delivery = self._held.get(token)
+        channel = self._channel
+        if (
+            not isinstance(handle, AMQPDelivery)
+            or delivery is None
+            or delivery != handle
+            or handle.channel != self.number
+            or channel is None
+            or channel.is_closed
+        ):
+            raise LeaseLost(
+                f"job {job_id} is no longer held by this worker: it was settled already, or "
+                "the channel that delivered it closed and RabbitMQ handed it out again"
+            )
+        return delivery
+
+    def open_on(self, number: int) -> bool:
+        """Whether the channel numbered `number` here is the current one, and open."""
+        channel = self._channel
+        return number == self.number and channel is not None and not channel.is_closed
+
+    def release_hold(self, token: str) -> None:
+        self._held.pop(token, None)
+
+    async def ack(self, tags: Sequence[int]) -> None:
+        """Acknowledge `tags`: those below every other unsettled delivery with one
+        `multiple=True` frame, the rest one by one."""
+        await _shielded(self._ack(tags))
+
+    async def _ack(self, tags: Sequence[int]) -> None:
+        underlay = self._underlay()
+        wanted = sorted(set(tags))
+        others = self._unsettled.difference(wanted)
+        below = min(others) if others else None
+        covered = [t for t in wanted if below is None or t < below]
+        rest = wanted[len(covered) :]
+        async with translated("acknowledge jobs"):
+            if len(covered) > 1:
+                await underlay.basic_ack(covered[-1], multiple=True)
+            elif covered:
+                await underlay.basic_ack(covered[0])
+            for tag in rest:
+                await underlay.basic_ack(tag)
+            # An ack has no answer, and one written into a connection that is silently gone
+            # is lost. A round trip after it on the same channel, which the broker answers
+            # in order, says it arrived; without that answer the settle is not known to have.
+            await underlay.basic_qos(prefetch_count=self._prefetch)
+        self._unsettled.difference_update(wanted)
+
+    def leftovers(self) -> list[DeliveredMessage]:
+        """Every delivery buffered and never handed out, taken out of the buffers."""
+        out: list[DeliveredMessage] = []
+        for sub in self._subs.values():
+            out.extend(sub.buffer)
+            sub.buffer.clear()
+        return out
+
+    async def aclose(self) -> None:
+        channel, self._channel = self._channel, None
+        self.number += 1
+        self._held.clear()
+        self._unsettled.clear()
+        self._subs.clear()
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await channel.close()
+
+
+async def _shielded(call: Coroutine[Any, Any, T]) -> T:
+    """Run `call` to its end even if its caller is cancelled (a worker's idle wait is, when a
+    job finishes): aiormq closes a channel whose call was cancelled mid-way, and a closed
+    channel hands every job on it out again."""
+    task = asyncio.ensure_future(call)
+    task.add_done_callback(_retrieved)
+    return await asyncio.shield(task)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Read a shielded call's outcome, which a cancelled caller no longer will."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("a call finished after its caller was cancelled: %s", task.exception())
+
+
+__all__ = ["Consumer", "Subscription"]

@@ -1,0 +1,506 @@
+# SPDX-License-Identifier: MIT
+"""`RabbitMQQueue`: the Queue port over quorum queues (see the package docstring for the costs)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from aiormq.abc import DeliveredMessage
+from pamqp import commands as spec
+from typing_extensions import override
+
+from ..._clock import utcnow
+from ...envelope import QueuedJob
+from ...envelope.reading import Malformed, read_envelope
+from ...errors import BrokerRejected, BrokerUnavailable, LeaseLost, NotProvisioned
+from ...queue import (
+    Capabilities,
+    FailedJob,
+    Finding,
+    Queue,
+    Reservation,
+    new_token,
+)
+from .. import malformed, tls
+from .connection import AMQPClient, Missing, Unroutable
+from .consuming import Consumer
+from .failed import FailedStore
+from .names import AMQPDelivery, tier_queue, too_long, work_queue
+from .settings import OPTIONS, RabbitMQSettings
+from .settles import LostSettles
+from .topology import Topology
+
+if TYPE_CHECKING:
+    from .. import DriverContext
+
+log = logging.getLogger("rainier_queue.rabbitmq")
+
+PERSISTENT = 2
+DUE_SLACK = timedelta(milliseconds=5)
+"""A job due within this is handed out rather than sent round a delay tier again."""
+DUE_IN = "x-rq-due-in"
+"""The header of a job on its way through a delay tier: the milliseconds of its delay still
+left once that tier has held it. Time in a tier is the server's, so a delay never depends
+on the clock of the producer or of the worker (`due_on_server_clock`)."""
+
+
+def _properties(job_id: str, due_in: int | None = None) -> spec.Basic.Properties:
+    return spec.Basic.Properties(
+        delivery_mode=PERSISTENT,
+        content_type="application/json",
+        message_id=job_id,
+        headers=None if due_in is None else {DUE_IN: due_in},
+    )
+
+
+def _due_in(message: DeliveredMessage) -> timedelta:
+    """The delay a job has left after the tier it came out of (none for any other message)."""
+    left = (message.header.properties.headers or {}).get(DUE_IN, 0)
+    return timedelta(milliseconds=left) if isinstance(left, int) and left > 0 else timedelta(0)
+
+
+def _deliveries(message: DeliveredMessage) -> int:
+    """How often the broker delivered this message before (`x-delivery-count`, absent: 0)."""
+    headers = message.header.properties.headers or {}
+    count = headers.get("x-delivery-count", 0)
+    return count if isinstance(count, int) and count >= 0 else 0
+
+
+class RabbitMQQueue(Queue):
+    """Jobs on a quorum queue delays on TTL tiers, failures on a dead letter queue."""
+
+    name: ClassVar[str] = "rabbitmq"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        survives_restart=True,
+        shared_between_processes=True,
+        renews_leases=False,
+        reclaims_lapsed_leases=False,
+        raw_push=True,
+        push_creates_resources=False,
+        due_on_server_clock=True,
+    )
+
+    OPTIONS: ClassVar[frozenset[str]] = OPTIONS
+
+    @classmethod
+    def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
+        """`amqp://user:password@host:5672/vhost?prefix=...&delays=...&delivery_limit=...`."""
+        settings, _ = RabbitMQSettings.read(url, options, who="the `rabbitmq` driver")
+        return cls(settings)
+
+    def __init__(self, settings: RabbitMQSettings) -> None:
+        self.settings = settings
+        self._client = AMQPClient(settings)
+        self._consumer = Consumer(self._client)
+        self._failed = FailedStore(self._client, settings.prefix)
+        self._topology = Topology(self._client, settings)
+        self._known: set[str] = set()
+        """Work queues seen to exist, so a reserve looks each up once."""
+        self._lost = LostSettles()
+
+    @property
+    @override
+    def lease(self) -> timedelta | None:
+        """The server's `consumer_timeout` as the connection's `lease` says it is: the longest a
+        job may be held. It cannot be renewed, and what the server does when it passes takes
+        the whole channel (see the package docstring on leases)."""
+        return self.settings.lease
+
+    @override
+    def describe(self) -> str:
+        return self.settings.describe()
+
+    @property
+    @override
+    def reserves_behind_wait(self) -> bool:
+        """The broker pushes jobs in; a wait ends with them already here."""
+        return True
+
+    # -- names ----------------------------------------------------------------------
+
+    def work_queue_for(self, queue: str) -> str:
+        """The broker's name for `queue`'s work queue (`provision` declares it)."""
+        name = work_queue(self.settings.prefix, queue)
+        if too_long(tier_queue(self.settings.prefix, queue, max(self.settings.delays))):
+            raise BrokerRejected(
+                f"the queue name {queue[:40]!r}... is too long for RabbitMQ once the prefix "
+                "and a delay tier are added (255 bytes at most); use a shorter name"
+            )
+        return name
+
+    def _not_provisioned(self, queue: str, name: str) -> NotProvisioned:
+        return NotProvisioned(
+            f"the RabbitMQ queue {name!r} (queue {queue!r}) does not exist, and this driver "
+            "never declares one on a push, because a queue's type, delivery limit and "
+            f"dead-letter target cannot change later: run `rainier-queue provision --queue "
+            f"{queue}` (it declares the work queue, its delay tiers and the failed queue)",
+            queue=queue,
+        )
+
+    async def _existing(self, queue: str) -> str:
+        name = self.work_queue_for(queue)
+        if name not in self._known:
+            try:
+                await self._client.declare(name)
+            except Missing:
+                raise self._not_provisioned(queue, name) from None
+            self._known.add(name)
+        return name
+
+    # -- provisioning (Provisionable) -----------------------------------------------
+
+    async def provision(self, queues: Sequence[str]) -> list[str]:
+        """Declare each queue's work queue and delay tiers, and the failed queue."""
+        for queue in queues:
+            self.work_queue_for(queue)
+        return await self._topology.provision(queues)
+
+    async def check_provisioned(self, queues: Sequence[str]) -> list[Finding]:
+        """Queues missing, or declared with another type, delivery limit or TTL."""
+        return await self._topology.check(queues)
+
+    # -- pushing ---------------------------------------------------------------------
+
+    def _route(self, queue: str, left: timedelta) -> tuple[str, int | None]:
+        """Where a job with `left` of its delay to go goes now, and what it has left after.
+
+        Due: its work queue. Otherwise the longest tier not past the time
+        left, and the rest in the `x-rq-due-in` header for the next round, so
+        a job is never early, and late by at most the shortest tier; one due
+        sooner than the shortest tier waits that long.
+        """
+        if left <= DUE_SLACK:
+            return self.work_queue_for(queue), None
+        tiers = self.settings.delays
+        fitting = [tier for tier in tiers if tier <= left]
+        tier = fitting[-1] if fitting else tiers[0]
+        rest = max(0, round((left - tier).total_seconds() * 1000))
+        return tier_queue(self.settings.prefix, queue, tier), rest
+
+    async def _publish(
+        self, job: QueuedJob, body: bytes | None = None, *, left: timedelta | None = None
+    ) -> None:
+        """Publish `job` (as `body`, when given) due in `left`, or when its `available_at` says
+        by this process's clock: the one moment a producer's clock is read."""
+        route, rest = self._route(job.queue, job.available_at - utcnow() if left is None else left)
+        if rest is not None:
+            await self._existing(job.queue)  # a tier takes anything; is the queue there?
+        try:
+            await self._client.publish(
+                route, body or job.to_json().encode(), _properties(job.id, rest)
+            )
+        except Unroutable:
+            raise self._not_provisioned(job.queue, route) from None
+
+    @override
+    async def push(self, job: QueuedJob) -> str:
+        await self._publish(job)
+        return job.id
+
+    @override
+    async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        """Every publish sent before any confirm is awaited: one round trip for the batch."""
+        import asyncio
+
+        results = await asyncio.gather(
+            *(self._publish(job) for job in jobs), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return [job.id for job in jobs]
+
+    @override
+    async def push_raw(self, queue: str, body: str) -> None:
+        """Publish `body` as it is; this library's workers fail it as not a job."""
+        name = self.work_queue_for(queue)
+        try:
+            await self._client.publish(name, body.encode(), _properties(new_token()))
+        except Unroutable:
+            raise self._not_provisioned(queue, name) from None
+
+    # -- reserving -------------------------------------------------------------------
+
+    @override
+    async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
+        """What the broker pushed here already, and the rest with `basic.get` (consuming.py)."""
+        if limit < 1:
+            return []
+        name = await self._existing(queue)
+        first = await self._take(queue, name, limit, fill=True)
+        return await malformed.top_up(
+            first, limit, lambda more: self._take(queue, name, more, fill=True)
+        )
+
+    @override
+    async def wait_and_reserve(
+        self, queue: str, timeout: timedelta, *, limit: int
+    ) -> list[Reservation]:
+        """Subscribe with room for `limit` jobs, wait for the broker to push one, take them."""
+        name = await self._existing(queue)
+        await self._consumer.subscribe(name, limit)
+        await self._consumer.wait([name], timeout.total_seconds())
+        first = await self._take(queue, name, limit, fill=False)
+        return await malformed.top_up(
+            first, limit, lambda more: self._take(queue, name, more, fill=False)
+        )
+
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        names = [await self._existing(queue) for queue in queues]
+        for name in names:
+            await self._consumer.subscribe(name, 1)
+        await self._consumer.wait(names, timeout.total_seconds())
+
+    async def _take(
+        self, queue: str, name: str, limit: int, *, fill: bool
+    ) -> tuple[list[Reservation], int]:
+        got = self._consumer.take(name, limit)
+        if fill and len(got) < limit:
+            await self._consumer.fetch(name, limit - len(got))
+            got += self._consumer.take(name, limit - len(got))
+        out: list[Reservation] = []
+        skipped = 0
+        for message, delivery in got:
+            reservation = await self._read(queue, message, delivery)
+            if reservation is None:
+                skipped += 1
+            else:
+                out.append(reservation)
+        return out, skipped
+
+    async def _read(
+        self, queue: str, message: DeliveredMessage, delivery: AMQPDelivery
+    ) -> Reservation | None:
+        """The delivery as a reservation; None for one that is not a job or not due yet."""
+        before = _deliveries(message)
+        read = read_envelope(message.body, queue=queue, delivered=before + 1)
+        if isinstance(read, Malformed):
+            where = f"queue {queue!r}: message {delivery.tag}"
+            job_id = read.id or new_token()
+            await malformed.quarantine(
+                log,
+                where,
+                read,
+                "the failed queue",
+                self._failed.record(read.as_job(queue=queue, job_id=job_id), read.error),
+            )
+            await self._consumer.ack([delivery.tag])
+            return None
+        if self._lost.claim(read.id):
+            # Finished here while its channel was down: settle it now, never run it twice.
+            log.info("job %s came back after it finished here; acknowledged, not run", read.id)
+            await self._consumer.ack([delivery.tag])
+            return None
+        left = _due_in(message)
+        if left > DUE_SLACK:
+            # Out of a tier with more of its delay to go: round again, with the deliveries
+            # it had folded in, since the copy starts from none.
+            again = read.with_changes(attempts=read.attempts - 1)
+            await self._publish(again, message.body if before == 0 else None, left=left)
+            await self._consumer.ack([delivery.tag])
+            return None
+        token = new_token()
+        self._consumer.hold(token, delivery)
+        return Reservation(job=read, token=token, lease_until=None, lease=None, handle=delivery)
+
+    # -- settling --------------------------------------------------------------------
+
+    def _current(self, reservation: Reservation) -> AMQPDelivery:
+        return self._consumer.current(reservation.token, reservation.handle, reservation.job.id)
+
+    def _orphaned(self, reservation: Reservation) -> bool:
+        """Whether the channel that delivered `reservation` has closed since."""
+        handle = reservation.handle
+        return isinstance(handle, AMQPDelivery) and not self._consumer.open_on(handle.channel)
+
+    async def _settled(self, reservations: Sequence[Reservation], tags: list[int]) -> None:
+        """Acknowledge `tags`; a channel that closed meanwhile makes it `LeaseLost`, and each
+        job is remembered, to be settled when the broker hands it back (settles.py)."""
+        try:
+            await self._consumer.ack(tags)
+        except (BrokerUnavailable, LeaseLost) as exc:
+            for reservation in reservations:
+                self._lost.keep(reservation.job.id)
+            raise LeaseLost(
+                "the channel that delivered these jobs closed before they were acknowledged; "
+                "RabbitMQ hands them out again, and this worker acknowledges any it gets back"
+            ) from exc
+        finally:
+            for reservation in reservations:
+                self._consumer.release_hold(reservation.token)
+
+    def _lost_with_channel(self, reservation: Reservation, exc: LeaseLost) -> LeaseLost:
+        if self._orphaned(reservation):
+            self._lost.keep(reservation.job.id)
+        return exc
+
+    @override
+    async def acknowledge(self, reservation: Reservation) -> None:
+        try:
+            delivery = self._current(reservation)
+        except LeaseLost as exc:
+            raise self._lost_with_channel(reservation, exc) from None
+        await self._settled([reservation], [delivery.tag])
+
+    @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        """One frame for the longest run of tags nothing else sits between (`multiple=True`)."""
+        results: list[Exception | None] = [None] * len(reservations)
+        live: list[tuple[int, Reservation, AMQPDelivery]] = []
+        for at, reservation in enumerate(reservations):
+            try:
+                live.append((at, reservation, self._current(reservation)))
+            except LeaseLost as exc:
+                results[at] = self._lost_with_channel(reservation, exc)
+        if live:
+            try:
+                await self._settled([r for _, r, _ in live], [d.tag for _, _, d in live])
+            except LeaseLost as exc:
+                for at, _, _ in live:
+                    results[at] = exc
+        return results
+
+    @override
+    async def release(
+        self,
+        reservation: Reservation,
+        *,
+        delay: timedelta = timedelta(0),
+        count_attempt: bool = True,
+    ) -> None:
+        """A copy to the back of the work queue (or to its delay tier), confirmed, carrying the
+        attempts so far (this one given back when it does not count), then the delivery
+        acknowledged: a crash between the two leaves the job twice, never nowhere.
+
+        Not a requeue (`basic.reject`): with a delivery limit RabbitMQ puts a
+        requeued job back at the head, to be handed out again at once, and
+        says nothing when it has done so, so a count right after would miss it.
+        """
+        delivery = self._current(reservation)
+        job = reservation.job
+        attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
+        await self._publish(
+            job.with_changes(attempts=attempts, available_at=utcnow() + delay), left=delay
+        )
+        await self._settled([reservation], [delivery.tag])
+
+    @override
+    async def renew(self, reservation: Reservation) -> None:
+        """Nothing to extend (AMQP 0-9-1 has no such thing); `LeaseLost` if no longer held."""
+        self._current(reservation)
+
+    @override
+    async def fail(self, reservation: Reservation, error: str) -> None:
+        """Publish the job to the failed queue with `error`, confirmed, then acknowledge it."""
+        delivery = self._current(reservation)
+        await self._failed.record(reservation.job, error)
+        await self._settled([reservation], [delivery.tag])
+
+    # -- the failed store (FailedJobStore) ------------------------------------------------
+
+    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
+        """Failed jobs of `queue` (or of every queue), newest first (failed.py says how)."""
+        return await self._failed.newest(queue, limit)
+
+    async def retry_failed(self, job_id: str) -> bool:
+        """Put a failed job back on its queue, due now, attempts at zero, its unique key dropped."""
+        job = await self._failed.take_out(job_id)
+        if job is None:
+            return False
+        await self._publish(job.with_changes(attempts=0, available_at=utcnow(), unique_key=None))
+        return True
+
+    async def forget_failed(self, job_id: str) -> bool:
+        return await self._failed.take_out(job_id) is not None
+
+    async def flush_failed(self, *, queue: str | None = None) -> int:
+        return await self._failed.flush(queue)
+
+    # -- size and clear --------------------------------------------------------------
+
+    def _tiers(self, queue: str) -> list[str]:
+        return [tier_queue(self.settings.prefix, queue, t) for t in self.settings.delays]
+
+    @override
+    async def size(self, queue: str) -> int:
+        """Ready jobs in the work queue and its tiers, and those pushed here but not taken."""
+        name = await self._existing(queue)
+        total = await self._client.declare(name) + self._consumer.buffered(name)
+        for tier in self._tiers(queue):
+            try:
+                total += await self._client.declare(tier)
+            except Missing:
+                continue
+        return total
+
+    @override
+    async def clear(self, queue: str) -> int:
+        """Purge the work queue and its tiers, and drop what was pushed here but not taken."""
+        name = await self._existing(queue)
+        cleared = await self._client.purge(name)
+        for tier in self._tiers(queue):
+            try:
+                cleared += await self._client.purge(tier)
+            except Missing:
+                continue
+        dropped = self._consumer.take(name, 1 << 30)
+        if dropped:
+            await self._consumer.ack([delivery.tag for _, delivery in dropped])
+        return cleared + len(dropped)
+
+    # -- doctor ----------------------------------------------------------------------
+
+    async def health_warnings(self) -> list[str]:
+        """How jobs travel to the broker, for `rainier-queue doctor`: in the clear to another
+        machine, or over TLS whose certificate is not checked."""
+        s = self.settings
+        return tls.transport_warnings(
+            f"RabbitMQ at {s.host}:{s.port}",
+            encrypted=s.tls,
+            verified=s.verify,
+            remote=tls.is_remote(s.host),
+            fix="give the broker a TLS listener and use an `amqps://` URL, with `ssl_ca_certs` "
+            "if your own authority signed its certificate",
+        )
+
+    # -- stopping --------------------------------------------------------------------
+
+    async def _give_back(self) -> None:
+        """Republish what the broker pushed here and nobody took, then acknowledge it.
+
+        Closing the channel would put them back too, but RabbitMQ counts that
+        as a delivery, and a job never started would lose one of its tries.
+        """
+        leftovers = self._consumer.leftovers()
+        for message in leftovers:
+            before = _deliveries(message)
+            read = read_envelope(message.body, delivered=before)
+            if isinstance(read, QueuedJob):
+                body = message.body if before == 0 else None
+                await self._publish(read, body, left=_due_in(message))
+            await self._consumer.ack([int(message.delivery_tag or 0)])
+
+    @override
+    async def on_worker_stop(self) -> None:
+        for name in list(self._known):
+            await self._consumer.unsubscribe(name)
+        await self._give_back()
+
+    @override
+    async def aclose(self) -> None:
+        try:
+            for name in list(self._known):
+                await self._consumer.unsubscribe(name)
+            await self._give_back()
+        except Exception as exc:  # closing must not fail because the broker went away
+            log.warning("could not give back the jobs pushed to this worker: %s", exc)
+        finally:
+            await self._consumer.aclose()
+            await self._client.aclose()
+
+
+__all__ = ["RabbitMQQueue"]

@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: MIT
+"""RabbitMQ provisioning: what `provision` declares, and a queue declared otherwise as a Finding.
+
+RabbitMQ cannot change a queue's type, delivery limit or TTL in place, so
+provisioning never touches an existing queue; `check_provisioned` (what
+`doctor` shows) reports one declared otherwise as a finding that
+provisioning does not fix, with the steps that do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import aio_pika
+import pytest
+
+from rainier_queue.connections import open_queue
+from rainier_queue.drivers.rabbitmq import RabbitMQQueue
+from rainier_queue.drivers.rabbitmq.names import failed_queue, tier_queue, work_queue
+from rainier_queue.errors import NotProvisioned
+
+from ..contract.backends import BACKENDS
+from .conftest import a_job
+
+BACKEND = BACKENDS["rabbitmq"]
+HOST = "127.0.0.1:5672"
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    """A prefix of the test's own; every queue and exchange under it is deleted after."""
+    assert BACKEND.check is not None
+    BACKEND.check()
+    prefix = "rqp" + uuid.uuid4().hex[:10] + "."
+    yield prefix
+    connection = await aio_pika.connect(f"amqp://guest:guest@{HOST}/")
+    try:
+        channel = await (await connection.channel()).get_underlay_channel()
+        for name in (
+            work_queue(prefix, "emails"),
+            tier_queue(prefix, "emails", timedelta(seconds=1)),
+            failed_queue(prefix),
+        ):
+            await channel.queue_delete(name)
+        await channel.exchange_delete(failed_queue(prefix))
+    finally:
+        await connection.close()
+
+
+def opened(prefix: str, **options: str) -> RabbitMQQueue:
+    query = "&".join(f"{k}={v}" for k, v in {"prefix": prefix, "delays": "1s", **options}.items())
+    queue = open_queue(f"amqp://guest:guest@{HOST}/?{query}")
+    assert isinstance(queue, RabbitMQQueue)
+    return queue
+
+
+async def declare_classic(name: str) -> None:
+    connection = await aio_pika.connect(f"amqp://guest:guest@{HOST}/")
+    try:
+        channel = await (await connection.channel()).get_underlay_channel()
+        await channel.queue_declare(name, durable=True)
+    finally:
+        await connection.close()
+
+
+async def test_provision_declares_the_work_queue_its_tier_and_the_failed_queue_once(
+    prefix: str,
+) -> None:
+    queue = opened(prefix)
+    try:
+        with pytest.raises(NotProvisioned, match="rainier-queue provision --queue emails"):
+            await queue.push(a_job("emails"))
+        before = await queue.check_provisioned(["emails"])
+        done = await queue.provision(["emails"])
+        after = await queue.check_provisioned(["emails"])
+        again = await queue.provision(["emails"])
+        await queue.push(a_job("emails"))
+        assert await queue.size("emails") == 1
+    finally:
+        await queue.aclose()
+
+    assert {f.subject for f in before} == {
+        f"exchange `{failed_queue(prefix)}`",
+        f"queue `{failed_queue(prefix)}`",
+        f"queue `{work_queue(prefix, 'emails')}`",
+        f"queue `{prefix}delay.1000.emails`",
+    }
+    assert all(f.problem == "does not exist" and f.provisioning_fixes for f in before)
+    assert len(done) == 4
+    assert any("delivery limit 20" in line and "at least once" in line for line in done), done
+    assert after == []
+    assert again == []
+
+
+async def test_a_queue_declared_with_another_delivery_limit_is_a_finding_provisioning_cannot_fix(
+    prefix: str,
+) -> None:
+    first = opened(prefix)
+    try:
+        await first.provision(["emails"])
+    finally:
+        await first.aclose()
+    other = opened(prefix, delivery_limit="5")
+    try:
+        findings = await other.check_provisioned(["emails"])
+    finally:
+        await other.aclose()
+
+    [finding] = findings
+    assert finding.subject == f"queue `{work_queue(prefix, 'emails')}`"
+    assert finding.queue == "emails"
+    assert "delivery limit 5" in finding.problem
+    assert not finding.provisioning_fixes
+    assert "delete it" in finding.fix
+    assert "delivery_limit" in finding.fix
+
+
+async def test_a_classic_queue_where_a_quorum_one_is_expected_is_a_finding_and_provision_leaves_it(
+    prefix: str,
+) -> None:
+    await declare_classic(work_queue(prefix, "emails"))
+    queue = opened(prefix)
+    try:
+        await queue.provision(["emails"])  # declares the rest, leaves the classic queue be
+        findings = await queue.check_provisioned(["emails"])
+    finally:
+        await queue.aclose()
+
+    [finding] = findings
+    assert finding.subject == f"queue `{work_queue(prefix, 'emails')}`"
+    assert "quorum" in finding.problem
+    assert not finding.provisioning_fixes
+    assert f"rabbitmqctl delete_queue {work_queue(prefix, 'emails')}" in finding.fix
