@@ -239,7 +239,23 @@ def wait_for_replica(primary: int, replica: int, timeout: float = 30) -> None:
 
 def cluster(nodes: int = 3, *, replicas: int = 0) -> RedisServers:
     """A cluster of `nodes` masters covering every slot, each with `replicas` replicas
-    that have synced, ready to serve."""
+    that have synced, ready to serve.
+
+    Formed again on new ports, up to three times, when `redis-cli --cluster create`
+    fails: with test processes side by side, a port found free can be taken by another
+    before its node binds it, and a loaded machine can outlast the tool's own waits.
+    """
+    for attempt in range(3):
+        try:
+            return _cluster(nodes, replicas)
+        except subprocess.CalledProcessError as exc:
+            if attempt == 2:
+                said = (exc.stdout or b"").decode(errors="replace")[-2000:]
+                raise RuntimeError(f"redis-cli --cluster create failed 3 times: {said}") from exc
+    raise AssertionError("unreachable")
+
+
+def _cluster(nodes: int, replicas: int) -> RedisServers:
     servers = RedisServers(Path(tempfile.mkdtemp(prefix="rq-cluster-")))
     try:
         for _ in range(nodes * (1 + replicas)):
