@@ -170,11 +170,11 @@ BACKEND = Backend(
     plant=envelope_bodies(_publish),
     known_failures={
         "test_busy_workers_ride_out_a_crash_and_restart_and_run_every_job_once": (
-            "a NATS 2.9.10 server SIGKILLed under busy workers hands out again jobs whose"
-            " acknowledgements it had answered (22 of them ran twice, once); the likeliest"
-            " cause, not yet proven, is that its file store does not sync acknowledgements"
-            " before a crash (2.9 has no `sync_interval`); a clean stop loses nothing (the"
-            " idle-worker restart test)"
+            "a NATS 2.9.10 server writes the removal of acknowledged messages from the"
+            " middle of a work-queue stream to disk seconds after it answers the ack, so"
+            " SIGKILLed under busy workers it hands those jobs out again (22 ran twice;"
+            " bench.studies.nats_crash_acks: acks 4 s old forgotten, 6 s old kept); a"
+            " clean stop loses nothing (the idle-worker restart test)"
         ),
         "test_a_push_whose_answer_is_lost_says_its_outcome_is_unknown": (
             "the push is OutcomeUnknown as it should be, but nats-py leaves the cut"
