@@ -173,14 +173,14 @@ class QueueConfig:
             default = next(iter(connections))
         queues = data.get("queues", ())
         if isinstance(queues, str):
-            queues = [q.strip() for q in queues.split(",")]
+            queues = queues.split(",")
         if not isinstance(queues, list | tuple) or not all(isinstance(q, str) for q in queues):
             raise ConfigurationError(f"`queues` ({source}) must be a list of queue names")
         return cls(
             default=str(default),
             connections=connections,
             locks=_optional_str(data, "locks", source),
-            queues=tuple(q for q in queues if q),
+            queues=tuple(q.strip() for q in queues if q.strip()),
             app=_optional_str(data, "app", source),
             schedule=_optional_str(data, "schedule", source),
             source=source,
@@ -292,6 +292,7 @@ class QueueConfig:
             default_connection=self.default,
             locks=locks,
             default_queues=self.queues,
+            dependencies=context.dependencies,
         )
 
     def __repr__(self) -> str:
