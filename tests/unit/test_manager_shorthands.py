@@ -266,7 +266,7 @@ async def test_a_unique_job_without_a_lock_store_is_warned_about_once(
 
 def test_the_blocking_facade_has_the_same_shorthands() -> None:
     tally = Tally()
-    manager, queue = a_manager(tally=tally)
+    manager, _ = a_manager(tally=tally)
     facade = manager.blocking()
     try:
         assert facade.dispatch_now(Count(label="now"))
