@@ -41,6 +41,11 @@ error naming it: outside `connections`, when the file is read; inside one
 connection's table, only when that connection is used, so a process that
 uses PostgreSQL alone does not need the Redis password.
 
+A table that names its `driver` and leaves `url` out takes the URL from
+the platform's variable for that driver, `REDIS_URL` or `KAFKA_BROKERS`,
+in the same handed-over environment (see `environment.py`), and only
+then: a table that writes its `url` never reads the variable.
+
 A relative SQLite path in a file (`sqlite:///jobs.db`) is the file beside
 that config file, so the dispatcher and a worker started elsewhere open the
 same one; on the command line or in code it is relative to the working

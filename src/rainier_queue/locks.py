@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, overload
 
 from .errors import LockContended
 
@@ -201,15 +201,37 @@ class LockManager:
                 return None
             await asyncio.sleep(min(poll.total_seconds(), left))
 
+    @overload
     async def run(
         self,
         name: str,
-        fn: Callable[..., Awaitable[T] | T],
+        fn: Callable[..., Awaitable[T]],
         *args: Any,
         ttl: timedelta,
         wait: timedelta | float = 0,
         **kwargs: Any,
-    ) -> T:
+    ) -> T: ...
+
+    @overload
+    async def run(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        ttl: timedelta,
+        wait: timedelta | float = 0,
+        **kwargs: Any,
+    ) -> T: ...
+
+    async def run(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        ttl: timedelta,
+        wait: timedelta | float = 0,
+        **kwargs: Any,
+    ) -> Any:
         """Run `fn(*args, **kwargs)` holding the lock `name`; its result.
 
         The lock is taken for `ttl` (waiting up to `wait` for it, as

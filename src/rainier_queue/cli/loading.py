@@ -16,7 +16,9 @@ written one tends to.
 *Which queues?* In this order, first found wins:
 
 1. `--url` or `--config` (or their variables): one URL, or a config file;
-   the app then only brings its registry;
+   the app then only brings its registry (`RAINIER_QUEUE_URL` beside a
+   config file of 3. that declares connections is refused: both say where
+   the queues are);
 2. an app that is a `QueueManager`: its own connections, locks and queues;
 3. a `rainier-queue.toml`, or `[tool.rainier-queue]` in `pyproject.toml`,
    found from the working directory upwards.
