@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rainier_queue import Job, JobContext, JobRegistry, LockManager, QueueManager
+from rainier_queue import Job, JobContext, JobRegistry, LockManager, QueueConfig, QueueManager
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.context import Dependencies
 from rainier_queue.drivers.memory import MemoryQueue
@@ -234,6 +234,16 @@ def test_default_queues_are_trimmed_with_blanks_dropped_in_declared_order() -> N
 
     assert manager.default_queues() == ["high", "low"]
     assert QueueManager.fake(default_queues=[" b", "a "]).default_queues() == ["b", "a"]
+
+
+def test_a_configs_queues_are_trimmed_too_as_a_list_or_as_text() -> None:
+    listed = QueueConfig.from_mapping(
+        {"queues": [" high", " ", "low "], "connections": {"main": "memory://"}}
+    )
+    text = QueueConfig.from_mapping({"queues": "high, ,low", "connections": {"main": "memory://"}})
+
+    assert listed.build().default_queues() == ["high", "low"]
+    assert text.build().default_queues() == ["high", "low"]
 
 
 def test_an_all_blank_declaration_leaves_the_default_queue() -> None:
