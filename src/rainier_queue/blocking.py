@@ -38,9 +38,11 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from .context import Dependencies
 from .dispatch import PendingDispatch
 from .errors import OutcomeUnknown
 from .job import Job
@@ -58,9 +60,25 @@ connections to close, before it cancels what is left."""
 class Dispatcher(Protocol):
     """What the facade calls on a `QueueManager`."""
 
-    async def dispatch(self, job: Job) -> str | None: ...
+    async def dispatch(
+        self,
+        job: Job,
+        *,
+        queue: str | None = None,
+        delay: timedelta | float | None = None,
+        at: datetime | None = None,
+        connection: str | None = None,
+        tries: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> str | None: ...
 
     async def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]: ...
+
+    async def dispatch_now(self, job: Job, *, dependencies: Dependencies | None = None) -> str: ...
+
+    async def release_uniqueness(self, job_or_key: Job | str) -> bool: ...
+
+    def has_connection(self, name: str) -> bool: ...
 
     def connection(self, name: str | None = None) -> Queue: ...
 
@@ -139,9 +157,60 @@ class BlockingManager:
 
     # -- the calls -------------------------------------------------------------
 
-    def dispatch(self, job: Job) -> str | None:
-        """Dispatch `job`; the job id, or None for a dropped duplicate."""
-        return self._call(lambda: self.manager.dispatch(job), sends=True)
+    def dispatch(
+        self,
+        job: Job,
+        *,
+        queue: str | None = None,
+        delay: timedelta | float | None = None,
+        at: datetime | None = None,
+        connection: str | None = None,
+        tries: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> str | None:
+        """Dispatch `job`; the job id, or None for a dropped duplicate.
+
+        The keywords are `QueueManager.dispatch`'s: each overrides one of the
+        job's own options for this dispatch.
+        """
+        return self._call(
+            lambda: self.manager.dispatch(
+                job,
+                queue=queue,
+                delay=delay,
+                at=at,
+                connection=connection,
+                tries=tries,
+                headers=headers,
+            ),
+            sends=True,
+        )
+
+    def dispatch_on(self, queue: str, job: Job) -> str | None:
+        """Dispatch `job` to `queue` instead of its own."""
+        return self.dispatch(job, queue=queue)
+
+    def dispatch_after(self, delay: timedelta | float, job: Job) -> str | None:
+        """Dispatch `job` due after `delay` (a timedelta or seconds)."""
+        return self.dispatch(job, delay=delay)
+
+    def dispatch_now(self, job: Job, *, dependencies: Dependencies | None = None) -> str:
+        """Run `job` now, on the facade's loop, and queue nothing (`QueueManager.dispatch_now`).
+
+        The caller waits for the job to finish; its error, after its `failed`
+        hook ran, is raised here.
+        """
+        return self._call(
+            lambda: self.manager.dispatch_now(job, dependencies=dependencies), sends=False
+        )
+
+    def release_uniqueness(self, job_or_key: Job | str) -> bool:
+        """Give back a unique job's lock, whoever took it (`QueueManager.release_uniqueness`)."""
+        return self._call(lambda: self.manager.release_uniqueness(job_or_key), sends=False)
+
+    def has_connection(self, name: str) -> bool:
+        """Whether a connection called `name` is declared (asks no server)."""
+        return self.manager.has_connection(name)
 
     def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]:
         """Dispatch several jobs with one bulk push."""

@@ -41,6 +41,11 @@ error naming it: outside `connections`, when the file is read; inside one
 connection's table, only when that connection is used, so a process that
 uses PostgreSQL alone does not need the Redis password.
 
+A table that names its `driver` and leaves `url` out takes the URL from
+the platform's variable for that driver, `REDIS_URL` or `KAFKA_BROKERS`,
+in the same handed-over environment (see `environment.py`), and only
+then: a table that writes its `url` never reads the variable.
+
 A relative SQLite path in a file (`sqlite:///jobs.db`) is the file beside
 that config file, so the dispatcher and a worker started elsewhere open the
 same one; on the command line or in code it is relative to the working
@@ -69,6 +74,7 @@ from . import drivers
 from .cache.stores import open_cache
 from .context import Dependencies
 from .drivers import DriverContext, check_driver_name
+from .environment import ENVIRONMENT_URLS, url_from_environment
 from .errors import ConfigurationError, UnknownConnection, UnknownOption
 from .interpolation import interpolate, unset_error
 from .locks import LockManager
@@ -142,12 +148,15 @@ class QueueConfig:
         *,
         source: str = "config",
         unresolved: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> QueueConfig:
         """Read a declaration (the shape of the TOML table above), refusing anything unknown.
 
         `unresolved` names the connections whose environment variables are not
         set, each with the message saying which; they are kept, and refused
-        when used.
+        when used. `environ` is where a connection that names its `driver`
+        and leaves its `url` out finds the URL (`REDIS_URL`, `KAFKA_BROKERS`:
+        `environment.py`).
         """
         unresolved = unresolved or {}
         for key in data:
@@ -160,7 +169,7 @@ class QueueConfig:
                 '[connections.main] url = "sqlite:///jobs.db"'
             )
         connections = {
-            name: _connection(name, value, source, unresolved.get(name))
+            name: _connection(name, value, source, unresolved.get(name), environ)
             for name, value in raw.items()
         }
         default = data.get("default")
@@ -173,14 +182,14 @@ class QueueConfig:
             default = next(iter(connections))
         queues = data.get("queues", ())
         if isinstance(queues, str):
-            queues = [q.strip() for q in queues.split(",")]
+            queues = queues.split(",")
         if not isinstance(queues, list | tuple) or not all(isinstance(q, str) for q in queues):
             raise ConfigurationError(f"`queues` ({source}) must be a list of queue names")
         return cls(
             default=str(default),
             connections=connections,
             locks=_optional_str(data, "locks", source),
-            queues=tuple(q for q in queues if q),
+            queues=tuple(q.strip() for q in queues if q.strip()),
             app=_optional_str(data, "app", source),
             schedule=_optional_str(data, "schedule", source),
             source=source,
@@ -216,6 +225,33 @@ class QueueConfig:
                         return found
         return None
 
+    @staticmethod
+    def declared_near(start: Path | None = None) -> tuple[Path, list[str]] | None:
+        """The file `load(start=...)` would read, and the connections it names, unchecked.
+
+        For a caller that has its connections from elsewhere (the CLI, given
+        `RAINIER_QUEUE_URL`) and must not let either source win silently. Reads
+        no variable and builds nothing; a file that cannot be read names none.
+        """
+        import tomllib
+
+        here = (start or Path.cwd()).resolve()
+        for folder in (here, *here.parents):
+            for candidate in (folder / CONFIG_FILE, folder / "pyproject.toml"):
+                if not candidate.is_file():
+                    continue
+                try:
+                    data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+                except (OSError, tomllib.TOMLDecodeError):
+                    return candidate, []
+                if candidate.name == "pyproject.toml":
+                    data = data.get("tool", {}).get("rainier-queue")
+                    if not isinstance(data, dict):
+                        continue
+                declared = data.get("connections")
+                return candidate, sorted(declared) if isinstance(declared, Mapping) else []
+        return None
+
     @classmethod
     def _read(
         cls, file: Path, *, required: bool, environ: Mapping[str, str] | None
@@ -233,7 +269,7 @@ class QueueConfig:
                     raise ConfigurationError(f"{file} has no [tool.rainier-queue] table")
                 return None
         data, unresolved = _interpolated(data, environ, str(file))
-        config = cls.from_mapping(data, source=str(file), unresolved=unresolved)
+        config = cls.from_mapping(data, source=str(file), unresolved=unresolved, environ=environ)
         return config.anchored(file.resolve().parent)
 
     def anchored(self, folder: Path) -> QueueConfig:
@@ -292,6 +328,7 @@ class QueueConfig:
             default_connection=self.default,
             locks=locks,
             default_queues=self.queues,
+            dependencies=context.dependencies,
         )
 
     def __repr__(self) -> str:
@@ -345,7 +382,11 @@ def _interpolated(
 
 
 def _connection(
-    name: str, value: Any, source: str, unresolved: str | None = None
+    name: str,
+    value: Any,
+    source: str,
+    unresolved: str | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> ConnectionConfig:
     if isinstance(value, str):
         return ConnectionConfig(name=name, url=value, unresolved=unresolved)
@@ -353,34 +394,48 @@ def _connection(
         raise ConfigurationError(
             f"connection `{name}` ({source}) must be a URL or a table with `url`"
         )
-    if "url" not in value or not isinstance(value["url"], str):
+    where = f"connection `{name}` ({source})"
+    driver = value.get("driver")
+    if driver is not None and not isinstance(driver, str):
+        raise ConfigurationError(f"{where}: `driver` must be a string")
+    url = value.get("url")
+    if url is None and driver is not None and unresolved is None:
+        url, unresolved = url_from_environment(driver, environ, where=where)
+    if url is None and driver is None:
         raise ConfigurationError(
-            f'connection `{name}` ({source}) needs a `url`, such as "sqlite:///jobs.db"'
+            f'{where} needs a `url`, such as "sqlite:///jobs.db" (or a `driver` whose URL '
+            f"comes from the environment: {_environment_drivers()})"
         )
+    if url is not None and not isinstance(url, str):
+        raise ConfigurationError(f'{where}: `url` must be a string, such as "sqlite:///jobs.db"')
     if unresolved is not None:
         # Its values wait for their variables; it is checked when they are set.
-        return ConnectionConfig(name=name, url=value["url"], unresolved=unresolved)
+        return ConnectionConfig(name=name, url=url or f"{driver}://", unresolved=unresolved)
+    assert url is not None
     if "queue" in value:
         raise ConfigurationError(
-            f"connection `{name}` ({source}): a connection does not name a `queue`; "
+            f"{where}: a connection does not name a `queue`; "
             "jobs choose their queue (or dispatch with .on_queue())"
         )
-    driver = value.get("driver")
     if driver is not None:
-        if not isinstance(driver, str):
-            raise ConfigurationError(f"connection `{name}` ({source}): `driver` must be a string")
-        check_driver_name(driver, value["url"], where=f"connection `{name}` ({source})")
+        check_driver_name(driver, url, where=where)
     worker = value.get("worker", {})
     if not isinstance(worker, Mapping):
         raise ConfigurationError(
-            f"connection `{name}` ({source}): `worker` must be a table, such as "
+            f"{where}: `worker` must be a table, such as "
             f"[connections.{name}.worker] concurrency = 8"
         )
     settings = worker_settings(
         worker, where=f"the worker settings of connection `{name}` ({source})"
     )
     options = {k: v for k, v in value.items() if k not in ("url", "driver", "worker")}
-    return ConnectionConfig(name=name, url=value["url"], options=options, worker=settings)
+    return ConnectionConfig(name=name, url=url, options=options, worker=settings)
+
+
+def _environment_drivers() -> str:
+    return ", ".join(
+        f'driver = "{driver}" reads {found.variable}' for driver, found in ENVIRONMENT_URLS.items()
+    )
 
 
 def _anchored(url: str, folder: Path) -> str:

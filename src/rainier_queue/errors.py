@@ -10,6 +10,7 @@ classes at one place, so the tree is the contract between them:
     ├── ConfigurationError     the settings cannot work; raised at startup, never mid-run
     │   ├── UnknownConnection  a connection name that was not declared; never the default
     │   ├── UnknownOption      an option the driver does not take (with "did you mean")
+    │   │   └── SpelledOtherwise the upstream's name for an option: says what it is here
     │   └── MissingDependency  the driver's extra is not installed; says which `pip install`
     ├── BrokerError            the backend failed, and no job did
     │   ├── BrokerUnavailable  unreachable or timed out; the worker backs off and retries
@@ -19,6 +20,7 @@ classes at one place, so the tree is the contract between them:
     │       ├── TLSVerificationError  the server's certificate could not be verified
     │       └── NotProvisioned a queue's topic (stream, ...) was never made; names the command
     ├── LeaseLost              a settle or renew on a reservation that is no longer current
+    ├── LockContended          `LockManager.run` found its lock held by someone else
     ├── UnsupportedOperation   this driver cannot do that (a raw push on MemoryQueue)
     └── JobError               about one job; the worker records it and moves on
         ├── UnknownJob         no handler is registered under the job's name
@@ -81,6 +83,19 @@ class UnknownOption(ConfigurationError):
         hint = f" Did you mean `{close[0]}`?" if close else ""
         listed = ", ".join(f"`{c}`" for c in choices) if choices else "no options"
         super().__init__(f"{where} does not take `{option}`.{hint} It takes: {listed}.")
+        self.option = option
+
+
+class SpelledOtherwise(UnknownOption):
+    """An option the upstream spells differently or has no use for here, explained.
+
+    A user who writes the upstream's name (`retry_after`, `block_for`) gets
+    what it is called here, or why it means nothing here, instead of a bare
+    "did you mean".
+    """
+
+    def __init__(self, where: str, option: str, explanation: str) -> None:
+        ConfigurationError.__init__(self, f"{where} does not take `{option}`: {explanation}")
         self.option = option
 
 
@@ -174,6 +189,18 @@ class LeaseLost(QueueError):
     already. The settle is refused rather than applied, so a stale worker can
     never overwrite what a newer attempt did.
     """
+
+
+class LockContended(QueueError):
+    """`LockManager.run` did not get its lock: someone else holds it, so the work did not run."""
+
+    def __init__(self, name: str, waited: timedelta) -> None:
+        after = f" after waiting {waited.total_seconds():g}s" if waited > timedelta(0) else ""
+        super().__init__(
+            f"lock `{name}` is held elsewhere{after}, so the work did not run here; "
+            "catch LockContended to skip it, or pass a longer `wait`"
+        )
+        self.name = name
 
 
 class UnsupportedOperation(QueueError):

@@ -17,6 +17,12 @@ holder can take it. Every operation after acquire carries the owner's
 random token, so a holder whose lease lapsed can never release or extend
 the lock that someone else now holds.
 
+Two helpers sit on top, for code that wants a lock around some work rather
+than the steps: `wait_for` polls for a lock until a deadline (and then gives
+up, never hanging), and `run` takes a lock, runs a function, and gives the
+lock back even when the function fails, renewing the lease while the
+function outlives it.
+
 `is_shared` says whether other processes see the same keys. A memory store
 does not; code that needs a lock across processes (the Kafka driver, the
 scheduler across servers) refuses one that is not shared, unless the
@@ -26,11 +32,25 @@ caller vouches for it with `LockManager.declared_shared()`.
 from __future__ import annotations
 
 import abc
+import asyncio
+import inspect
+import logging
 import secrets
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, TypeVar, overload
+
+from .errors import LockContended
+
+T = TypeVar("T")
+
+log = logging.getLogger("rainier_queue.locks")
+
+DEFAULT_POLL = timedelta(milliseconds=100)
+"""How often `wait_for` asks again for a lock someone holds."""
 
 
 class Cache(abc.ABC):
@@ -155,6 +175,123 @@ class LockManager:
         releasing a uniqueness lock its dispatcher took)."""
         return await self.cache.forget(self.key(name))
 
+    async def wait_for(
+        self,
+        name: str,
+        ttl: timedelta,
+        timeout: timedelta | float,
+        *,
+        poll: timedelta = DEFAULT_POLL,
+    ) -> Lock | None:
+        """Take the lock, polling every `poll` while someone holds it; None at the deadline.
+
+        Tries at once, then after each `poll`, and a last time at the deadline
+        `timeout` from now: it never waits past it for the lock (a slow store's
+        last round trip aside).
+        """
+        if poll <= timedelta(0):
+            raise ValueError(f"`poll` must be longer than zero (got {poll})")
+        deadline = time.monotonic() + _seconds(timeout)
+        while True:
+            lock = await self.acquire(name, ttl)
+            if lock is not None:
+                return lock
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            await asyncio.sleep(min(poll.total_seconds(), left))
+
+    @overload
+    async def run(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        ttl: timedelta,
+        wait: timedelta | float = 0,
+        **kwargs: Any,
+    ) -> T: ...
+
+    @overload
+    async def run(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        ttl: timedelta,
+        wait: timedelta | float = 0,
+        **kwargs: Any,
+    ) -> T: ...
+
+    async def run(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        ttl: timedelta,
+        wait: timedelta | float = 0,
+        **kwargs: Any,
+    ) -> Any:
+        """Run `fn(*args, **kwargs)` holding the lock `name`; its result.
+
+        The lock is taken for `ttl` (waiting up to `wait` for it, as
+        `wait_for` does); if it cannot be had, `LockContended` is raised and
+        `fn` does not run. While `fn` runs its lease is renewed every third
+        of `ttl`, so work that outlives `ttl` keeps the lock; afterwards the
+        lock is given back, whether `fn` returned or raised (a store's error
+        in giving it back is raised only when `fn` succeeded).
+        `fn` may be `async def` or a plain `def`, which runs in a thread.
+        """
+        waited = timedelta(seconds=_seconds(wait))
+        lock = await self.wait_for(name, ttl, waited) if waited else await self.acquire(name, ttl)
+        if lock is None:
+            raise LockContended(name, waited)
+        renewing = asyncio.create_task(self._renew(lock), name=f"renew lock {name}")
+        try:
+            result = fn(*args, **kwargs) if _is_async(fn) else await _in_thread(fn, args, kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException:
+            await self._give_back(lock, renewing, raising=False)
+            raise
+        await self._give_back(lock, renewing, raising=True)
+        return result
+
+    async def _give_back(self, lock: Lock, renewing: asyncio.Task[None], *, raising: bool) -> None:
+        """Stop renewing `lock` and release it; a store's error is raised only if `raising`
+        (after a failed `fn`, its error is the one the caller must see)."""
+        renewing.cancel()
+        await asyncio.gather(renewing, return_exceptions=True)
+        try:
+            released = await self.release(lock)
+        except Exception as exc:
+            if raising:
+                raise
+            log.warning("releasing lock `%s` failed; it lapses on its own: %s", lock.key, exc)
+            return
+        if not released:
+            log.warning(
+                "lock `%s` was no longer this holder's when its work ended (its lease "
+                "lapsed and was not renewed in time); someone else may have held it",
+                lock.key,
+            )
+
+    async def _renew(self, lock: Lock) -> None:
+        """Extend `lock` a third of its TTL before each lapse, until cancelled or lost."""
+        every = lock.ttl.total_seconds() / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                if not await self.extend(lock):
+                    log.warning(
+                        "lock `%s` was lost while its work ran (it lapsed before it was "
+                        "renewed); another holder may run beside it",
+                        lock.key,
+                    )
+                    return
+            except Exception as exc:  # a store that blinks: the next turn tries again
+                log.warning("renewing lock `%s` failed: %s", lock.key, exc)
+
     async def is_held(self, name: str) -> bool:
         """Whether anybody holds the lock now."""
         return await self.cache.get(self.key(name)) is not None
@@ -165,6 +302,23 @@ class LockManager:
 
     def __repr__(self) -> str:
         return f"LockManager({self.cache.name}, prefix={self.prefix!r}, shared={self.is_shared})"
+
+
+def _seconds(value: timedelta | float) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 0:
+        raise ValueError(f"a wait cannot be negative (got {value})")
+    return seconds
+
+
+def _is_async(fn: Callable[..., object]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - an object whose __call__ is async
+    )
+
+
+async def _in_thread(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 def parse_counter(key: str, raw: bytes) -> int:

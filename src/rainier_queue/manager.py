@@ -39,12 +39,22 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .blocking import BlockingManager
+from .context import Dependencies
 from .dispatch import PendingDispatch
+from .drivers.inline import InlineQueue
 from .envelope import QueuedJob
-from .envelope.packing import DEFAULTS, DispatchOptions, build_envelopes, unique_lock_name
+from .envelope.packing import (
+    DEFAULTS,
+    DispatchOptions,
+    build_envelope,
+    build_envelopes,
+    check_queue_name,
+    unique_lock_name,
+)
 from .errors import OutcomeUnknown, UnknownConnection
 from .instrument import QueueObserver, instrumented
 from .job import Job
@@ -73,9 +83,12 @@ class QueueManager:
         locks: LockManager | None = None,
         default_queues: Sequence[str] | None = None,
         observers: Sequence[QueueObserver] = (),
+        dependencies: Dependencies | None = None,
     ) -> None:
         self.registry = registry if registry is not None else JobRegistry()
         self.locks = locks
+        self.dependencies = dependencies if dependencies is not None else Dependencies()
+        """What a job run in this process (`dispatch_now`) is given in its context."""
         self._connections: dict[str, Queue] = dict(connections or {})
         if default is not None:
             self._default_name = default_connection or DEFAULT_CONNECTION
@@ -88,7 +101,7 @@ class QueueManager:
             self._default_name = next(iter(self._connections))
         else:
             raise ValueError("QueueManager needs a default queue or a default_connection name")
-        self._default_queues = tuple(q for q in (default_queues or ()) if q.strip())
+        self._default_queues = _trimmed_queue_names(default_queues or ())
         self._ports = _instrumented_all(self._connections, observers)
         """What dispatch pushes through: the connections themselves, or, with
         observers, each behind an `InstrumentedQueue` that tells them."""
@@ -105,6 +118,7 @@ class QueueManager:
         registry: JobRegistry | None = None,
         connections: Iterable[str] = (),
         locks: LockManager | None = None,
+        default_queues: Sequence[str] = (),
     ) -> FakeQueueManager:
         """A manager that records dispatches instead of pushing them.
 
@@ -118,7 +132,11 @@ class QueueManager:
         from .testing import FakeQueueManager
 
         return FakeQueueManager(
-            RecordingQueue(), registry=registry, connections=connections, locks=locks
+            RecordingQueue(),
+            registry=registry,
+            connections=connections,
+            locks=locks,
+            default_queues=default_queues,
         )
 
     # -- accessors -------------------------------------------------------------
@@ -135,6 +153,10 @@ class QueueManager:
     def connection_names(self) -> list[str]:
         """Declared connection names, sorted."""
         return sorted(self._connections)
+
+    def has_connection(self, name: str) -> bool:
+        """Whether a connection called `name` is declared."""
+        return name in self._connections
 
     def connection(self, name: str | None = None) -> Queue:
         """The queue behind connection `name` (the default when None)."""
@@ -167,9 +189,63 @@ class QueueManager:
         """A builder for one dispatch: `.delay()`, `.on_queue()`, `.on_connection()`, `.tries()`."""
         return PendingDispatch(self._send, _require_job(job))
 
-    async def dispatch(self, job: Job) -> str | None:
-        """Dispatch `job` with its own options; its id, or None for a dropped duplicate."""
-        return await self._send(_require_job(job), DEFAULTS)
+    async def dispatch(
+        self,
+        job: Job,
+        *,
+        queue: str | None = None,
+        delay: timedelta | float | None = None,
+        at: datetime | None = None,
+        connection: str | None = None,
+        tries: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> str | None:
+        """Dispatch `job`; its id, or None for a dropped duplicate.
+
+        Each keyword overrides one of the job's own options for this
+        dispatch, as the `pending(job)` builder's step of the same name does:
+        `queue`, `delay` (a timedelta or seconds) or `at` (naive times are
+        UTC), `connection` (which backend), `tries` (at least 1), `headers`.
+        """
+        options = _options(
+            queue=queue, delay=delay, at=at, connection=connection, tries=tries, headers=headers
+        )
+        return await self._send(_require_job(job), options)
+
+    async def dispatch_on(self, queue: str, job: Job) -> str | None:
+        """Dispatch `job` to `queue` instead of its own: `dispatch(job, queue=queue)`."""
+        return await self.dispatch(job, queue=queue)
+
+    async def dispatch_after(self, delay: timedelta | float, job: Job) -> str | None:
+        """Dispatch `job` due after `delay` (a timedelta or seconds): `dispatch(job, delay=...)`."""
+        return await self.dispatch(job, delay=delay)
+
+    async def dispatch_now(self, job: Job, *, dependencies: Dependencies | None = None) -> str:
+        """Run `job` here and now, through the registry, and queue nothing; its id.
+
+        The job is packed and checked as a dispatch would (so a bad payload
+        fails the same way), then its handler runs in this task as attempt
+        1 of 1: a failure runs its `failed` hook and then reaches the caller.
+        No connection is used and no uniqueness lock is taken. The job's name
+        must be registered. `dependencies` default to the manager's.
+        """
+        envelope = build_envelope(_require_job(job))
+        inline = InlineQueue(self.registry, dependencies or self.dependencies)
+        return await inline.push(envelope)
+
+    async def release_uniqueness(self, job_or_key: Job | str) -> bool:
+        """Give back a unique job's lock, whoever took it, so a new dispatch is accepted again.
+
+        Takes the job (its name and `unique_id()` make the key) or the key as
+        the envelope carries it (`QueuedJob.unique_key`, `unique:NAME:ID`).
+        True if a lock was there to release; False if none was, or if this
+        manager has no lock store. For a job whose dispatcher is gone and
+        whose worker never gave the lock back; the lock ignores who holds it.
+        """
+        key = _unique_key(job_or_key)
+        if self.locks is None:
+            return False
+        return await self.locks.force_release(key)
 
     async def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]:
         """Dispatch several jobs on the default connection with one bulk push, in order.
@@ -329,6 +405,55 @@ class QueueManager:
             if name in ASSERTIONS:
                 raise not_faking()
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+def _options(
+    *,
+    queue: str | None,
+    delay: timedelta | float | None,
+    at: datetime | None,
+    connection: str | None,
+    tries: int | None,
+    headers: Mapping[str, str] | None,
+) -> DispatchOptions:
+    """The `DispatchOptions` of `dispatch`'s keywords; the shared default when none is given."""
+    given = (queue, delay, at, connection, tries)
+    if all(value is None for value in given) and not headers:
+        return DEFAULTS
+    if delay is not None and at is not None:
+        raise ValueError("dispatch takes `delay` or `at`, not both: they say the same thing")
+    return DispatchOptions(
+        queue=None if queue is None else check_queue_name(queue),
+        connection=connection,
+        delay=delay if isinstance(delay, timedelta | None) else timedelta(seconds=delay),
+        at=at,
+        tries=None if tries is None else max(1, tries),
+        headers=dict(headers or {}),
+    )
+
+
+def _unique_key(job_or_key: object) -> str:
+    """The uniqueness lock's name for a job, or a key given as the envelope carries it."""
+    if isinstance(job_or_key, str):
+        if not job_or_key.startswith("unique:"):
+            raise ValueError(
+                f"{job_or_key!r} is not a uniqueness key; pass the job, or the key its "
+                "envelope carries (`QueuedJob.unique_key`, such as 'unique:send-welcome:42')"
+            )
+        return job_or_key
+    job = _require_job(job_or_key)
+    unique_id = job.unique_id()
+    if unique_id is None:
+        raise ValueError(
+            f"job `{type(job).name}` is not unique (its unique_id() is None), so it has no "
+            "uniqueness lock to release"
+        )
+    return unique_lock_name(type(job).name, unique_id)
+
+
+def _trimmed_queue_names(names: Iterable[str]) -> tuple[str, ...]:
+    """Queue names as declared, each trimmed, blanks dropped, order kept."""
+    return tuple(name.strip() for name in names if name.strip())
 
 
 def _require_job(job: object) -> Job:

@@ -165,6 +165,9 @@ class Queue(abc.ABC):
     name: ClassVar[str]
     """Diagnostic label: `memory`, `sync`, `sqlite`, `postgres`, ..."""
     capabilities: ClassVar[Capabilities]
+    idle_wait: ClassVar[str] = "a sleep of the worker's `sleep` between two reserves"
+    """How an idle worker waits for work on this driver (`wait_for_work`), in words, for
+    the messages that explain an option the upstream had (`block_for`)."""
 
     @abc.abstractmethod
     async def push(self, job: QueuedJob) -> str:

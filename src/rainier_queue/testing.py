@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -328,9 +328,16 @@ class FakeQueueManager(FakeAssertions, QueueManager):
         registry: JobRegistry | None = None,
         connections: Iterable[str] = (),
         locks: LockManager | None = None,
+        default_queues: Sequence[str] = (),
     ) -> None:
         named: dict[str, Queue] = dict.fromkeys(connections, recording)
-        super().__init__(recording, registry=registry, connections=named, locks=locks)
+        super().__init__(
+            recording,
+            registry=registry,
+            connections=named,
+            locks=locks,
+            default_queues=default_queues,
+        )
         self.recording = recording
         """The queue every connection of this manager records into."""
 

@@ -71,8 +71,9 @@ async def test_a_raw_push_is_stored_only_where_the_driver_takes_raw_bodies(queue
         await queue.push_raw("default", '{"foreign": true}')
         assert await queue.size("default") == 1
     else:
-        with pytest.raises(UnsupportedOperation, match=queue.name):
+        with pytest.raises(UnsupportedOperation, match=queue.name) as refused:
             await queue.push_raw("default", '{"foreign": true}')
+        assert "  " not in str(refused.value), "the upstream spaced this message wrongly"
         assert await queue.size("default") == 0
 
 

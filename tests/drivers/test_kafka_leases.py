@@ -45,12 +45,14 @@ def test_a_lock_store_other_processes_cannot_see_is_refused_with_the_fix() -> No
     assert "every job would run once per worker" in str(refused.value)
     assert "redis://" in str(refused.value)
     assert "declared_shared" in str(refused.value)
+    assert "  " not in str(refused.value), "the upstream spaced this message wrongly"
     KafkaQueue(settings(), shared_locks())  # vouched for: accepted, nothing connects yet
 
 
 def test_a_memory_lock_store_named_in_the_url_is_refused() -> None:
-    with pytest.raises(ConfigurationError, match="shared lock store"):
+    with pytest.raises(ConfigurationError, match="shared lock store") as refused:
         open_queue("kafka://127.0.0.1:9092/?locks=memory://")
+    assert "  " not in str(refused.value)
 
 
 def test_a_kafka_url_without_a_lock_store_says_how_to_name_one() -> None:

@@ -16,7 +16,9 @@ written one tends to.
 *Which queues?* In this order, first found wins:
 
 1. `--url` or `--config` (or their variables): one URL, or a config file;
-   the app then only brings its registry;
+   the app then only brings its registry (`RAINIER_QUEUE_URL` beside a
+   config file of 3. that declares connections is refused: both say where
+   the queues are);
 2. an app that is a `QueueManager`: its own connections, locks and queues;
 3. a `rainier-queue.toml`, or `[tool.rainier-queue]` in `pyproject.toml`,
    found from the working directory upwards.
@@ -112,6 +114,7 @@ class Loaded:
 
 async def open_application(settings: Settings) -> Loaded:
     """The manager and registry the command works with. Close `manager` when done."""
+    _refuse_two_sources(settings)
     explicit = _explicit_config(settings)
     config = explicit
     discovered = False
@@ -155,6 +158,31 @@ async def open_application(settings: Settings) -> Loaded:
         schedule=config.schedule,
         urls={name: conn.url for name, conn in config.connections.items()},
         config=config,
+    )
+
+
+def _refuse_two_sources(settings: Settings) -> None:
+    """Refuse `RAINIER_QUEUE_URL` beside a config file that declares connections.
+
+    Both say where the queues are. The variable used to win without a word,
+    so a worker started with it in its environment served another queue
+    than the file beside it declared, and the jobs dispatched through the
+    file waited for ever. A flag (`--url`, `--config`) is a choice made on
+    the command line, so it still wins; a file that declares no connections
+    (only `app`, say) is no second source.
+    """
+    if settings.url is None or settings.source_from != URL_VAR:
+        return
+    found = QueueConfig.declared_near(Path.cwd())
+    if found is None or not found[1]:
+        return
+    file, names = found
+    listed = ", ".join(f"`{name}`" for name in names)
+    raise Problem(
+        f"{URL_VAR} ({redact_url(settings.url)}) and {file} (connections {listed}) both say "
+        "where the queues are, and neither wins silently. Unset "
+        f"{URL_VAR} to use the file, or choose on the command line: --url URL for the "
+        f"URL, or --config {file} for the file"
     )
 
 

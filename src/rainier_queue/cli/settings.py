@@ -16,7 +16,13 @@ variable means what and how it ranks against a flag:
 A flag always beats its variable. `--url` and `--config` are two ways of
 saying where the queues are, so they rank as a pair: if either is given as
 a flag, both variables are ignored, and giving both flags (or both
-variables) is refused rather than silently resolved.
+variables) is refused rather than silently resolved. So is
+`RAINIER_QUEUE_URL` beside a config file that declares connections, found
+from the working directory (`loading.py` refuses it, naming both).
+
+The variables a connection table's URL may come from (`REDIS_URL`,
+`KAFKA_BROKERS`) are not read here: the whole environment is handed to the
+config, which reads them (`rainier_queue.environment`).
 """
 
 from __future__ import annotations

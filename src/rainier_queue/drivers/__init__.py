@@ -25,13 +25,15 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
+from urllib.parse import parse_qsl
 
 from ..context import Dependencies
-from ..errors import ConfigurationError, MissingDependency, UnknownOption
+from ..errors import ConfigurationError, MissingDependency, SpelledOtherwise, UnknownOption
 from ..locks import Cache
-from ..queue import Queue
+from ..queue import Capabilities, Queue
 from ..registry import JobRegistry
 from ..schemes import scheme_of
+from .upstream_names import explain
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +55,9 @@ class DriverContext:
 class QueueFactory(Protocol):
     """What `open_queue` needs from a driver class."""
 
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    idle_wait: ClassVar[str]
     OPTIONS: ClassVar[frozenset[str]]
 
     @classmethod
@@ -179,10 +184,29 @@ def open_queue(
     opts = dict(options or {})
     scheme = scheme_of(url)
     cls = driver_class(scheme)
+    where = f"the `{scheme}` driver"
     for key in opts:
         if key not in cls.OPTIONS:
-            raise UnknownOption(f"the `{scheme}` driver", key, cls.OPTIONS)
+            raise _refusal(where, key, cls)
+    for key in _query_keys(url):
+        # The upstream's names, wherever they are written; any other key in the
+        # query is the driver's (or its client's) to read or refuse.
+        if key not in cls.OPTIONS and explain(key, cls) is not None:
+            raise _refusal(f"{where} (in the URL's query)", key, cls)
     return cls.from_config(url, opts, context or DriverContext())
+
+
+def _refusal(where: str, key: str, cls: QueueFactory) -> UnknownOption:
+    """`SpelledOtherwise` for one of the upstream's names, else `UnknownOption`."""
+    explanation = explain(key, cls)
+    if explanation is not None:
+        return SpelledOtherwise(where, key, explanation)
+    return UnknownOption(where, key, cls.OPTIONS)
+
+
+def _query_keys(url: str) -> list[str]:
+    query = url.partition("?")[2].partition("#")[0]
+    return [key for key, _ in parse_qsl(query, keep_blank_values=True)]
 
 
 __all__ = [

@@ -37,6 +37,7 @@ class InlineQueue(Queue):
     """Runs each pushed job immediately, once, in the caller's task."""
 
     name: ClassVar[str] = "sync"
+    idle_wait: ClassVar[str] = "none: it runs each job inside dispatch, and no worker waits"
     capabilities: ClassVar[Capabilities] = Capabilities(
         deferred=False,
         survives_restart=False,

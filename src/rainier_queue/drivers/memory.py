@@ -62,6 +62,7 @@ class MemoryQueue(Queue):
     """In-process FIFO queues with leases, delayed jobs that step aside, and a failed list."""
 
     name: ClassVar[str] = "memory"
+    idle_wait: ClassVar[str] = "an in-process signal that each push sets"
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=False,
         shared_between_processes=False,

@@ -105,6 +105,10 @@ class DatabaseQueue(Queue):
     """Jobs as rows, claimed under the dialect's lock and settled by reservation token."""
 
     name: ClassVar[str] = "database"
+    idle_wait: ClassVar[str] = (
+        "a look for due work every `poll_interval`, cut short by a push from a process on "
+        "this machine"
+    )
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,

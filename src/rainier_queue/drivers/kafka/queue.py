@@ -51,6 +51,10 @@ class KafkaQueue(Queue):
     """Jobs as records on a topic per queue; partitions leased, cursors kept in the lock store."""
 
     name: ClassVar[str] = "kafka"
+    idle_wait: ClassVar[str] = (
+        "a look at the partitions' end offsets a few times a second, ending for a record "
+        "on a partition no live worker holds"
+    )
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,

@@ -55,6 +55,7 @@ class NATSQueue(Queue):
     """Jobs as messages on a JetStream work-queue stream, one durable pull consumer per queue."""
 
     name: ClassVar[str] = "nats"
+    idle_wait: ClassVar[str] = "a subscription to the queues' subjects that each push wakes"
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,

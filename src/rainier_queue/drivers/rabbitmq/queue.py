@@ -73,6 +73,7 @@ class RabbitMQQueue(Queue):
     """Jobs on a quorum queue delays on TTL tiers, failures on a dead letter queue."""
 
     name: ClassVar[str] = "rabbitmq"
+    idle_wait: ClassVar[str] = "a consumer the server delivers each job to as it arrives"
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,

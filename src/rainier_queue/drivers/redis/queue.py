@@ -71,6 +71,9 @@ class RedisQueue(Queue):
     """Redis streams with a consumer group, delayed jobs in a sorted set, Lua-fenced settles."""
 
     name: ClassVar[str] = "redis"
+    idle_wait: ClassVar[str] = (
+        "a BLPOP on a wake-up list that each push fills, the reserve queued behind it"
+    )
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,

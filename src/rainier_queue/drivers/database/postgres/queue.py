@@ -87,6 +87,7 @@ class PostgresQueue(DatabaseQueue):
     """The database queue on PostgreSQL. See the module docs for what it costs."""
 
     name: ClassVar[str] = "postgres"
+    idle_wait: ClassVar[str] = "LISTEN on a channel that each push NOTIFYs"
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,
