@@ -177,9 +177,11 @@ BACKEND = Backend(
             " clean stop loses nothing (the idle-worker restart test)"
         ),
         "test_a_push_whose_answer_is_lost_says_its_outcome_is_unknown": (
-            "the push is OutcomeUnknown as it should be, but nats-py leaves the cut"
-            " connection's StreamWriter unclosed when it reconnects, and the suite turns that"
-            " ResourceWarning into an error"
+            "the push is OutcomeUnknown as it should be, but nats-py 2.16 leaks a socket:"
+            " when a reconnect attempt connects and then fails its CONNECT handshake (the"
+            " cut relay), `Client._attempt_reconnect` retries on the same TcpTransport,"
+            " whose `connect` replaces the StreamWriter without closing the old one, and"
+            " the suite turns that ResourceWarning into an error"
         ),
     },
     tls=TLS_RULES,
