@@ -28,13 +28,14 @@ import asyncio
 import itertools
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from .envelope import QueuedJob
+from .envelope.sealing import KeyRing
 from .errors import UnsupportedOperation
 
 DEFAULT_LEASE = timedelta(seconds=90)
@@ -165,6 +166,16 @@ class Queue(abc.ABC):
     name: ClassVar[str]
     """Diagnostic label: `memory`, `sync`, `sqlite`, `postgres`, ..."""
     capabilities: ClassVar[Capabilities]
+
+    payload_keys: KeyRing | None = None
+    """The key ring this connection seals payloads with (docs/encryption.md), set by the
+    connection layer when its config has `encryption`; None: payloads are stored as given.
+    Whatever pushes to a queue seals through it (`sealed`); the worker opens with it."""
+
+    def sealed(self, jobs: Sequence[QueuedJob]) -> Sequence[QueuedJob]:
+        """`jobs` as this connection stores them: payloads sealed if it has a key ring."""
+        keys = self.payload_keys
+        return jobs if keys is None else [keys.seal(job) for job in jobs]
 
     @abc.abstractmethod
     async def push(self, job: QueuedJob) -> str:
@@ -368,6 +379,26 @@ class Queue(abc.ABC):
         return f"<{type(self).__name__} {self.describe()}>"
 
 
+Rewrite = Callable[[QueuedJob], "QueuedJob | None"]
+"""A stored job's replacement (same id and envelope, another payload), or None to keep it."""
+
+
+@runtime_checkable
+class RewritesStoredJobs(Protocol):
+    """Rewriting the payload of jobs already stored, in place: what `reencrypt` needs.
+
+    Drivers whose storage can change a stored job have it (the SQL tables,
+    memory); a log or a broker, whose messages cannot be changed once
+    written, has not (docs/encryption.md says what to do there instead).
+    """
+
+    async def rewrite_payloads(self, rewrite: Rewrite) -> int:
+        """Offer every stored job (waiting, delayed, reserved, failed) to `rewrite`; store
+        the payload of each it returns in place of the old one, unless the job changed or
+        went meanwhile; return how many were rewritten. `rewrite` must not raise."""
+        ...
+
+
 @runtime_checkable
 class FailedJobListing(Protocol):
     """Listing failed jobs, entries that were not jobs included. Every failed store has it."""
@@ -567,6 +598,8 @@ __all__ = [
     "Queue",
     "QueueCounts",
     "Reservation",
+    "Rewrite",
+    "RewritesStoredJobs",
     "TransactionalEnqueue",
     "new_token",
 ]

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: MIT
+"""A connection's `encryption` option read into a `KeyRing`, the keys' text never repeated.
+
+Keys are secrets that come from the environment, so the option takes them
+the two ways a deployment hands secrets over (docs/encryption.md):
+
+```toml
+[connections.main.encryption]          # a table: one variable per key
+keys = { k1 = "${QUEUE_KEY_1}", k2 = "${QUEUE_KEY_2}" }
+current = "k2"                         # which one seals; the last listed when left out
+
+[connections.main]                     # or the whole ring in one variable,
+encryption = "${QUEUE_KEYS}"           # "k1:BASE64 k2:BASE64", the last one current
+```
+
+A key is 32 random bytes in base64 (standard or URL-safe, padding
+optional). Every message here names the key id and what is wrong with the
+key (its length, that it is not base64), never the key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+
+from .envelope.sealing import KeyRing, check_key_id
+from .errors import ConfigurationError, UnknownOption
+
+OPTION = "encryption"
+"""The connection option that holds the key ring."""
+
+_TABLE_KEYS = frozenset({"keys", "current"})
+_PAIR_SEPARATORS = re.compile(r"[\s,;]+")
+
+
+def key_ring_from_config(value: object, *, where: str = "the `encryption` option") -> KeyRing:
+    """The key ring a connection's `encryption` option describes; `ConfigurationError` if none.
+
+    Needs the `encryption` extra (`cryptography`); without it, the error names the extra.
+    """
+    if isinstance(value, str):
+        return KeyRing(_pairs(value, where))
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"{where} must be a table with `keys` (and `current`), or a string of `id:key` pairs"
+        )
+    for name in value:
+        if name not in _TABLE_KEYS:
+            raise UnknownOption(where, str(name), _TABLE_KEYS)
+    keys = value.get("keys")
+    if isinstance(keys, str):
+        ring = _pairs(keys, f"{where}'s `keys`")
+    elif isinstance(keys, Mapping) and keys:
+        ring = {check_key_id(key_id): _decoded(key_id, key, where) for key_id, key in keys.items()}
+    else:
+        raise ConfigurationError(
+            f"{where} needs `keys`: a table of key id to base64 key, such as "
+            '{ k1 = "${QUEUE_KEY_1}" }, or a string of `id:key` pairs'
+        )
+    current = value.get("current")
+    if current is not None and not isinstance(current, str):
+        raise ConfigurationError(f"{where}'s `current` must be a key id, as text")
+    return KeyRing(ring, current=current)
+
+
+def _pairs(text: str, where: str) -> dict[str, bytes]:
+    """`"k1:KEY k2:KEY"` (spaces, commas or semicolons between) as ids to key bytes, in order."""
+    ring: dict[str, bytes] = {}
+    for n, pair in enumerate(p for p in _PAIR_SEPARATORS.split(text.strip()) if p):
+        key_id, colon, key = pair.partition(":")
+        if not colon:
+            raise ConfigurationError(
+                f"{where}: item {n + 1} is not `id:key` (each key is written after its id "
+                "and a colon, such as k1:BASE64)"
+            )
+        if key_id in ring:
+            raise ConfigurationError(f"{where} names key `{check_key_id(key_id)}` twice")
+        ring[check_key_id(key_id)] = _decoded(key_id, key, where)
+    if not ring:
+        raise ConfigurationError(
+            f"{where} is empty: give at least one `id:key` pair (is its variable set?)"
+        )
+    return ring
+
+
+def _decoded(key_id: str, key: object, where: str) -> bytes:
+    if not isinstance(key, str) or not key.strip():
+        raise ConfigurationError(f"{where}: key `{key_id}` must be base64 text, and is empty")
+    text = key.strip()
+    if "${" in text:
+        raise ConfigurationError(
+            f"{where}: key `{key_id}` still names an environment variable; set it"
+        )
+    padded = text + "=" * (-len(text) % 4)
+    try:
+        if "-" in text or "_" in text:
+            return base64.urlsafe_b64decode(padded.encode("ascii"))
+        return base64.b64decode(padded.encode("ascii"), validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        raise ConfigurationError(
+            f"{where}: key `{key_id}` is not base64 (make one with `rainier-queue encryption-key`)"
+        ) from None
+
+
+__all__ = ["OPTION", "key_ring_from_config"]
