@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""A connection's `encryption` option read into a `KeyRing`, the keys' text never repeated.
+"""A connection's `encryption` option read into a `KeyRing`, and its stored jobs moved to
+the ring's current key (`reencrypt`), the keys' text never repeated.
 
 Keys are secrets that come from the environment, so the option takes them
 the two ways a deployment hands secrets over (docs/encryption.md):
@@ -23,10 +24,14 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from .envelope.sealing import KeyRing, check_key_id
+from .envelope import QueuedJob
+from .envelope.sealing import KeyRing, SealedPayloadError, check_key_id, sealed_key_id
 from .errors import ConfigurationError, UnknownOption
+from .queue import Queue, RewritesStoredJobs
 
 OPTION = "encryption"
 """The connection option that holds the key ring."""
@@ -104,4 +109,54 @@ def _decoded(key_id: str, key: object, where: str) -> bytes:
         ) from None
 
 
-__all__ = ["OPTION", "key_ring_from_config"]
+@dataclass(slots=True)
+class Reencrypted:
+    """What a `reencrypt` did: jobs moved per old key id, and those that would not open."""
+
+    keys: KeyRing = field(repr=False)
+    moved: Counter[str] = field(default_factory=Counter)
+    """Jobs moved to `current`, by the key id they were sealed with."""
+    failures: list[str] = field(default_factory=list)
+    """Why each job that would not open was left as it is (key ids, never keys)."""
+    count: int = 0
+    """Jobs the driver wrote back (fewer than `moved` if some changed meanwhile)."""
+
+    @property
+    def current(self) -> str:
+        """The key id the jobs were moved to."""
+        return self.keys.current
+
+    def __call__(self, job: QueuedJob) -> QueuedJob | None:
+        """The `Rewrite` a driver is handed: reseal under the current key; never raises."""
+        try:
+            new = self.keys.reseal(job)
+        except SealedPayloadError as exc:
+            self.failures.append(f"left as it is: {exc}")
+            return None
+        if new is not None:
+            self.moved[sealed_key_id(job.payload) or "?"] += 1
+        return new
+
+
+async def reencrypt(queue: Queue) -> Reencrypted:
+    """Move every job `queue` stores (waiting, delayed, running, failed) to its ring's
+    current key. `ConfigurationError` if it has no ring; `UnsupportedOperation` if its
+    driver cannot change a stored job (a log, a broker: docs/encryption.md)."""
+    keys = queue.payload_keys
+    if keys is None:
+        raise ConfigurationError(f"{queue.describe()} has no `encryption` key ring")
+    if not isinstance(queue, RewritesStoredJobs):
+        from .errors import UnsupportedOperation
+
+        raise UnsupportedOperation(
+            f"the {queue.name} driver cannot change a job once it is stored, so its jobs stay "
+            f"sealed with the key they were pushed with. New pushes use `{keys.current}` "
+            "already; keep the older keys in the ring until the jobs sealed with them have "
+            "drained (`rainier-queue size`), then remove them (docs/encryption.md)"
+        )
+    outcome = Reencrypted(keys=keys)
+    outcome.count = await queue.rewrite_payloads(outcome)
+    return outcome
+
+
+__all__ = ["OPTION", "Reencrypted", "key_ring_from_config", "reencrypt"]

@@ -187,8 +187,8 @@ class KeyRing:
         if cipher is None:
             raise SealedPayloadError(
                 f"the payload of {where} is sealed with key `{key_id}`, which is not in this "
-                f"connection's key ring ({', '.join(f'`{k}`' for k in self._ciphers)}); add "
-                "that key to the ring and retry the job from the failed store",
+                f"connection's key ring ({', '.join(f'`{k}`' for k in self._ciphers)}): put "
+                "that key back in the ring",
                 key_id=key_id,
             )
         try:
