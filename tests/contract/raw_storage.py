@@ -100,7 +100,7 @@ async def kafka_raw(tmp: Path, namespace: str, queue: str) -> list[bytes]:
         await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)
         found: list[bytes] = []
-        while any(await consumer.position(p) < ends[p] for p in partitions):
+        while [p for p in partitions if await consumer.position(p) < ends[p]]:
             batches = await consumer.getmany(*partitions, timeout_ms=1000)
             for records in batches.values():
                 found += [record.value or b"" for record in records]
@@ -120,8 +120,10 @@ async def nats_raw(tmp: Path, namespace: str, queue: str) -> list[bytes]:
         names = Names(namespace)
         found: list[bytes] = []
         for stream in (names.stream, names.failed_stream):
-            info = await js.stream_info(stream)
-            for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            state = (await js.stream_info(stream)).state
+            if not state.messages:
+                continue
+            for seq in range(max(state.first_seq, 1), state.last_seq + 1):
                 try:
                     found.append((await js.get_msg(stream, seq)).data or b"")
                 except nats.js.errors.NotFoundError:
