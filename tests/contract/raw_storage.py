@@ -42,7 +42,7 @@ async def postgres_raw(tmp: Path, namespace: str, queue: str) -> list[bytes]:
 
 
 async def mysql_raw(tmp: Path, namespace: str, queue: str) -> list[bytes]:
-    import pymysql
+    import pymysql  # type: ignore[import-untyped]
 
     conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test")
     try:

@@ -34,7 +34,8 @@ def test_a_sealed_payload_opens_with_the_ring_and_shows_nothing_of_itself() -> N
     keys = KeyRing({"k1": K1})
     job = a_job()
     sealed = keys.seal(job)
-    assert is_sealed(sealed.payload) and sealed.payload["key"] == "k1"
+    assert is_sealed(sealed.payload)
+    assert sealed.payload["key"] == "k1"
     assert "hello" not in sealed.to_json()
     assert (sealed.id, sealed.name, sealed.queue) == (job.id, job.name, job.queue)
     assert keys.open(sealed) == {"text": "hello"}
@@ -50,7 +51,8 @@ def test_the_ring_seals_with_its_current_key_and_opens_with_any() -> None:
     assert both.open(old) == {"text": "hello"}
     assert KeyRing({"k1": K1, "k2": K2}, current="k1").seal(a_job()).payload["key"] == "k1"
     moved = both.reseal(old)
-    assert moved is not None and moved.payload["key"] == "k2"
+    assert moved is not None
+    assert moved.payload["key"] == "k2"
     assert KeyRing({"k2": K2}).open(moved) == {"text": "hello"}
     assert both.reseal(moved) is None  # already under the current key
 
@@ -135,7 +137,8 @@ def test_a_key_ring_that_cannot_be_used_is_refused_without_showing_a_key(
     with pytest.raises(ConfigurationError) as caught:
         key_ring_from_config(given)
     assert says in str(caught.value)
-    assert T1 not in str(caught.value) and T2 not in str(caught.value)
+    assert T1 not in str(caught.value)
+    assert T2 not in str(caught.value)
     if says.startswith("does not take"):
         assert isinstance(caught.value, UnknownOption)
 
