@@ -120,6 +120,9 @@ class Reencrypted:
     """Why each job that would not open was left as it is (key ids, never keys)."""
     count: int = 0
     """Jobs the driver wrote back (fewer than `moved` if some changed meanwhile)."""
+    in_flight: int = 0
+    """Jobs held by workers that the driver could not change under them (Redis), left
+    under their key: run `reencrypt` again once they have settled."""
 
     @property
     def current(self) -> str:
@@ -155,7 +158,8 @@ async def reencrypt(queue: Queue) -> Reencrypted:
             "drained (`rainier-queue size`), then remove them (docs/encryption.md)"
         )
     outcome = Reencrypted(keys=keys)
-    outcome.count = await queue.rewrite_payloads(outcome)
+    done = await queue.rewrite_payloads(outcome)
+    outcome.count, outcome.in_flight = done.rewritten, done.in_flight
     return outcome
 
 

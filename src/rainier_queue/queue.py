@@ -383,6 +383,18 @@ Rewrite = Callable[[QueuedJob], "QueuedJob | None"]
 """A stored job's replacement (same id and envelope, another payload), or None to keep it."""
 
 
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """What a `rewrite_payloads` did."""
+
+    rewritten: int
+    """Jobs whose payload was stored anew."""
+    in_flight: int = 0
+    """Jobs a worker held that the driver cannot change under it (Redis: a delivered stream
+    entry), left as they were and not offered; a later rewrite, once they settle, finds
+    those put back."""
+
+
 @runtime_checkable
 class RewritesStoredJobs(Protocol):
     """Rewriting the payload of jobs already stored, in place: what `reencrypt` needs.
@@ -392,10 +404,10 @@ class RewritesStoredJobs(Protocol):
     written, has not (docs/encryption.md says what to do there instead).
     """
 
-    async def rewrite_payloads(self, rewrite: Rewrite) -> int:
+    async def rewrite_payloads(self, rewrite: Rewrite) -> Rewritten:
         """Offer every stored job (waiting, delayed, reserved, failed) to `rewrite`; store
         the payload of each it returns in place of the old one, unless the job changed or
-        went meanwhile; return how many were rewritten. `rewrite` must not raise."""
+        went meanwhile. `rewrite` must not raise."""
         ...
 
 
@@ -599,6 +611,7 @@ __all__ = [
     "QueueCounts",
     "Reservation",
     "Rewrite",
+    "Rewritten",
     "RewritesStoredJobs",
     "TransactionalEnqueue",
     "new_token",

@@ -76,11 +76,16 @@ async def _reencrypt_one(name: str, queue: Queue, *, chosen: bool) -> ExitCode:
         return ExitCode.PROBLEMS
     moved = ", ".join(f"{n} from `{k}`" for k, n in sorted(done.moved.items())) or "none"
     echo(f"{name}: {done.count} job(s) moved to key `{done.current}` ({moved})")
+    if done.in_flight:
+        say_error(
+            f"{name}: {done.in_flight} job(s) held by workers were left under their key; run "
+            "`reencrypt` again once they have settled, before removing an old key"
+        )
     for line in done.failures[:SHOWN]:
         say_error(f"{name}: {line}")
     if len(done.failures) > SHOWN:
         say_error(f"{name}: and {len(done.failures) - SHOWN} more job(s) that would not open")
-    return ExitCode.JOB_FAILED if done.failures else ExitCode.OK
+    return ExitCode.JOB_FAILED if done.failures or done.in_flight else ExitCode.OK
 
 
 @click.command("encryption-key")

@@ -9,7 +9,8 @@ command:
   of its jobs failed.
 - **1**: it ran, but something did not go through: a job ended in the
   failed store, an id given to `retry` or `forget` was not found, or
-  `reencrypt` met a job sealed with a key that is not in the ring.
+  `reencrypt` met a job sealed with a key that is not in the ring (or, on
+  Redis, one a worker held, which it could not move).
 - **2**: configuration or usage error, so nothing ran: a bad flag, an
   unknown connection, no URL, a worker setting that cannot work, a payload
   that does not fit its job.

@@ -36,6 +36,7 @@ from ..queue import (
     QueueCounts,
     Reservation,
     Rewrite,
+    Rewritten,
     new_token,
 )
 from .options import Options, check_lease
@@ -283,7 +284,7 @@ class MemoryQueue(Queue):
 
     # -- RewritesStoredJobs ----------------------------------------------------
 
-    async def rewrite_payloads(self, rewrite: Rewrite) -> int:
+    async def rewrite_payloads(self, rewrite: Rewrite) -> Rewritten:
         """Every job held here, waiting, delayed, reserved or failed, offered to `rewrite`."""
         count = 0
 
@@ -305,7 +306,7 @@ class MemoryQueue(Queue):
                 FailedJob(job=changed(f.job), error=f.error, failed_at=f.failed_at)
                 for f in self._failed
             ]
-        return count
+        return Rewritten(count)
 
     # -- inspection, for tests and the dashboard -------------------------------
 

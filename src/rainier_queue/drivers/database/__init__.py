@@ -62,6 +62,7 @@ from ...queue import (
     QueueCounts,
     Reservation,
     Rewrite,
+    Rewritten,
     new_token,
 )
 from ..malformed import Pass, quarantine, top_up
@@ -548,12 +549,13 @@ class DatabaseQueue(Queue):
 
     # -- RewritesStoredJobs ----------------------------------------------------
 
-    async def rewrite_payloads(self, rewrite: Rewrite) -> int:
+    async def rewrite_payloads(self, rewrite: Rewrite) -> Rewritten:
         """Every row of both tables offered to `rewrite`, changed ones written back (see
         `rewriting`); how many were."""
         sql = self._dialect.sql
         jobs = await rewrite_table(self._run, sql, self._tables.jobs, rewrite)
-        return jobs + await rewrite_table(self._run, sql, self._tables.failed, rewrite)
+        failed = await rewrite_table(self._run, sql, self._tables.failed, rewrite)
+        return Rewritten(jobs + failed)
 
 
 def _row_for(job: QueuedJob) -> tuple[object, ...]:
