@@ -113,24 +113,26 @@ def test_keys_are_read_from_a_table_or_from_one_string() -> None:
     ) == {"text": "hello"}
 
 
-@pytest.mark.parametrize(
-    ("given", "says"),
-    [
-        ({"keys": {"k1": base64.b64encode(os.urandom(16)).decode()}}, "key `k1` is 16 bytes"),
-        ({"keys": {"k1": "%%%"}}, "key `k1` is not base64"),
-        ({"keys": {"k1": ""}}, "key `k1` must be base64 text, and is empty"),
-        ({"keys": {"k1": "${UNSET}"}}, "key `k1` still names an environment variable"),
-        ({"keys": {"k1": T1}, "current": "k3"}, "the current encryption key `k3` is not in"),
-        ({"keys": {}}, "needs `keys`"),
-        ({"key": {"k1": T1}}, "does not take `key`"),
-        ("", "is empty"),
-        (f"k1={T1}", "item 1 is not `id:key`"),
-        (f"k1:{T1} k1:{T2}", "names key `k1` twice"),
-        (f"{T1.rstrip('=')}:k1", "key id given is not usable"),
-        ({"keys": {"bad id": T1}}, "key id 'bad id' is not usable"),
-        (5, "must be a table with `keys`"),
-    ],
-)
+REFUSED = [
+    ({"keys": {"k1": base64.b64encode(os.urandom(16)).decode()}}, "key `k1` is 16 bytes"),
+    ({"keys": {"k1": "%%%"}}, "key `k1` is not base64"),
+    ({"keys": {"k1": ""}}, "key `k1` must be base64 text, and is empty"),
+    ({"keys": {"k1": "${UNSET}"}}, "key `k1` still names an environment variable"),
+    ({"keys": {"k1": T1}, "current": "k3"}, "the current encryption key `k3` is not in"),
+    ({"keys": {}}, "needs `keys`"),
+    ({"key": {"k1": T1}}, "does not take `key`"),
+    ("", "is empty"),
+    (f"k1={T1}", "item 1 is not `id:key`"),
+    (f"k1:{T1} k1:{T2}", "names key `k1` twice"),
+    (f"{T1.rstrip('=')}:k1", "key id given is not usable"),
+    ({"keys": {"bad id": T1}}, "key id 'bad id' is not usable"),
+    (5, "must be a table with `keys`"),
+]
+"""Key rings that cannot be used, each with what its error says (the ids: random keys are
+no test name that every xdist process collects the same)."""
+
+
+@pytest.mark.parametrize(("given", "says"), REFUSED, ids=[says for _, says in REFUSED])
 def test_a_key_ring_that_cannot_be_used_is_refused_without_showing_a_key(
     given: object, says: str
 ) -> None:
