@@ -156,6 +156,7 @@ async def test_stored_bytes_hold_no_plaintext_payload(
     assert plain.encode() in stored
     assert stored.count(SEALED.encode()) >= 2  # ...and the sealed jobs are stored
     assert secret.encode() not in stored
+    assert Note.name.encode() in stored  # what a worker routes by stays readable
     assert KEYS["k1"].encode() not in stored
 
 
