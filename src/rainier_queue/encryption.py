@@ -136,6 +136,14 @@ class Reencrypted:
         except SealedPayloadError as exc:
             self.failures.append(f"left as it is: {exc}")
             return None
+        except Exception as exc:  # opened, but not a payload: kept as it is, and said
+            # By the error's kind alone: its text could quote the opened payload.
+            self.failures.append(
+                f"left as it is: the payload of job `{job.name}` {job.id} opened with key "
+                f"`{sealed_key_id(job.payload)}` but could not be sealed again "
+                f"({type(exc).__name__})"
+            )
+            return None
         if new is not None:
             self.moved[sealed_key_id(job.payload) or "?"] += 1
         return new
