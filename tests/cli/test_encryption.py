@@ -107,3 +107,27 @@ def test_reencrypt_without_a_key_ring_says_there_is_nothing_to_do(tmp_path: Path
     result = run("--url", f"sqlite:///{tmp_path / 'jobs.db'}", "reencrypt")
     assert result.code == 4, result.output
     assert "no `encryption` key ring" in result.output
+
+
+def test_a_url_connection_takes_its_key_ring_from_one_variable(tmp_path: Path) -> None:
+    """`--url` has no config table for `encryption`, so RAINIER_QUEUE_ENCRYPTION_KEYS holds it."""
+    db = tmp_path / "jobs.db"
+    key = a_key()
+    env = clean_env(RAINIER_QUEUE_ENCRYPTION_KEYS=f"k1:{key}")
+    url = ("--app", APP, "--url", f"sqlite:///{db}")
+    sent = run(*url, "dispatch", "note", "--payload", '{"text": "by-url"}', env=env)
+    assert sent.code == 0, sent.output
+    with sqlite3.connect(db) as conn:
+        [(payload,)] = conn.execute("SELECT payload FROM rainier_jobs").fetchall()
+    assert '"key":"k1"' in payload
+    assert "by-url" not in payload
+
+    unopened = run(*url, "work", "--stop-when-empty")  # no ring: failed, saying why
+    assert unopened.code == 1, unopened.output
+    assert "sealed with key `k1`" in run(*url, "failed").output
+    retried = run(*url, "retry", "--all", env=env)
+    assert retried.code == 0, retried.output
+    worked = run("-vv", *url, "work", "--stop-when-empty", env=env)
+    assert worked.code == 0, worked.output
+    for result in (sent, unopened, retried, worked):
+        assert key not in result.output
