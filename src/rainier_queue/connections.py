@@ -74,6 +74,8 @@ from . import drivers
 from .cache.stores import open_cache
 from .context import Dependencies
 from .drivers import DriverContext, check_driver_name
+from .encryption import OPTION as ENCRYPTION
+from .encryption import key_ring_from_config
 from .environment import ENVIRONMENT_URLS, url_from_environment
 from .errors import ConfigurationError, UnknownConnection, UnknownOption
 from .interpolation import interpolate, unset_error
@@ -343,13 +345,26 @@ def open_queue(
     """`drivers.open_queue`, with what the connection layer hands every driver.
 
     That is the opener of lock stores (`cache.stores.open_cache`), unless the
-    context brings its own. Prefer this to `drivers.open_queue` in
+    context brings its own, and the `encryption` option: the key ring every
+    push to this queue seals payloads with (docs/encryption.md), which no
+    driver sees. Prefer this to `drivers.open_queue` in
     application code: it opens a Kafka queue too.
     """
     context = context or DriverContext()
     if context.open_cache is None:
         context = replace(context, open_cache=open_cache)
-    return drivers.open_queue(url, options, context)
+    options = dict(options or {})
+    encryption = options.pop(ENCRYPTION, None)
+    keys = None if encryption is None else key_ring_from_config(encryption)
+    queue = drivers.open_queue(url, options, context)
+    if keys is not None:
+        if not queue.capabilities.deferred:
+            raise ConfigurationError(
+                f"the {queue.name} driver runs each job inside its push and stores nothing, so "
+                "it has no payload to encrypt: remove `encryption` from this connection"
+            )
+        queue.payload_keys = keys
+    return queue
 
 
 def _interpolated(

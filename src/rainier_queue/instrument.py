@@ -82,6 +82,7 @@ class InstrumentedQueue(Queue):
     def __init__(self, inner: Queue, observers: Sequence[QueueObserver]) -> None:
         self.inner = inner
         self._observers = tuple(observers)
+        self.payload_keys = inner.payload_keys
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]  # a ClassVar on drivers

@@ -304,6 +304,8 @@ class QueueManager:
                 batch[1].append(envelope)
                 results.append(envelope.id)
             for queue, envelopes_of_queue in batches.values():
+                if queue.payload_keys is not None:  # docs/encryption.md
+                    envelopes_of_queue = list(queue.sealed(envelopes_of_queue))
                 if bulk:
                     await queue.push_many(envelopes_of_queue)
                 else:

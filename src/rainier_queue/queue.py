@@ -28,13 +28,14 @@ import asyncio
 import itertools
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from .envelope import QueuedJob
+from .envelope.sealing import KeyRing
 from .errors import UnsupportedOperation
 
 DEFAULT_LEASE = timedelta(seconds=90)
@@ -168,6 +169,16 @@ class Queue(abc.ABC):
     idle_wait: ClassVar[str] = "a sleep of the worker's `sleep` between two reserves"
     """How an idle worker waits for work on this driver (`wait_for_work`), in words, for
     the messages that explain an option the upstream had (`block_for`)."""
+
+    payload_keys: KeyRing | None = None
+    """The key ring this connection seals payloads with (docs/encryption.md), set by the
+    connection layer when its config has `encryption`; None: payloads are stored as given.
+    Whatever pushes to a queue seals through it (`sealed`); the worker opens with it."""
+
+    def sealed(self, jobs: Sequence[QueuedJob]) -> Sequence[QueuedJob]:
+        """`jobs` as this connection stores them: payloads sealed if it has a key ring."""
+        keys = self.payload_keys
+        return jobs if keys is None else [keys.seal(job) for job in jobs]
 
     @abc.abstractmethod
     async def push(self, job: QueuedJob) -> str:
@@ -371,6 +382,38 @@ class Queue(abc.ABC):
         return f"<{type(self).__name__} {self.describe()}>"
 
 
+Rewrite = Callable[[QueuedJob], "QueuedJob | None"]
+"""A stored job's replacement (same id and envelope, another payload), or None to keep it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """What a `rewrite_payloads` did."""
+
+    rewritten: int
+    """Jobs whose payload was stored anew."""
+    in_flight: int = 0
+    """Jobs a worker held that the driver cannot change under it (Redis: a delivered stream
+    entry), left as they were and not offered; a later rewrite, once they settle, finds
+    those put back."""
+
+
+@runtime_checkable
+class RewritesStoredJobs(Protocol):
+    """Rewriting the payload of jobs already stored, in place: what `reencrypt` needs.
+
+    Drivers whose storage can change a stored job have it (the SQL tables,
+    memory); a log or a broker, whose messages cannot be changed once
+    written, has not (docs/encryption.md says what to do there instead).
+    """
+
+    async def rewrite_payloads(self, rewrite: Rewrite) -> Rewritten:
+        """Offer every stored job (waiting, delayed, reserved, failed) to `rewrite`; store
+        the payload of each it returns in place of the old one, unless the job changed or
+        went meanwhile. `rewrite` must not raise."""
+        ...
+
+
 @runtime_checkable
 class FailedJobListing(Protocol):
     """Listing failed jobs, entries that were not jobs included. Every failed store has it."""
@@ -570,6 +613,9 @@ __all__ = [
     "Queue",
     "QueueCounts",
     "Reservation",
+    "Rewrite",
+    "Rewritten",
+    "RewritesStoredJobs",
     "TransactionalEnqueue",
     "new_token",
 ]

@@ -31,6 +31,7 @@ from ..foreign.planting import envelope_bodies
 from ..kafka_broker import broker
 from ..kafka_foreign import produce_foreign
 from .backends import SECRET, Backend, closed_port
+from .raw_storage import kafka_raw
 
 QUEUES = (
     "default",
@@ -135,6 +136,7 @@ BACKEND = Backend(
     prepare=prepare,
     secret_url=secret_url,
     unreachable_url=unreachable_url,
+    raw=kafka_raw,
     plant=envelope_bodies(
         _produce, bad={"no-value": (None, "no value")}, listed=_listed
     ),  # and a record with a key alone

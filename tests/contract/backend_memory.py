@@ -9,6 +9,7 @@ BACKEND = Backend(
     "memory",
     lambda tmp, ns: "memory://",
     lacks={
+        "raw": "the memory driver keeps Python objects in the process: nothing is stored as bytes",
         "secret_url": "memory:// carries no credentials",
         "unreachable_url": f"{NO_SERVER} to be unreachable",
         "cut": f"{NO_SERVER} and no connection whose answer could be lost",

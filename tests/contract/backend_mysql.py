@@ -10,6 +10,7 @@ from ..foreign.planting import sql_rows
 from ..mysql_service import SERVER, ThrowawayServer, check, drop_tables
 from ..tls_certs import Certs
 from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
+from .raw_storage import mysql_raw
 
 COMMIT = b"\x03COMMIT"
 """A COM_QUERY packet's command byte and the start of the query that commits a push."""
@@ -111,5 +112,6 @@ BACKEND = Backend(
     private_server=_Private,
     wake_only={"poll_interval": "60s"},  # a push from another process must be heard
     tls=TLS_RULES,
+    raw=mysql_raw,
     plant=sql_rows(_insert, bad=NUL_BAD_ROWS),
 )

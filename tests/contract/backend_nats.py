@@ -27,6 +27,7 @@ from ..services import require_port
 from ..tls_certs import Certs
 from .backend_kafka import QUEUES, in_a_thread
 from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
+from .raw_storage import nats_raw
 
 SERVER = "nats://127.0.0.1:4222"
 
@@ -167,6 +168,7 @@ BACKEND = Backend(
         [(1, b".jobs.default "), (3, b".jobs.default ")],
     ),
     private_server=lambda folder, listen: _Private(folder, listen),
+    raw=nats_raw,
     plant=envelope_bodies(_publish),
     known_failures={
         "test_busy_workers_ride_out_a_crash_and_restart_and_run_every_job_once": (

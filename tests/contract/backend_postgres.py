@@ -10,6 +10,7 @@ from ..postgres import PG_URL, drop_prefixed, require_postgres
 from ..postgres_server import ThrowawayPostgres
 from ..tls_certs import Certs
 from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
+from .raw_storage import postgres_raw
 
 SYNC = b"S\x00\x00\x00\x04"
 """The Sync message that ends an extended-protocol INSERT, whose answer carries the commit."""
@@ -122,5 +123,6 @@ BACKEND = Backend(
     cut=Cut(5432, _relayed_url, pushes=[(1, SYNC), (A_COPY, COPY_DONE)]),
     private_server=lambda folder, listen: _Private(listen),
     tls=TLS_RULES,
+    raw=postgres_raw,
     plant=sql_rows(_insert),  # text with a NUL in it PostgreSQL refuses on insert
 )

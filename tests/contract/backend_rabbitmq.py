@@ -34,6 +34,7 @@ from ..services import require_port
 from ..tls_certs import Certs
 from .backend_kafka import QUEUES, in_a_thread
 from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
+from .raw_storage import rabbitmq_raw
 
 HOST = "127.0.0.1:5672"
 DELAYS = "250ms"
@@ -212,6 +213,7 @@ BACKEND = Backend(
         _relayed,
         [(1, b"\x00\x3c\x00\x28")],  # Basic.Publish: class 60, method 40
     ),
+    raw=rabbitmq_raw,
     plant=envelope_bodies(_publish),
     private_server=lambda folder, listen: _Private(folder, listen),
     tls=TLS_RULES,

@@ -14,6 +14,7 @@ from ..redis_servers import RedisServers, delete_keys, with_tls
 from ..services import require_port
 from ..tls_certs import Certs
 from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
+from .raw_storage import redis_raw
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -114,6 +115,7 @@ BACKEND = Backend(
         6379, lambda tmp, ns, port: f"redis://127.0.0.1:{port}/0?prefix=rq:{ns}:", [(1, b"EVALSHA")]
     ),
     private_server=lambda folder, listen: _Private(listen),
+    raw=redis_raw,
     plant=envelope_bodies(_add),
     tls=TLS_RULES,
     known_failures={

@@ -11,6 +11,7 @@ from ..foreign.planting import envelope_bodies
 from ..redis_servers import shared_cluster
 from .backend_redis import stream_key
 from .backends import SECRET, Backend, closed_port
+from .raw_storage import redis_keys_raw
 
 
 def _seeds() -> str:
@@ -51,6 +52,18 @@ async def _add(tmp: Path, namespace: str, queue: str, entries: Sequence[tuple[st
         await client.aclose()
 
 
+async def _raw(tmp: Path, namespace: str, queue: str) -> list[bytes]:
+    """Every value under the namespace's keys, on whichever node holds each."""
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    nodes = [ClusterNode("127.0.0.1", port) for port in shared_cluster().ports]
+    client = RedisCluster(startup_nodes=nodes)
+    try:
+        return await redis_keys_raw(client, namespace)
+    finally:
+        await client.aclose()
+
+
 BACKEND = Backend(
     name="redis-cluster",
     url=url,
@@ -59,6 +72,7 @@ BACKEND = Backend(
     secret_url=lambda tmp, ns: f"redis-cluster://app:{SECRET}@{_seeds()}/?prefix=rq:{ns}:",
     unreachable_url=lambda tmp, ns: f"redis-cluster://127.0.0.1:{closed_port()}/?prefix=rq:{ns}:",
     plant=envelope_bodies(_add),
+    raw=_raw,
     lacks={
         "cut": (
             "a cluster client reaches each node at the address the cluster announces, not"

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..foreign.catalog import NUL_BAD_ROWS, SQLITE_BAD_ROWS, SQLITE_GOOD_VARIANTS
 from ..foreign.planting import sql_rows
 from .backends import Backend
+from .raw_storage import sqlite_raw
 
 EMBEDDED = "SQLite is embedded in the process: there is no server"
 
@@ -48,6 +49,7 @@ BACKEND = Backend(
     backlog=(10_000, 2),  # one writer at a time: the foundation's 10,000 over 2
     wake_only=WAKE_ONLY,
     plant=PLANT,
+    raw=sqlite_raw,
     lacks={
         "secret_url": "a SQLite URL is a file path: it carries no credentials",
         "unreachable_url": (

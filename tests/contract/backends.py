@@ -44,6 +44,7 @@ from rainier_queue.drivers import DriverContext
 from rainier_queue.queue import Queue
 
 from ..tls_certs import Certs
+from .raw_storage import Raw
 
 SECRET = "s3cret-Pa55word"
 """The password every `secret_url` carries; no description, error or log may show it."""
@@ -186,6 +187,9 @@ class Backend:
     """How another program writes into the namespace's storage (the foreign-entry tests)."""
     tls: TLS | None = None
     """How to start a server of the test's own that speaks TLS, and ask for its checks."""
+    raw: Raw | None = None
+    """Every stored entry of a queue as bytes, read with the server's own client, not the
+    driver (raw_storage.py): what the encryption tests search for plaintext."""
     wake_only: Mapping[str, Any] = field(default_factory=dict)
     """Options under which an idle wait ends within the wake-up tests' bound only by being
     woken, for a driver that also polls: its poll pushed out to a minute. Empty where
@@ -234,6 +238,7 @@ HOOKS = (
     "plant",
     "tls",
     "lock_store",
+    "raw",
 )
 """Every hook a contract or fault test may need."""
 

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
@@ -12,6 +14,7 @@ import pytest
 from rainier_queue import LockManager, QueueManager
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.drivers.memory import MemoryQueue
+from rainier_queue.encryption import key_ring_from_config
 from rainier_queue.errors import BrokerUnavailable
 from rainier_queue.queue import Reservation
 from rainier_queue.scheduling import TICK_HEADER, Schedule, Scheduler
@@ -405,3 +408,22 @@ async def test_a_worker_that_finishes_the_run_lets_the_next_tick_through(
     assert stats.processed == 1
     clock.advance(timedelta(minutes=1))
     assert [o.status for o in await each.run_pending()] == ["enqueued"]
+
+
+async def test_a_tick_is_enqueued_sealed_on_a_connection_with_a_key_ring(
+    manager: QueueManager,
+) -> None:
+    """The scheduler pushes past the manager's dispatch, so it seals itself
+    (docs/encryption.md): the stored job carries the key id, not the fields."""
+    key = base64.urlsafe_b64encode(os.urandom(32)).decode()
+    manager.queue.payload_keys = keys = key_ring_from_config({"keys": {"k1": key}})
+    schedule = Schedule()
+    schedule.job(Report(team="sales")).daily_at("07:30")
+    outcomes = await scheduler(
+        manager, schedule, SteppedClock(at("2026-05-17 07:30:02"))
+    ).run_pending()
+    assert [o.status for o in outcomes] == ["enqueued"]
+    [job] = await waiting(manager)
+    assert job.job.payload["key"] == "k1"
+    assert "sales" not in job.job.to_json()
+    assert keys.open(job.job) == {"team": "sales"}

@@ -34,17 +34,20 @@ COMMANDS = {
     "clear": "admin",
     "dispatch": "dispatch",
     "doctor": "doctor",
+    "encryption-key": "encryption",
     "failed": "inspection",
     "flush": "admin",
     "forget": "admin",
     "migrate": "provision",
     "provision": "provision",
+    "reencrypt": "encryption",
     "retry": "admin",
     "schedule": "schedule",
     "size": "inspection",
     "work": "work",
 }
-"""Each command, and the module of this package that defines it under the same name."""
+"""Each command, and the module of this package that defines it under the same name
+(with `_` for `-`)."""
 
 
 class Commands(Group):
@@ -57,7 +60,8 @@ class Commands(Group):
         module = COMMANDS.get(cmd_name)
         if module is None:
             return None
-        command = getattr(importlib.import_module(f"{__package__}.{module}"), cmd_name)
+        attribute = cmd_name.replace("-", "_")
+        command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
         assert isinstance(command, click.Command)
         return command
 

@@ -157,7 +157,7 @@ async def _push_raw(
         )
         for _ in range(count)
     ]
-    await target.push_many(jobs)
+    await target.push_many(target.sealed(jobs))
     for job in jobs:
         echo(job.id)
     where = loaded.connection_name(state.settings.connection)

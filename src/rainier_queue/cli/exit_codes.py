@@ -8,15 +8,18 @@ command:
 - **0**: everything asked for was done; a worker stopped cleanly and none
   of its jobs failed.
 - **1**: it ran, but something did not go through: a job ended in the
-  failed store, or an id given to `retry` or `forget` was not found.
+  failed store, an id given to `retry` or `forget` was not found, or
+  `reencrypt` met a job sealed with a key that is not in the ring (or, on
+  Redis, one a worker held, which it could not move).
 - **2**: configuration or usage error, so nothing ran: a bad flag, an
   unknown connection, no URL, a worker setting that cannot work, a payload
   that does not fit its job.
 - **3**: the broker stayed unreachable: the worker gave up after
   `--max-consecutive-errors` failures in a row, or a command could not
   reach it.
-- **4**: `doctor` found problems, or `provision` left some it cannot put
-  right (listed on the way).
+- **4**: `doctor` found problems, `provision` left some it cannot put
+  right (listed on the way), or `reencrypt` was asked of a driver that
+  cannot change a stored job.
 - **5**: `work --stop-when-empty` stopped with work still on its queues that
   falls due later than `--drain-wait` (a long retry backoff, a delayed job,
   or a job held under a lease that ends later); a cron job or CI step should

@@ -49,7 +49,7 @@ from ..redact import redact_url
 from ..registry import JobRegistry
 from ..unresolved import UnresolvedQueue
 from .output import Problem
-from .settings import APP_VAR, CONFIG_VAR, URL_VAR, Settings
+from .settings import APP_VAR, CONFIG_VAR, KEYS_VAR, URL_VAR, Settings
 
 NO_QUEUES = (
     "no queue connection is configured. Say where the jobs are with --url "
@@ -188,7 +188,8 @@ def _refuse_two_sources(settings: Settings) -> None:
 
 def _explicit_config(settings: Settings) -> QueueConfig | None:
     if settings.url is not None:
-        return QueueConfig.from_url(settings.url)
+        keys = settings.environ.get(KEYS_VAR, "").strip()
+        return QueueConfig.from_url(settings.url, **({"encryption": keys} if keys else {}))
     if settings.config is not None:
         found = QueueConfig.load(settings.config, environ=settings.environ)
         if found is None:  # pragma: no cover - load(path) raises instead

@@ -41,6 +41,9 @@ URL_VAR = "RAINIER_QUEUE_URL"
 CONFIG_VAR = "RAINIER_QUEUE_CONFIG"
 CONNECTION_VAR = "RAINIER_QUEUE_CONNECTION"
 EVENT_LOOP_VAR = "RAINIER_QUEUE_EVENT_LOOP"
+KEYS_VAR = "RAINIER_QUEUE_ENCRYPTION_KEYS"
+"""The key ring (`id:key` pairs) of a connection given by `--url`, which has no config table to
+hold its `encryption` option (docs/encryption.md); a config file names its own variables."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,4 +133,4 @@ def _blank(value: str | None) -> str | None:
     return value.strip()
 
 
-__all__ = ["APP_VAR", "CONFIG_VAR", "CONNECTION_VAR", "URL_VAR", "Settings"]
+__all__ = ["APP_VAR", "CONFIG_VAR", "CONNECTION_VAR", "KEYS_VAR", "URL_VAR", "Settings"]

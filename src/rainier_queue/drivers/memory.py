@@ -35,6 +35,8 @@ from ..queue import (
     Queue,
     QueueCounts,
     Reservation,
+    Rewrite,
+    Rewritten,
     new_token,
 )
 from .options import Options, check_lease
@@ -280,6 +282,32 @@ class MemoryQueue(Queue):
             flushed = len(self._failed) - len(keep)
             self._failed = keep
         return flushed
+
+    # -- RewritesStoredJobs ----------------------------------------------------
+
+    async def rewrite_payloads(self, rewrite: Rewrite) -> Rewritten:
+        """Every job held here, waiting, delayed, reserved or failed, offered to `rewrite`."""
+        count = 0
+
+        def changed(job: QueuedJob) -> QueuedJob:
+            nonlocal count
+            new = rewrite(job)
+            if new is None:
+                return job
+            count += 1
+            return job.with_changes(payload=new.payload)
+
+        with self._lock:
+            for lane in self._lanes.values():
+                lane.ready = deque(changed(job) for job in lane.ready)
+                lane.delayed = [(at, seq, changed(job)) for at, seq, job in lane.delayed]
+            for held in self._held.values():
+                held.job = changed(held.job)
+            self._failed = [
+                FailedJob(job=changed(f.job), error=f.error, failed_at=f.failed_at)
+                for f in self._failed
+            ]
+        return Rewritten(count)
 
     # -- inspection, for tests and the dashboard -------------------------------
 

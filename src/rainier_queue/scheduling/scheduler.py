@@ -312,7 +312,8 @@ class Scheduler:
                 return "skipped", f"a `{envelope.name}` job with the same unique id still waits"
             envelope = envelope.with_changes(unique_key=lock_name)
         try:
-            job_id = await queue.push(envelope)
+            [sealed] = queue.sealed([envelope])  # docs/encryption.md
+            job_id = await queue.push(sealed)
         except OutcomeUnknown:
             raise
         except BaseException:

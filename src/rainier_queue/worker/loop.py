@@ -222,7 +222,9 @@ class Worker:
         in, and the reserver takes them out to send with its next reserve.
         """
         self._outage = Outage(self.options, self._stats)
-        self._runner = Runner(self.registry, self.options, self._dependencies)
+        self._runner = Runner(
+            self.registry, self.options, self._dependencies, keys=self.queue.payload_keys
+        )
         self._keeper = LeaseKeeper(self._port, self._stats)
         # The loop's next reserve carries the acknowledgements when it can;
         # they go on their own only if it has not come by then.

@@ -48,6 +48,8 @@ from types import CoroutineType
 from typing import Any, TypeVar
 
 from ..context import Dependencies, JobContext
+from ..envelope.model import QueuedJob
+from ..envelope.sealing import SEALED, KeyRing, SealedPayloadError, sealed_key_id
 from ..errors import (
     DeliveryExhausted,
     HandlerInterrupted,
@@ -183,9 +185,15 @@ class Runner:
     """Builds, runs and times one job; owns the thread pool for plain `def` handlers."""
 
     def __init__(
-        self, registry: JobRegistry, options: WorkerOptions, dependencies: Dependencies
+        self,
+        registry: JobRegistry,
+        options: WorkerOptions,
+        dependencies: Dependencies,
+        keys: KeyRing | None = None,
     ) -> None:
         self._registry = registry
+        self._keys = keys
+        """The connection's key ring, which opens sealed payloads (docs/encryption.md)."""
         self._options = options
         self._dependencies = dependencies
         # Handlers never take more than `concurrency` threads, since a slot is
@@ -251,6 +259,27 @@ class Runner:
             )
         return facts
 
+    def _build(self, queued: QueuedJob) -> Job:
+        """The job of `queued`, its payload opened first if it is sealed.
+
+        A payload that will not open raises `SealedPayloadError` (a
+        `PayloadError`), so the job goes to the failed store as it is, still
+        sealed, to be retried once its key is in the ring again.
+        """
+        payload = queued.payload
+        if type(payload) is not dict or SEALED not in payload:
+            return self._registry.build(queued)
+        job_class = self._registry.get(queued.name)  # an unknown name says so first
+        if self._keys is None:
+            raise SealedPayloadError(
+                f"the payload of job `{queued.name}` {queued.id} is sealed with key "
+                f"`{sealed_key_id(payload)}`, and this worker's connection has no `encryption` "
+                "key ring: give it one (docs/encryption.md), then retry the job from the "
+                "failed store",
+                key_id=sealed_key_id(payload),
+            )
+        return job_class.from_payload(self._keys.open(queued))
+
     async def run(
         self,
         reservation: Reservation,
@@ -265,7 +294,7 @@ class Runner:
         ctx = self.context_for(reservation)
         started = time.monotonic()
         try:
-            job = self._registry.build(queued)
+            job = self._build(queued)
         except (UnknownJob, PayloadError) as exc:
             return Attempt(
                 reservation=reservation,

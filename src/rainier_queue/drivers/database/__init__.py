@@ -61,11 +61,14 @@ from ...queue import (
     Queue,
     QueueCounts,
     Reservation,
+    Rewrite,
+    Rewritten,
     new_token,
 )
 from ..malformed import Pass, quarantine, top_up
 from ..options import check_lease, check_positive
 from .dialect import Dialect, Row, Session, T, Work
+from .rewriting import rewrite_table
 from .schema import (
     DEFAULT_PREFIX,
     EXPECTED_VERSION,
@@ -547,6 +550,16 @@ class DatabaseQueue(Queue):
         if queue is None:
             return await self._run(lambda s: s.execute(self._sql.flush_all))
         return await self._run(lambda s: s.execute(self._sql.flush_queue, (queue,)))
+
+    # -- RewritesStoredJobs ----------------------------------------------------
+
+    async def rewrite_payloads(self, rewrite: Rewrite) -> Rewritten:
+        """Every row of both tables offered to `rewrite`, changed ones written back (see
+        `rewriting`); how many were."""
+        sql = self._dialect.sql
+        jobs = await rewrite_table(self._run, sql, self._tables.jobs, rewrite)
+        failed = await rewrite_table(self._run, sql, self._tables.failed, rewrite)
+        return Rewritten(jobs + failed)
 
 
 def _row_for(job: QueuedJob) -> tuple[object, ...]:

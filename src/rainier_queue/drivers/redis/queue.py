@@ -27,7 +27,16 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError
-from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, QueueCounts, Reservation
+from ...queue import (
+    DEFAULT_LEASE,
+    Capabilities,
+    FailedJob,
+    Queue,
+    QueueCounts,
+    Reservation,
+    Rewrite,
+    Rewritten,
+)
 from ...redact import redact_url
 from ..options import check_lease
 from . import scripts
@@ -40,6 +49,7 @@ from .keys import DEFAULT_PREFIX, GROUP, Keys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
 from .reserving import RedisReserver, ack_args, lost
+from .rewriting import RedisRewriter
 from .settings import RedisSettings
 from .waiting import RedisWaiter
 from .wakeups import WAKE_TOKENS, wake_apart, wake_commands
@@ -135,6 +145,8 @@ class RedisQueue(Queue):
         """The pushes, when they wait for replicas."""
         self.failed = RedisFailedStore(self._calls, self.keys)
         """The failed list (`FailedJobStore`), a part of its own."""
+        self._rewriter = RedisRewriter(self._calls, self.keys)
+        """Stored payloads rewritten in place (`RewritesStoredJobs`, for `reencrypt`)."""
         self.health = RedisHealth(
             self._calls.ready,
             self.keys,
@@ -450,6 +462,13 @@ class RedisQueue(Queue):
         await self._pushes.give_back()
         async with translated("close the connection"):
             await self._client.aclose()
+
+    # -- rewriting stored payloads (RewritesStoredJobs) --------------------------------
+
+    async def rewrite_payloads(self, rewrite: Rewrite) -> Rewritten:
+        """Delayed, waiting and failed jobs rewritten in place; jobs workers hold counted as
+        in flight and left (see `rewriting`, which does the work)."""
+        return await self._rewriter.rewrite(rewrite)
 
     # -- the failed list (FailedJobStore) --------------------------------------------
 

@@ -207,7 +207,7 @@ class PostgresQueue(DatabaseQueue):
         if not jobs:
             return []
         await self._ensure_schema()  # on the queue's own pool, outside the caller's transaction
-        envelopes = [envelope_of(job) for job in jobs]
+        envelopes = self.sealed([envelope_of(job) for job in jobs])
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.AsyncConnection):
                 async with connection.cursor() as cur:
@@ -236,7 +236,7 @@ class PostgresQueue(DatabaseQueue):
         """`push_in_sync` for several jobs: one statement, or a `COPY` for a big batch."""
         if not jobs:
             return []
-        envelopes = [envelope_of(job) for job in jobs]
+        envelopes = self.sealed([envelope_of(job) for job in jobs])
         with translated(self._pg_dialect.where):
             if isinstance(connection, psycopg.Connection):
                 with connection.cursor() as cur:
