@@ -8,13 +8,19 @@ is what the broker holds, whoever pushed it. The scrape runs on the HTTP
 server's thread, and a queue belongs to its event loop, so the reads are
 sent to that loop and waited for, a few seconds at most.
 
-Two metrics:
+Three metrics:
 
 - `rainier_queue_queue_depth{queue}`: `Queue.size`, the jobs waiting,
   delayed ones included, reserved ones not; every driver answers it;
 - `rainier_queue_queue_jobs{queue,state}`: waiting, delayed and reserved
-  apart, from drivers that can count by state (`Countable`); absent on
-  the others rather than guessed.
+  apart, from drivers that can count by state (`Countable`);
+- `rainier_queue_queue_oldest_job_age_seconds{queue}`: how long the job
+  due longest ago and not yet reserved has been due, 0 when none is, from
+  drivers that can tell (`OldestWaiting`).
+
+Where a driver cannot tell one, it is absent for that queue rather than
+guessed: a missing series says "unknown", where a made-up 0 would say
+"fine".
 
 A read that fails or takes too long is logged and leaves the queue's
 samples out of that scrape (a gap, not a zero that looks like an empty
@@ -27,8 +33,9 @@ import asyncio
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
-from ..queue import Countable, Queue, QueueCounts
+from ..queue import Countable, OldestWaiting, Queue, QueueCounts
 from .extras import MissingExtra
 
 try:
@@ -51,12 +58,18 @@ class Depth:
     size: int
     counts: QueueCounts | None
     """By state, from a `Countable` driver; None from the others."""
+    oldest: timedelta | None
+    """How long the oldest due job has waited (0 when none is due), from an
+    `OldestWaiting` driver; None from the others."""
 
 
 async def read_depth(queue: Queue, name: str) -> Depth:
-    """`name`'s size, and its counts by state where the driver can give them."""
+    """`name`'s size, and its counts by state and oldest wait where the driver can tell."""
     counts = await queue.counts(name) if isinstance(queue, Countable) else None
-    return Depth(size=await queue.size(name), counts=counts)
+    oldest = None
+    if isinstance(queue, OldestWaiting):
+        oldest = await queue.oldest_wait(name) or timedelta(0)
+    return Depth(size=await queue.size(name), counts=counts, oldest=oldest)
 
 
 class DepthCollector(Collector):
@@ -87,7 +100,7 @@ class DepthCollector(Collector):
         yield from self._families()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        depth, jobs = self._families()
+        depth, jobs, oldest = self._families()
         for name in self._queues:
             found = self._read(name)
             if found is None:
@@ -97,10 +110,13 @@ class DepthCollector(Collector):
                 jobs.add_metric([name, "waiting"], found.counts.waiting)
                 jobs.add_metric([name, "delayed"], found.counts.delayed)
                 jobs.add_metric([name, "reserved"], found.counts.reserved)
+            if found.oldest is not None:
+                oldest.add_metric([name], found.oldest.total_seconds())
         yield depth
         yield jobs
+        yield oldest
 
-    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
         return (
             GaugeMetricFamily(
                 "rainier_queue_queue_depth",
@@ -112,6 +128,12 @@ class DepthCollector(Collector):
                 "The queue's jobs by state (waiting, delayed, reserved), where the driver "
                 "can count them.",
                 labels=["queue", "state"],
+            ),
+            GaugeMetricFamily(
+                "rainier_queue_queue_oldest_job_age_seconds",
+                "How long the job due longest ago and not yet reserved has been due; 0 when "
+                "none is. Absent where the driver cannot tell.",
+                labels=["queue"],
             ),
         )
 
