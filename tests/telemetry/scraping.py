@@ -29,6 +29,17 @@ def metrics_url(process: subprocess.Popen[str]) -> str:
     raise AssertionError("the worker ended without serving metrics:\n" + "".join(seen))
 
 
+def wait_for_lines(process: subprocess.Popen[str], text: str, count: int) -> None:
+    """Read the process's stderr until `text` has appeared on `count` more lines."""
+    assert process.stderr is not None
+    seen = 0
+    for line in process.stderr:
+        seen += text in line
+        if seen == count:
+            return
+    raise AssertionError(f"the process ended before {count} lines said {text!r}")
+
+
 def scrape(url: str) -> Samples:
     """Every sample at `url`, by name and labels."""
     with urllib.request.urlopen(url, timeout=30) as answer:

@@ -16,7 +16,7 @@ import pytest
 from rainier_queue.cli.exit_codes import ExitCode
 
 from ..cli.harness import clean_env, start
-from .scraping import PATIENCE, metrics_url, scrape_until
+from .scraping import PATIENCE, metrics_url, scrape_until, wait_for_lines
 from .workload import assert_workload_counted, dispatch_workload, done
 
 APP = "tests.telemetry.metrics_app:registry"
@@ -35,6 +35,9 @@ async def test_two_worker_processes_serve_one_endpoint_with_their_counts_summed(
     try:
         samples = scrape_until(metrics_url(supervisor), done)
         assert_workload_counted(samples)
+        # Both children are up (their signal handlers are in place) before they are stopped:
+        # one may have done every job while the other was still starting.
+        wait_for_lines(supervisor, "working default", 2)
     finally:
         supervisor.send_signal(signal.SIGTERM)
         supervisor.communicate(timeout=PATIENCE)

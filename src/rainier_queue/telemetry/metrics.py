@@ -36,8 +36,7 @@ between restarts loses no count.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 
 from ..envelope import QueuedJob
 from ..errors import BrokerError, LeaseLost
@@ -107,13 +106,28 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="livesum" if multiprocess else "all",
         )
-        self._outcomes = {
-            "succeeded": self.succeeded,
-            "retried": self.retried,
-            "failed": self.failed,
-            "interrupted": self.interrupted,
-            "lost": None,  # the lost lease was counted where it was found
-        }
+        self._children: dict[tuple[str, str], _Children] = {}
+        """Each job and queue's labelled series, looked up once: `labels()` takes a lock
+        and builds a key on every call, a third of what a run's metrics cost."""
+
+    def _of(self, job: QueuedJob) -> _Children:
+        key = (job.name, job.queue)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = _Children(
+                started=self.started.labels(*key),
+                wait=self.wait.labels(*key),
+                running=self.running.labels(*key),
+                duration=self.duration.labels(*key),
+                outcomes={
+                    "succeeded": self.succeeded.labels(*key),
+                    "retried": self.retried.labels(*key),
+                    "failed": self.failed.labels(*key),
+                    "interrupted": self.interrupted.labels(*key),
+                    # "lost": the lost lease was counted where it was found
+                },
+            )
+        return children
 
     # -- the port observer -----------------------------------------------------------------
 
@@ -132,24 +146,46 @@ class Metrics:
 
     # -- the job scope ------------------------------------------------------------------
 
-    @contextmanager
-    def job_scope(self, run: JobRun) -> Iterator[None]:
+    def job_scope(self, run: JobRun) -> _RunMetrics:
         """A `JobScope`: the start, the wait before it, the run time and the outcome."""
-        job = run.job
-        labels = (job.name, job.queue)
-        self.started.labels(*labels).inc()
-        self.wait.labels(*labels).observe(waited(job))
-        running = self.running.labels(*labels)
-        running.inc()
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.duration.labels(*labels).observe(time.perf_counter() - began)
-            running.dec()
-            outcome = self._outcomes.get(run.outcome) if run.outcome is not None else None
-            if outcome is not None:
-                outcome.labels(*labels).inc()
+        return _RunMetrics(run, self._of(run.job))
+
+
+class _RunMetrics:
+    """One run's metrics, as a context manager (a plain class: no generator per job)."""
+
+    __slots__ = ("_began", "_children", "_run")
+
+    def __init__(self, run: JobRun, children: _Children) -> None:
+        self._run = run
+        self._children = children
+        self._began = 0.0
+
+    def __enter__(self) -> None:
+        children = self._children
+        children.started.inc()
+        children.wait.observe(waited(self._run.job))
+        children.running.inc()
+        self._began = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        children = self._children
+        children.duration.observe(time.perf_counter() - self._began)
+        children.running.dec()
+        outcome = self._run.outcome
+        if outcome is not None and (counter := children.outcomes.get(outcome)) is not None:
+            counter.inc()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Children:
+    """One job name and queue's series."""
+
+    started: Counter
+    wait: Histogram
+    running: Gauge
+    duration: Histogram
+    outcomes: dict[str, Counter]
 
 
 def waited(job: QueuedJob) -> float:
