@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,10 +81,10 @@ class Instruments:
     push_scopes: list[PushScope] = field(default_factory=list)
 
 
-@contextlib.contextmanager
-def worker_instruments(
+@contextlib.asynccontextmanager
+async def worker_instruments(
     flags: TelemetryFlags, loaded: Loaded, queue: Queue, queues: Sequence[str]
-) -> Iterator[Instruments]:
+) -> AsyncIterator[Instruments]:
     """The instruments for one worker process, served while the block runs.
 
     Call on the worker's running loop: the depth is read on it.
@@ -116,7 +116,8 @@ def worker_instruments(
         yield instruments
     finally:
         if server is not None:
-            server.shutdown()
+            # Off the loop: a scrape in progress may be waiting for this loop to read the depth.
+            await asyncio.to_thread(server.shutdown)
             server.server_close()
 
 

@@ -222,7 +222,7 @@ def work(ctx: click.Context, /, **params: Any) -> None:
             from .schedule import build_scheduler  # only a scheduling worker loads the scheduler
 
             scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
-        with worker_instruments(telemetry, loaded, queue, options.queues) as instruments:
+        async with worker_instruments(telemetry, loaded, queue, options.queues) as instruments:
             return await _run_worker(
                 loaded,
                 queue,
