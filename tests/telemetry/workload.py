@@ -26,13 +26,18 @@ async def dispatch_workload(url: str) -> None:
 
 
 def done(samples: Samples) -> bool:
-    """Every due job ran to its end: the successes, and the doomed job's failure."""
+    """Every due job ran to its end (the successes, and the doomed job's failure), and the
+    queue has recorded the last of them (a run is counted as it ends, before its settle)."""
     succeeded = sum(
         value(samples, "rainier_queue_jobs_succeeded_total", job=name, queue="default")
         for name in ("fine", "flaky")
     )
     failed = value(samples, "rainier_queue_jobs_failed_total", job="doomed", queue="default")
-    return succeeded == FINE + 1 and failed == 1
+    settled = all(
+        value(samples, "rainier_queue_queue_jobs", queue="default", state=state) == 0
+        for state in ("waiting", "reserved")
+    )
+    return succeeded == FINE + 1 and failed == 1 and settled
 
 
 def assert_workload_counted(samples: Samples) -> None:
