@@ -129,7 +129,9 @@ def _per_job(url: str, jobs: int, concurrency: int, folder: Path, metrics: bool 
     return (worked - base) / jobs
 
 
-def _profile(url: str, jobs: int, concurrency: int, folder: Path, top: int) -> None:
+def _profile(
+    url: str, jobs: int, concurrency: int, folder: Path, top: int, metrics: bool = False
+) -> None:
     enqueue = url != "sqlite"
     if url == "sqlite":
         url = f"sqlite:///{folder / 'profile.db'}"
@@ -138,7 +140,7 @@ def _profile(url: str, jobs: int, concurrency: int, folder: Path, top: int) -> N
         asyncio.run(_work(url, jobs, concurrency, enqueue=True, run=False))
     profiler = cProfile.Profile()
     profiler.enable()
-    asyncio.run(_work(url, jobs, concurrency, enqueue=enqueue, run=True))
+    asyncio.run(_work(url, jobs, concurrency, enqueue=enqueue, run=True, metrics=metrics))
     profiler.disable()
     stats = pstats.Stats(profiler)
     stats.sort_stats("tottime").print_stats(top)
@@ -174,7 +176,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for url in urls:
             if args.profile:
-                _profile(url, args.jobs, args.concurrency, Path(tmp), args.top)
+                _profile(url, args.jobs, args.concurrency, Path(tmp), args.top, args.metrics)
                 continue
             per_job = _per_job(url, args.jobs, args.concurrency, Path(tmp), args.metrics)
             print(

@@ -113,16 +113,13 @@ JobScope = Callable[[JobRun], AbstractContextManager[object]]
 """Entered around a handler's run, on its task; `JobRun.outcome` is set before it is left."""
 
 
-@contextlib.contextmanager
-def quietly(
+def enter_quietly(
     scopes: Sequence[Callable[[Any], AbstractContextManager[Any]]], value: Any
-) -> Iterator[Any]:
-    """Enter `scopes` in order, each given what the one before it gave; leave them in reverse.
+) -> tuple[list[AbstractContextManager[Any]], Any]:
+    """Enter `scopes` in order, each given what the one before it gave: those entered, and
+    what the last gave (for a `JobRun`, the run itself, passed on as is).
 
-    For a `PushScope` the value is the jobs, and what the last one gives is
-    what is pushed; for a `JobScope` it is the `JobRun`, passed on as is. A
-    scope that raises, entering or leaving, is logged and left out: an
-    instrument never fails the push or the job it watches.
+    A scope that raises on entering is logged and left out.
     """
     entered: list[AbstractContextManager[Any]] = []
     for scope in scopes:
@@ -135,21 +132,38 @@ def quietly(
         entered.append(manager)
         if given is not None and not isinstance(value, JobRun):
             value = given
-    error: BaseException | None = None
+    return entered, value
+
+
+def leave_quietly(
+    entered: Sequence[AbstractContextManager[Any]], error: BaseException | None = None
+) -> None:
+    """Leave what `enter_quietly` entered, in reverse, told of `error`; a scope that raises
+    is logged and ignored (and never swallows `error`)."""
+    for manager in reversed(entered):
+        try:
+            if error is None:
+                manager.__exit__(None, None, None)
+            else:
+                manager.__exit__(type(error), error, error.__traceback__)
+        except Exception:
+            log.exception("an instrument's scope failed on leaving; ignored")
+
+
+@contextlib.contextmanager
+def quietly(
+    scopes: Sequence[Callable[[Any], AbstractContextManager[Any]]], value: Any
+) -> Iterator[Any]:
+    """`enter_quietly` and `leave_quietly` around a block: an instrument never fails the
+    push or the job it watches. For a `PushScope` the value is the jobs, and what the
+    last scope gives is what is pushed; for a `JobScope` it is the `JobRun`."""
+    entered, value = enter_quietly(scopes, value)
     try:
         yield value
     except BaseException as exc:
-        error = exc
+        leave_quietly(entered, exc)
         raise
-    finally:
-        for manager in reversed(entered):
-            try:
-                if error is None:
-                    manager.__exit__(None, None, None)
-                else:
-                    manager.__exit__(type(error), error, error.__traceback__)
-            except Exception:
-                log.exception("an instrument's scope failed on leaving; ignored")
+    leave_quietly(entered)
 
 
 def instrumented(
@@ -409,6 +423,8 @@ __all__ = [
     "PortCall",
     "PushScope",
     "QueueObserver",
+    "enter_quietly",
     "instrumented",
+    "leave_quietly",
     "quietly",
 ]

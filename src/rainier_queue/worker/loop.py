@@ -48,7 +48,14 @@ from datetime import timedelta
 from ..context import Dependencies
 from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
-from ..instrument import JobRun, JobScope, QueueObserver, instrumented, quietly
+from ..instrument import (
+    JobRun,
+    JobScope,
+    QueueObserver,
+    enter_quietly,
+    instrumented,
+    leave_quietly,
+)
 from ..locks import LockManager
 from ..queue import Queue
 from ..registry import JobRegistry
@@ -460,10 +467,15 @@ class Worker:
     async def _run_in_scopes(self, slot: Slot) -> Attempt:
         """Run the job inside the instruments' scopes, telling them how it ended."""
         run = JobRun(job=slot.reservation.job)
-        with quietly(self._job_scopes, run):
+        entered, _ = enter_quietly(self._job_scopes, run)  # no generator per job, as `quietly`
+        try:
             attempt = await self._runner.run(slot.reservation, slot.control, slot.task)
-            run.outcome = "lost" if slot.lease.lost else outcome_of(attempt)
-            run.error = attempt.error
+        except BaseException as exc:
+            leave_quietly(entered, exc)
+            raise
+        run.outcome = "lost" if slot.lease.lost else outcome_of(attempt)
+        run.error = attempt.error
+        leave_quietly(entered)
         return attempt
 
     def _finished(self, slot: Slot) -> None:
