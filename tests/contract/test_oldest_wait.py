@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The age of a queue's oldest due job (`OldestWaiting`), both ways.
+"""The age of a queue's oldest due job (`OldestWaiting`), and the depth metrics, both ways.
 
 A driver that declares it must say how long the job due longest ago and
 not yet reserved has been due, counting neither delayed jobs nor reserved
@@ -7,7 +7,8 @@ ones; the queue-depth metrics then show it. When a job fell due is the
 driver's record of it (the server databases take their own clock's time
 for a job due at once when it is pushed), so the ages here are bounded,
 not exact. A driver that does not declare
-it must be left without the metric, never given a made-up age.
+it must be left without the metric, never given a made-up age; likewise
+the counts by state, shown only for a driver that can count (`Countable`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ pytest.importorskip("prometheus_client", reason="the metrics come with the prome
 
 from prometheus_client import CollectorRegistry
 
-from rainier_queue.queue import OldestWaiting, Queue
+from rainier_queue.queue import Countable, OldestWaiting, Queue
 from rainier_queue.telemetry.depth import DepthCollector
 
 from .backends import Backend
@@ -50,7 +51,7 @@ async def test_the_oldest_wait_is_the_earliest_due_free_job_s(
     assert await queue.oldest_wait("default") is None  # reserved jobs do not wait
 
 
-async def test_the_depth_metrics_show_the_oldest_age_only_where_the_driver_tells_it(
+async def test_the_depth_metrics_show_counts_and_ages_only_where_the_driver_tells_them(
     backend: Backend, tmp_path: Path, namespace: str, queue: Queue
 ) -> None:
     backend.setup(tmp_path, namespace, ["default"])
@@ -64,7 +65,16 @@ async def test_the_depth_metrics_show_the_oldest_age_only_where_the_driver_tells
     depth = await asyncio.to_thread(
         lambda: registry.get_sample_value("rainier_queue_queue_depth", {"queue": "default"})
     )
+    waiting = await asyncio.to_thread(
+        lambda: registry.get_sample_value(
+            "rainier_queue_queue_jobs", {"queue": "default", "state": "waiting"}
+        )
+    )
     assert depth == 1
+    if isinstance(queue, Countable):
+        assert waiting == 1
+    else:
+        assert waiting is None, f"{backend.name} does not declare Countable, so no count is shown"
     if isinstance(queue, OldestWaiting):
         assert ages is not None
         assert 0 <= ages < 3600
