@@ -80,7 +80,12 @@ class Tracing:
         try:
             if len(spans) == 1:
                 # One job: its span is current across the push, for the driver's own spans.
-                with trace.use_span(spans[0], end_on_exit=False):
+                with trace.use_span(
+                    spans[0],
+                    end_on_exit=False,
+                    record_exception=False,  # recorded below, once, for every job's span
+                    set_status_on_exception=False,
+                ):
                     yield tuple(stamped)
             else:
                 yield tuple(stamped)
