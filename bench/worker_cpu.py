@@ -14,8 +14,10 @@ that slows down mid-run slows both; the medians are reported.
         --url sqlite --url redis://127.0.0.1:6379/0 --jobs 5000 --rounds 5
 
 Each tree must be a checkout of this repository (its `bench/noop_jobs.py`
-is the worker's app). `--url sqlite` uses a fresh temporary file per round;
-a server URL gets a fresh prefix per round.
+is the worker's app). `--after-args` adds flags to the after tree's `work`
+only, for the cost of a feature turned on (`--after-args "--metrics-port 0"`).
+`--url sqlite` uses a fresh temporary file per round; a server URL gets a
+fresh prefix per round.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import argparse
 import asyncio
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from rainier_queue import QueuedJob
@@ -46,12 +50,13 @@ async def _enqueue(url: str, count: int) -> None:
         await queue.aclose()
 
 
-def _drain_cpu(tree: Path, url: str, concurrency: int) -> float:
+def _drain_cpu(tree: Path, url: str, concurrency: int, extra: Sequence[str] = ()) -> float:
     """CPU seconds one CLI worker from `tree` spends draining `url`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAINIER_QUEUE_")}
     env["PYTHONPATH"] = str(tree / "src")
     command = [sys.executable, "-m", "rainier_queue", "--app", "bench.noop_jobs:registry"]
     command += ["--url", url, "work", "--stop-when-empty", "--concurrency", str(concurrency)]
+    command += extra
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         command,
@@ -86,8 +91,12 @@ def main() -> None:
     parser.add_argument(
         "--prefix", default="cpu", help="start of each round's table or key prefix on a server"
     )
+    parser.add_argument(
+        "--after-args", default="", help="flags for the after tree's `work` only, quoted as one"
+    )
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
+    extras = {"before": [], "after": shlex.split(args.after_args)}
     print(f"worker CPU per job (us), {args.jobs} no-op jobs, 1 worker, medians of {args.rounds}")
     with tempfile.TemporaryDirectory() as tmp:
         for url in args.url:
@@ -97,10 +106,11 @@ def main() -> None:
                 for name in order:
                     idle = _url_for_round(url, Path(tmp), args.prefix)
                     asyncio.run(_enqueue(idle, 0))
-                    start_up = _drain_cpu(trees[name], idle, args.concurrency)
+                    start_up = _drain_cpu(trees[name], idle, args.concurrency, extras[name])
                     target = _url_for_round(url, Path(tmp), args.prefix)
                     asyncio.run(_enqueue(target, args.jobs))
-                    cpu = _drain_cpu(trees[name], target, args.concurrency) - start_up
+                    cpu = _drain_cpu(trees[name], target, args.concurrency, extras[name])
+                    cpu -= start_up
                     samples[name].append(cpu / args.jobs * 1e6)
             before, after = (statistics.median(samples[n]) for n in ("before", "after"))
             shown = url.split("?", 1)[0]

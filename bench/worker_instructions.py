@@ -15,6 +15,10 @@ alone and SQLite is the worker plus a real driver).
     .venv/bin/python -m bench.worker_instructions                  # memory:// and SQLite
     .venv/bin/python -m bench.worker_instructions --jobs 20000 --concurrency 8
 
+`--metrics` gives the worker the Prometheus instruments (`telemetry.metrics`,
+the port observer and the job scope, as `work --metrics-port` does, less
+the HTTP server, which costs nothing per job), for their cost per job.
+
 `--profile` runs the same worker under cProfile instead (no valgrind) and
 prints where the time goes by function, for attribution; its microseconds
 are inflated by the profiler, so read them as shares, not costs.
@@ -32,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
@@ -59,7 +64,13 @@ async def _push(queue: object, count: int) -> None:
 
 
 async def _work(
-    url: str, jobs: int, concurrency: int, enqueue: bool, run: bool, expect: int | None = None
+    url: str,
+    jobs: int,
+    concurrency: int,
+    enqueue: bool,
+    run: bool,
+    expect: int | None = None,
+    metrics: bool = False,
 ) -> None:
     """The measured process: enqueue in-process (memory://) if asked, then work if asked."""
     queue = open_queue(url)
@@ -70,7 +81,13 @@ async def _work(
             await queue.size("default")
         if run:
             options = WorkerOptions(concurrency=concurrency, stop_when_empty=True)
-            stats = await Worker(queue, registry, options).run()
+            instruments: dict[str, Any] = {}
+            if metrics:
+                from rainier_queue.telemetry.metrics import Metrics
+
+                made = Metrics()
+                instruments = {"observers": [made.observe], "job_scopes": [made.job_scope]}
+            stats = await Worker(queue, registry, options, **instruments).run()
             expected = jobs if expect is None else expect
             if stats.processed != expected:
                 raise SystemExit(f"worked {stats.processed} jobs, not {expected}")
@@ -93,8 +110,9 @@ def _callgrind(args: list[str], folder: Path) -> int:
     return int(found.group(1))
 
 
-def _per_job(url: str, jobs: int, concurrency: int, folder: Path) -> float:
+def _per_job(url: str, jobs: int, concurrency: int, folder: Path, metrics: bool = False) -> float:
     common = ["--jobs", str(jobs), "--concurrency", str(concurrency)]
+    common += ["--metrics"] if metrics else []
     if url == "sqlite":
         full = f"sqlite:///{folder / 'full.db'}"
         empty = f"sqlite:///{folder / 'empty.db'}"
@@ -111,7 +129,9 @@ def _per_job(url: str, jobs: int, concurrency: int, folder: Path) -> float:
     return (worked - base) / jobs
 
 
-def _profile(url: str, jobs: int, concurrency: int, folder: Path, top: int) -> None:
+def _profile(
+    url: str, jobs: int, concurrency: int, folder: Path, top: int, metrics: bool = False
+) -> None:
     enqueue = url != "sqlite"
     if url == "sqlite":
         url = f"sqlite:///{folder / 'profile.db'}"
@@ -120,7 +140,7 @@ def _profile(url: str, jobs: int, concurrency: int, folder: Path, top: int) -> N
         asyncio.run(_work(url, jobs, concurrency, enqueue=True, run=False))
     profiler = cProfile.Profile()
     profiler.enable()
-    asyncio.run(_work(url, jobs, concurrency, enqueue=enqueue, run=True))
+    asyncio.run(_work(url, jobs, concurrency, enqueue=enqueue, run=True, metrics=metrics))
     profiler.disable()
     stats = pstats.Stats(profiler)
     stats.sort_stats("tottime").print_stats(top)
@@ -132,6 +152,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--metrics", action="store_true", help="with the Prometheus instruments")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--enqueue", action="store_true", help=argparse.SUPPRESS)
@@ -141,18 +162,27 @@ def main() -> None:
     urls = args.url or ["memory://", "sqlite"]
     if args.child:
         asyncio.run(
-            _work(urls[0], args.jobs, args.concurrency, args.enqueue, args.run, args.expect)
+            _work(
+                urls[0],
+                args.jobs,
+                args.concurrency,
+                args.enqueue,
+                args.run,
+                args.expect,
+                args.metrics,
+            )
         )
         return
     with tempfile.TemporaryDirectory() as tmp:
         for url in urls:
             if args.profile:
-                _profile(url, args.jobs, args.concurrency, Path(tmp), args.top)
+                _profile(url, args.jobs, args.concurrency, Path(tmp), args.top, args.metrics)
                 continue
-            per_job = _per_job(url, args.jobs, args.concurrency, Path(tmp))
+            per_job = _per_job(url, args.jobs, args.concurrency, Path(tmp), args.metrics)
             print(
                 f"{url:<12} {per_job:10,.0f} instructions per job "
-                f"({args.jobs} no-op jobs, concurrency {args.concurrency})",
+                f"({args.jobs} no-op jobs, concurrency {args.concurrency}"
+                + (", with metrics)" if args.metrics else ")"),
                 flush=True,
             )
 

@@ -22,6 +22,26 @@ clock reads and a call per observer. Observers run inline, so they must be
 quick (count, record, start or end a span); one that raises is logged and
 ignored, never allowed to fail a push or a settle.
 
+## Scopes: instruments that wrap, not only watch
+
+Two instruments need more than to be told afterwards. Tracing must add its
+context to a job's headers before the push and hold a span open across it,
+and must run a handler inside a span so the handler's own spans are its
+children. So there are two scopes, context managers the caller enters
+around the moment itself:
+
+- a `PushScope` is entered around each push with the jobs about to go, and
+  gives back the jobs to push instead (the same, or copies with headers
+  added); the manager takes them (`QueueManager(..., push_scopes=...)`);
+- a `JobScope` is entered by the worker around each run of a handler, on
+  the task that runs it (so context variables set on entering are the
+  handler's), with a `JobRun` the worker fills in with the outcome before
+  leaving (`Worker(..., job_scopes=...)`).
+
+Both are entered and left quietly (`quietly`): a scope that raises is
+logged and left out, never allowed to fail a push or a job. Without scopes
+the worker and manager skip them with one test of an empty tuple per job.
+
 The wrapper passes the port through, and only the port: a driver's own
 extras (PostgreSQL's `push_in`, the failed store) are reached on the driver
 itself, which the worker and manager still hold (`Worker.queue`,
@@ -30,12 +50,14 @@ itself, which the worker and manager still hold (`Worker.queue`,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from typing_extensions import override
 
@@ -66,12 +88,94 @@ class PortCall:
 QueueObserver = Callable[[PortCall], None]
 """An instrument: called once for each `PortCall`, on the caller's task."""
 
+Outcome = Literal["succeeded", "retried", "failed", "interrupted", "lost"]
+"""What the worker decided about one run: acknowledge it, release it for another attempt,
+move it to the failed store, hand it back unfinished at a stop (or leave a thread that
+would not stop to its lease), or record nothing because its lease was lost meanwhile."""
 
-def instrumented(queue: Queue, observers: Sequence[QueueObserver]) -> Queue:
-    """`queue` behind an `InstrumentedQueue` that tells `observers`; `queue` itself if none."""
-    if not observers:
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class JobRun:
+    """One run of a handler, as a `JobScope` sees it; the worker fills in how it ended."""
+
+    job: QueuedJob
+    """The job as reserved: `attempts` counts this delivery."""
+    outcome: Outcome | None = None
+    """Set before the scope is left; None if the worker itself failed around the run."""
+    error: BaseException | None = None
+    """What the handler raised (or why it could not run), when it did not succeed."""
+
+
+PushScope = Callable[[Sequence[QueuedJob]], AbstractContextManager[Sequence[QueuedJob]]]
+"""Entered around a push of these jobs; gives the jobs to push (the same, or changed copies)."""
+
+JobScope = Callable[[JobRun], AbstractContextManager[object]]
+"""Entered around a handler's run, on its task; `JobRun.outcome` is set before it is left."""
+
+
+def enter_quietly(
+    scopes: Sequence[Callable[[Any], AbstractContextManager[Any]]], value: Any
+) -> tuple[list[AbstractContextManager[Any]], Any]:
+    """Enter `scopes` in order, each given what the one before it gave: those entered, and
+    what the last gave (for a `JobRun`, the run itself, passed on as is).
+
+    A scope that raises on entering is logged and left out.
+    """
+    entered: list[AbstractContextManager[Any]] = []
+    for scope in scopes:
+        try:
+            manager = scope(value)
+            given = manager.__enter__()
+        except Exception:
+            log.exception("an instrument's scope failed on entering; left out")
+            continue
+        entered.append(manager)
+        if given is not None and not isinstance(value, JobRun):
+            value = given
+    return entered, value
+
+
+def leave_quietly(
+    entered: Sequence[AbstractContextManager[Any]], error: BaseException | None = None
+) -> None:
+    """Leave what `enter_quietly` entered, in reverse, told of `error`; a scope that raises
+    is logged and ignored (and never swallows `error`)."""
+    for manager in reversed(entered):
+        try:
+            if error is None:
+                manager.__exit__(None, None, None)
+            else:
+                manager.__exit__(type(error), error, error.__traceback__)
+        except Exception:
+            log.exception("an instrument's scope failed on leaving; ignored")
+
+
+@contextlib.contextmanager
+def quietly(
+    scopes: Sequence[Callable[[Any], AbstractContextManager[Any]]], value: Any
+) -> Iterator[Any]:
+    """`enter_quietly` and `leave_quietly` around a block: an instrument never fails the
+    push or the job it watches. For a `PushScope` the value is the jobs, and what the
+    last scope gives is what is pushed; for a `JobScope` it is the `JobRun`."""
+    entered, value = enter_quietly(scopes, value)
+    try:
+        yield value
+    except BaseException as exc:
+        leave_quietly(entered, exc)
+        raise
+    leave_quietly(entered)
+
+
+def instrumented(
+    queue: Queue,
+    observers: Sequence[QueueObserver],
+    push_scopes: Sequence[PushScope] = (),
+) -> Queue:
+    """`queue` behind an `InstrumentedQueue` that tells `observers` and enters `push_scopes`;
+    `queue` itself if there are neither."""
+    if not observers and not push_scopes:
         return queue
-    return InstrumentedQueue(queue, observers)
+    return InstrumentedQueue(queue, observers, push_scopes)
 
 
 class InstrumentedQueue(Queue):
@@ -79,10 +183,16 @@ class InstrumentedQueue(Queue):
 
     name: ClassVar[str] = "instrumented"
 
-    def __init__(self, inner: Queue, observers: Sequence[QueueObserver]) -> None:
+    def __init__(
+        self,
+        inner: Queue,
+        observers: Sequence[QueueObserver],
+        push_scopes: Sequence[PushScope] = (),
+    ) -> None:
         self.inner = inner
         self._observers = tuple(observers)
         self.payload_keys = inner.payload_keys
+        self._push_scopes = tuple(push_scopes)
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]  # a ClassVar on drivers
@@ -116,6 +226,12 @@ class InstrumentedQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
+        if self._push_scopes:
+            with quietly(self._push_scopes, (job,)) as scoped:
+                return await self._push(scoped[0])
+        return await self._push(job)
+
+    async def _push(self, job: QueuedJob) -> str:
         began = time.perf_counter()
         try:
             job_id = await self.inner.push(job)
@@ -127,6 +243,12 @@ class InstrumentedQueue(Queue):
 
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
+        if self._push_scopes:
+            with quietly(self._push_scopes, tuple(jobs)) as scoped:
+                return await self._push_many(scoped)
+        return await self._push_many(jobs)
+
+    async def _push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         began = time.perf_counter()
         try:
             ids = await self.inner.push_many(jobs)
@@ -293,4 +415,17 @@ class InstrumentedQueue(Queue):
         return self.inner.describe()
 
 
-__all__ = ["InstrumentedQueue", "Operation", "PortCall", "QueueObserver", "instrumented"]
+__all__ = [
+    "InstrumentedQueue",
+    "JobRun",
+    "JobScope",
+    "Operation",
+    "Outcome",
+    "PortCall",
+    "PushScope",
+    "QueueObserver",
+    "enter_quietly",
+    "instrumented",
+    "leave_quietly",
+    "quietly",
+]

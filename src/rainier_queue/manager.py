@@ -56,7 +56,7 @@ from .envelope.packing import (
     unique_lock_name,
 )
 from .errors import OutcomeUnknown, UnknownConnection
-from .instrument import QueueObserver, instrumented
+from .instrument import PushScope, QueueObserver, instrumented
 from .job import Job
 from .locks import Lock, LockManager
 from .queue import Queue
@@ -84,6 +84,7 @@ class QueueManager:
         default_queues: Sequence[str] | None = None,
         observers: Sequence[QueueObserver] = (),
         dependencies: Dependencies | None = None,
+        push_scopes: Sequence[PushScope] = (),
     ) -> None:
         self.registry = registry if registry is not None else JobRegistry()
         self.locks = locks
@@ -102,14 +103,29 @@ class QueueManager:
         else:
             raise ValueError("QueueManager needs a default queue or a default_connection name")
         self._default_queues = _trimmed_queue_names(default_queues or ())
-        self._ports = _instrumented_all(self._connections, observers)
+        self._observers = tuple(observers)
+        self._push_scopes = tuple(push_scopes)
+        self._ports = _instrumented_all(self._connections, self._observers, self._push_scopes)
         """What dispatch pushes through: the connections themselves, or, with
-        observers, each behind an `InstrumentedQueue` that tells them."""
+        observers or push scopes, each behind an `InstrumentedQueue` that tells them."""
         self._warned_no_locks = False
         self._blocking: BlockingManager | None = None
         self._blocking_lock = threading.Lock()
 
     # -- construction ----------------------------------------------------------
+
+    def add_instruments(
+        self, *, observers: Sequence[QueueObserver] = (), push_scopes: Sequence[PushScope] = ()
+    ) -> None:
+        """Let more instruments see this manager's dispatches from now on.
+
+        For the code that runs an application it did not build, such as
+        `rainier-queue work --metrics-port`, whose handlers dispatch through
+        the application's own manager. Dispatches already under way are not seen.
+        """
+        self._observers += tuple(observers)
+        self._push_scopes += tuple(push_scopes)
+        self._ports = _instrumented_all(self._connections, self._observers, self._push_scopes)
 
     @classmethod
     def fake(
@@ -468,14 +484,16 @@ def _require_job(job: object) -> Job:
 
 
 def _instrumented_all(
-    connections: Mapping[str, Queue], observers: Sequence[QueueObserver]
+    connections: Mapping[str, Queue],
+    observers: Sequence[QueueObserver],
+    push_scopes: Sequence[PushScope],
 ) -> Mapping[str, Queue]:
     """Each connection behind one wrapper (one per queue, even under two names); as is if none."""
-    if not observers:
+    if not observers and not push_scopes:
         return connections
     wrapped: dict[int, Queue] = {}
     return {
-        name: wrapped.setdefault(id(queue), instrumented(queue, observers))
+        name: wrapped.setdefault(id(queue), instrumented(queue, observers, push_scopes))
         for name, queue in connections.items()
     }
 

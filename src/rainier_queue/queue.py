@@ -475,6 +475,23 @@ class Countable(Protocol):
         ...
 
 
+@runtime_checkable
+class OldestWaiting(Protocol):
+    """A backend that can tell how long a queue's longest-waiting job has been due.
+
+    For the metrics' "oldest job age" (`telemetry/depth.py`): a queue whose
+    depth holds steady may still be stuck, and the age of what waits says
+    so. Only a backend that can answer from what it stores (a row's due
+    time, a list in memory) declares it; a log or a broker that would have
+    to read every message does not, and the metric is absent for it.
+    """
+
+    async def oldest_wait(self, queue: str) -> timedelta | None:
+        """How long the job due longest ago on `queue`, and free to reserve, has been due
+        (on the backend's clock); None when no job is due."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
     """Something a queue needs on its server that is missing or not as asked.
@@ -609,6 +626,7 @@ __all__ = [
     "FailedJobStore",
     "Finding",
     "Migratable",
+    "OldestWaiting",
     "Provisionable",
     "Queue",
     "QueueCounts",

@@ -12,11 +12,15 @@ lapsing an hour later.
 `--processes N` (N > 1) checks the same settings once, then runs N copies
 of this very command with `--processes 1` under the `Supervisor`, which
 restarts a child that crashes and passes signals on.
+
+`--metrics-port` and `--tracing` add the instruments (`telemetry.py`);
+without them the worker is built with none and pays nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -41,6 +45,7 @@ from .output import Problem, echo, error_console, json_mode, note, say_error, sa
 from .progress import Clock, Tally, summary, summary_fields
 from .runtime import State, message_for, run_on_application, warn_if_private
 from .schedule_option import SCHEDULE_OPTION
+from .telemetry import Instruments, TelemetryFlags, supervisor_metrics, worker_instruments
 
 if TYPE_CHECKING:
     from ..scheduling import Scheduler
@@ -152,6 +157,27 @@ def _shown(value: timedelta | None) -> str:
 )
 @SCHEDULE_OPTION
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    help="Serve Prometheus metrics on this port (0: any free port, shown at start); "
+    "needs the 'prometheus' extra. With --processes, the supervisor serves them summed.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address --metrics-port listens on; 0.0.0.0 for every interface.",
+)
+@click.option("--metrics-dir", hidden=True, help="(Set by the supervisor for its children.)")
+@click.option(
+    "--tracing",
+    is_flag=True,
+    default=False,
+    help="Run each job in an OpenTelemetry span, a child of its dispatch's, and carry the "
+    "trace on in the jobs it dispatches; needs the 'otel' extra and an SDK configured by "
+    "the application.",
+)
+@click.option(
     "--progress/--no-progress",
     default=None,
     help="Progress with --stop-when-empty: a bar on a terminal, a line every few seconds "
@@ -166,6 +192,13 @@ def work(ctx: click.Context, /, **params: Any) -> None:
     with_scheduler: bool = params.pop("with_scheduler")
     schedule_spec: str | None = params.pop("schedule_spec")
     queues = _parse_queues(params.pop("queues"))
+    telemetry = TelemetryFlags(
+        metrics_port=params.pop("metrics_port"),
+        metrics_host=params.pop("metrics_host"),
+        metrics_dir=params.pop("metrics_dir"),
+        tracing=params.pop("tracing"),
+    )
+    telemetry.check()
     given = {name: value for name, value in params.items() if value is not None}
     if "timeout" in given and given["timeout"] == timedelta(0):
         given["timeout"] = None
@@ -173,7 +206,9 @@ def work(ctx: click.Context, /, **params: Any) -> None:
         raise Problem("--schedule is for --with-scheduler; add it, or leave --schedule out")
     if processes > 1:
         scheduling = (schedule_spec,) if with_scheduler else None
-        raise click.exceptions.Exit(_supervise(ctx, state, processes, queues, given, scheduling))
+        raise click.exceptions.Exit(
+            _supervise(ctx, state, processes, queues, given, scheduling, telemetry)
+        )
 
     stranded: list[int] = []
     pause = StartUpPause()
@@ -187,9 +222,17 @@ def work(ctx: click.Context, /, **params: Any) -> None:
             from .schedule import build_scheduler  # only a scheduling worker loads the scheduler
 
             scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
-        return await _run_worker(
-            loaded, queue, options, show_bar, stranded, scheduler, started=pause.end
-        )
+        async with worker_instruments(telemetry, loaded, queue, options.queues) as instruments:
+            return await _run_worker(
+                loaded,
+                queue,
+                options,
+                show_bar,
+                stranded,
+                scheduler,
+                started=pause.end,
+                instruments=instruments,
+            )
 
     with pause:
         code = run_on_application(state, body)
@@ -269,6 +312,7 @@ async def _run_worker(
     scheduler: Scheduler | None = None,
     *,
     started: Callable[[], None] = lambda: None,
+    instruments: Instruments | None = None,
 ) -> int:
     """Run the worker to its end; `started` is called just before it takes its first job."""
     total = 0
@@ -281,7 +325,16 @@ async def _run_worker(
     events = EventDispatcher()
     if tally.draws:  # with no bar to move, the worker builds no events at all
         tally.attach(events)
-    worker = Worker(queue, loaded.registry, options, events=events, locks=loaded.manager.locks)
+    instruments = instruments or Instruments()
+    worker = Worker(
+        queue,
+        loaded.registry,
+        options,
+        events=events,
+        locks=loaded.manager.locks,
+        observers=instruments.observers,
+        job_scopes=instruments.job_scopes,
+    )
     worker.install_signal_handlers()
     note(
         f"working {', '.join(options.queues)} on {queue.describe()} "
@@ -353,15 +406,19 @@ def _supervise(
     queues: tuple[str, ...] | None,
     given: dict[str, Any],
     scheduling: tuple[str | None] | None,
+    telemetry: TelemetryFlags,
 ) -> int:
     """Check once, then run `processes` copies of this command under a Supervisor.
 
     `scheduling` holds the `--schedule` spec when each copy also runs the
-    schedules, so a broken schedule stops the start-up here, once.
+    schedules, so a broken schedule stops the start-up here, once. With
+    `--metrics-port`, the supervisor serves the children's metrics summed.
     """
+    served: list[str] = []
 
     async def check(loaded: Loaded) -> int:
-        _prepare(loaded, state, queues, given)
+        _, options = _prepare(loaded, state, queues, given)
+        served.extend(options.queues)
         if scheduling is not None:
             from .schedule import build_scheduler
 
@@ -372,16 +429,25 @@ def _supervise(
     command = [sys.executable, "-m", "rainier_queue"]
     if ctx.parent is not None:
         command += _given_args(ctx.parent, skip=())
-    command += ["work", *_given_args(ctx, skip=("processes", "progress"))]
+    skip = ("processes", "progress", "metrics_port", "metrics_host", "metrics_dir")
+    command += ["work", *_given_args(ctx, skip=skip)]
     command += ["--processes", "1", "--no-progress"]
-    note(f"starting {processes} worker processes")
-    try:
-        # A child that ran to its end (even with failed jobs) or refused its
-        # configuration stays down; one that crashed or lost its broker is restarted.
-        finished = (ExitCode.OK, ExitCode.JOB_FAILED, ExitCode.USAGE, ExitCode.WORK_LEFT)
-        return Supervisor(command, processes, finished_codes=finished).run()
-    except KeyboardInterrupt:
-        return ExitCode.INTERRUPTED
+    # A child that ran to its end (even with failed jobs) or refused its
+    # configuration stays down; one that crashed or lost its broker is restarted.
+    finished = (ExitCode.OK, ExitCode.JOB_FAILED, ExitCode.USAGE, ExitCode.WORK_LEFT)
+    with contextlib.ExitStack() as stack:
+        on_exit = None
+        if telemetry.metrics_port is not None:
+            shared = stack.enter_context(
+                supervisor_metrics(telemetry, state.settings, state.settings.connection, served)
+            )
+            command += shared["args"]
+            on_exit = shared["on_exit"]
+        note(f"starting {processes} worker processes")
+        try:
+            return Supervisor(command, processes, finished_codes=finished, on_exit=on_exit).run()
+        except KeyboardInterrupt:
+            return ExitCode.INTERRUPTED
 
 
 def _given_args(ctx: click.Context, *, skip: tuple[str, ...]) -> list[str]:

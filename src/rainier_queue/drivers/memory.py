@@ -237,6 +237,15 @@ class MemoryQueue(Queue):
             next_due=min([*later, *held], default=None),
         )
 
+    async def oldest_wait(self, queue: str) -> timedelta | None:
+        """`OldestWaiting`: since when the lane's earliest due job has been due."""
+        now = utcnow()
+        with self._lock:
+            lane = self._lanes.get(queue)
+            due = [job.available_at for job in lane.ready] if lane is not None else []
+            due += [at for at, _, _ in lane.delayed if at <= now] if lane is not None else []
+        return None if not due else max(timedelta(0), now - min(due))
+
     @override
     async def clear(self, queue: str) -> int:
         with self._lock:

@@ -48,7 +48,14 @@ from datetime import timedelta
 from ..context import Dependencies
 from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
-from ..instrument import QueueObserver, instrumented
+from ..instrument import (
+    JobRun,
+    JobScope,
+    QueueObserver,
+    enter_quietly,
+    instrumented,
+    leave_quietly,
+)
 from ..locks import LockManager
 from ..queue import Queue
 from ..registry import JobRegistry
@@ -59,7 +66,7 @@ from .options import WorkerOptions, WorkerStats
 from .outage import Outage
 from .pace import Pace
 from .reserving import Reserver
-from .runner import Runner, Verdict
+from .runner import Attempt, Runner, Verdict, outcome_of
 from .settle import Settler
 from .slots import Slot, Slots
 
@@ -84,11 +91,14 @@ class Worker:
         locks: LockManager | None = None,
         dependencies: Dependencies | None = None,
         observers: Sequence[QueueObserver] = (),
+        job_scopes: Sequence[JobScope] = (),
     ) -> None:
         self.queue = queue
         self._port = instrumented(queue, observers)
         """What the worker reserves and settles through: `queue` itself, or, with
         observers, `queue` behind an `InstrumentedQueue` that tells them."""
+        self._job_scopes = tuple(job_scopes)
+        """Entered around each handler's run (`instrument.JobScope`); none costs one test."""
         self.registry = registry
         self.options = options
         self._events = events
@@ -420,7 +430,10 @@ class Worker:
                     await self._events.emit(JobProcessing(job=job))
                 except Exception:
                     log.exception("the event dispatcher failed on JobProcessing; ignored")
-            attempt = await self._runner.run(slot.reservation, slot.control, slot.task)
+            if self._job_scopes:
+                attempt = await self._run_in_scopes(slot)
+            else:
+                attempt = await self._runner.run(slot.reservation, slot.control, slot.task)
             handling = False
             self._slots.handler_returned()
             if self._ahead and attempt.verdict is not Verdict.INTERRUPTED:
@@ -452,6 +465,20 @@ class Worker:
                 self._slots.handler_returned()
             if not settled_later:
                 self._finished(slot)
+
+    async def _run_in_scopes(self, slot: Slot) -> Attempt:
+        """Run the job inside the instruments' scopes, telling them how it ended."""
+        run = JobRun(job=slot.reservation.job)
+        entered, _ = enter_quietly(self._job_scopes, run)  # no generator per job, as `quietly`
+        try:
+            attempt = await self._runner.run(slot.reservation, slot.control, slot.task)
+        except BaseException as exc:
+            leave_quietly(entered, exc)
+            raise
+        run.outcome = "lost" if slot.lease.lost else outcome_of(attempt)
+        run.error = attempt.error
+        leave_quietly(entered)
+        return attempt
 
     def _finished(self, slot: Slot) -> None:
         """A job's result is recorded (or given up on): its slot is free for good."""

@@ -58,6 +58,7 @@ from ..errors import (
     Retry,
     UnknownJob,
 )
+from ..instrument import Outcome
 from ..job import Job, is_async_handler
 from ..queue import Reservation
 from ..registry import JobRegistry
@@ -465,6 +466,18 @@ class Runner:
             )
 
 
+def outcome_of(attempt: Attempt) -> Outcome:
+    """What the settle will do with `attempt`, as the instruments name it (`settle.py` does it)."""
+    verdict = attempt.verdict
+    if verdict is Verdict.SUCCEEDED:
+        return "succeeded"
+    if verdict is Verdict.INTERRUPTED or verdict is Verdict.ABANDONED:
+        return "interrupted"
+    if verdict is Verdict.UNRUNNABLE or verdict is Verdict.EXHAUSTED or attempt.is_last:
+        return "failed"
+    return "retried"
+
+
 _Made = tuple[Reservation, JobContext, Job, timedelta | None, float]
 """What every attempt of a built job shares: reservation, context, job, limit, start."""
 
@@ -515,4 +528,4 @@ def _retrieve(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
-__all__ = ["Attempt", "Interruptible", "Runner", "Verdict"]
+__all__ = ["Attempt", "Interruptible", "Runner", "Verdict", "outcome_of"]

@@ -69,6 +69,7 @@ class Supervisor:
         restart_backoff: timedelta = timedelta(seconds=1),
         max_restart_backoff: timedelta = timedelta(seconds=60),
         finished_codes: Collection[int] = (0,),
+        on_exit: Callable[[int], None] | None = None,
     ) -> None:
         if not command:
             raise ValueError("the supervisor needs a command to run")
@@ -84,6 +85,9 @@ class Supervisor:
         """Exit codes that mean the child ended on purpose and is not restarted:
         0 by default; the CLI adds "a job failed" and "bad configuration", since a
         finished run should stay finished and a restart cannot fix a config."""
+        self.on_exit = on_exit
+        """Called with a child's pid once it has exited, before any restart (the metrics
+        of a multi-process worker forget the live values of a process that is gone)."""
         self._signals: list[int] = []
         self._wake = threading.Event()
         self._stopping = False
@@ -139,6 +143,11 @@ class Supervisor:
             code = child.process.poll()
             if code is None:
                 return
+            if self.on_exit is not None:
+                try:
+                    self.on_exit(child.process.pid)
+                except Exception:
+                    log.exception("the exit hook failed for worker process %d", child.index)
             child.process = None
             child.last_code = code
             if self._stopping:

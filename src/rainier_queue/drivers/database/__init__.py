@@ -503,6 +503,20 @@ class DatabaseQueue(Queue):
             next_due=None if (micros := _micros(soonest)) is None else from_micros(micros),
         )
 
+    async def oldest_wait(self, queue: str) -> timedelta | None:
+        """`OldestWaiting`: since when the earliest due free row has been due, on the
+        database's clock (the same rows `counts` calls waiting)."""
+
+        async def work(s: Session) -> tuple[object, int]:
+            now = await self._dialect.now(s)
+            rows = await s.fetchall(self._sql.oldest_due, (queue, now))
+            return rows[0][0], now
+
+        oldest, now = await self._run(work, write=False)
+        if (micros := _micros(oldest)) is None:
+            return None
+        return timedelta(microseconds=max(0, now - micros))
+
     @override
     async def clear(self, queue: str) -> int:
         return await self._run(lambda s: s.execute(self._sql.clear, (queue,)))

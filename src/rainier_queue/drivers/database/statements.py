@@ -50,6 +50,8 @@ class Statements:
     size: str
     counts: str
     """Waiting, delayed and reserved jobs of a queue, and the soonest delayed or lease end."""
+    oldest_due: str
+    """When the queue's longest-waiting free job fell due (`OldestWaiting`)."""
     clear: str
     failed_all: str
     failed_on_queue: str
@@ -103,6 +105,8 @@ class Statements:
             f"{_count('reservation_token IS NOT NULL')}, "
             f"MIN(CASE WHEN reservation_token IS NOT NULL OR due_at > ? THEN {CLAIMABLE_AT} END) "
             f"FROM {jobs} WHERE queue = ?",
+            "oldest_due": f"SELECT MIN(due_at) FROM {jobs} "
+            "WHERE queue = ? AND reservation_token IS NULL AND due_at <= ?",
             "clear": f"DELETE FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
             "failed_all": f"{failed_list} ORDER BY failed_at DESC, seq DESC LIMIT ?",
             "failed_on_queue": f"{failed_list} WHERE queue = ? "
