@@ -508,6 +508,7 @@ async def test_workers_migrating_at_once_apply_each_migration_once(
         "0001_jobs",
         "0002_failed_jobs",
         "0003_lease_until",
+        "0004_paused_queues",
     ]
 
 

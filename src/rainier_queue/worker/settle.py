@@ -322,7 +322,8 @@ class Settler:
             return
         self._stats.interrupted += 1
         log.info(
-            "handed job `%s` %s back unfinished at shutdown; its attempt is refunded",
+            "handed job `%s` %s back unfinished (a stop, or its queue paused); its attempt "
+            "is refunded",
             queued.name,
             queued.id,
             extra=job_fields(queued, attempt.number),
