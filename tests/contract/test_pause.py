@@ -6,7 +6,6 @@ nothing is stored."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from rainier_queue import Job, JobContext, JobRegistry, QueueManager
 from rainier_queue.context import Dependencies
+from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import UnsupportedOperation
 from rainier_queue.queue import Countable, Pausable, Queue
 from rainier_queue.worker import Worker, WorkerOptions
@@ -30,7 +30,7 @@ class Ran:
     """What the `noted` jobs ran, in order, and a wake-up for whoever waits on it."""
 
     def __init__(self) -> None:
-        self.names: list[tuple[str, object]] = []
+        self.names: list[tuple[str, int]] = []
         self.changed = asyncio.Event()
 
     async def until(self, count: int, within: float = 60) -> None:
@@ -54,7 +54,7 @@ class Noted(Job):
         ran.changed.set()
 
 
-def noted(n: int, queue: str) -> object:
+def noted(n: int, queue: str) -> QueuedJob:
     return a_job(name="noted", payload={"n": n}, queue=queue)
 
 
@@ -67,8 +67,8 @@ def pausable_queue(backend: Backend, tmp_path: Path, namespace: str, queue: Queu
 
 
 @pytest.fixture
-async def ran() -> AsyncIterator[Ran]:
-    yield Ran()
+def ran() -> Ran:
+    return Ran()
 
 
 async def test_a_driver_can_pause_exactly_when_it_says_so(queue: Queue) -> None:
@@ -208,7 +208,8 @@ async def test_a_draining_worker_stops_leaving_a_paused_queue_s_jobs_and_says_so
 
     assert ran.names == [("other", 9)]
     if isinstance(pausable_queue, Countable):
-        assert stats.left is not None and stats.left.total == 2, "reported as work left"
+        assert stats.left is not None, "reported as work left"
+        assert stats.left.total == 2
     assert await pausable_queue.size("held") == 2
 
 

@@ -215,7 +215,7 @@ async def test_migrations_apply_once_and_the_version_is_reported(tmp_path: Path)
     assert await queue.migrate() == []
     other = SQLiteQueue(path)
     assert await other.migrate() == []
-    assert await other.schema_status() == (3, 3)
+    assert await other.schema_status() == (4, 4)
     assert {"rainier_jobs", "rainier_failed_jobs", "rainier_schema_version"} <= tables(path)
     await queue.aclose()
     await other.aclose()
