@@ -47,6 +47,7 @@ from .errors import (
 )
 from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
 from .job import Job, JobFunction, job
+from .listeners import QueuedListeners
 from .locks import Cache, Lock, LockManager
 from .manager import QueueManager
 from .queue import (
@@ -55,6 +56,7 @@ from .queue import (
     FailedJob,
     FailedJobStore,
     Finding,
+    Pausable,
     Provisionable,
     Queue,
     QueueCounts,
@@ -116,12 +118,14 @@ __all__ = [
     "OutcomeUnknown",
     "PayloadError",
     "PendingDispatch",
+    "Pausable",
     "Provisionable",
     "Queue",
     "QueueConfig",
     "QueueCounts",
     "QueueError",
     "QueueManager",
+    "QueuedListeners",
     "QueuedJob",
     "Reservation",
     "Retry",
