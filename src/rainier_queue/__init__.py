@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+from .chains import Chain, chain
 from .connections import ConnectionConfig, QueueConfig
 from .context import Dependencies, JobContext
 from .dispatch import PendingDispatch
@@ -88,6 +89,7 @@ __all__ = [
     "BrokerUnavailable",
     "Cache",
     "Capabilities",
+    "Chain",
     "ConfigurationError",
     "ConnectionConfig",
     "Countable",
@@ -141,6 +143,7 @@ __all__ = [
     "WorkerOptions",
     "WorkerStats",
     "__version__",
+    "chain",
     "check_worker_settings",
     "job",
 ]
