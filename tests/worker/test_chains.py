@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import timedelta
 
 import pytest
 
@@ -48,8 +49,8 @@ class Flaky(Job):
         if ctx.attempt < 2:
             raise RuntimeError("not yet")
 
-    def backoff(self, attempt: int) -> float:
-        return 0
+    def backoff(self, attempt: int) -> timedelta:
+        return timedelta(0)
 
 
 class OneTry(Job):
