@@ -331,7 +331,9 @@ class Worker:
                     except BrokerError as exc:
                         await self._broker_failed(exc)
                         continue
-                await self._changed.wait()
+                with contextlib.suppress(TimeoutError):  # max_time still ends the run
+                    timeout = self._idle_timeout(deadline).total_seconds()
+                    await asyncio.wait_for(self._changed.wait(), timeout)
                 continue
             if short and not in_flight:
                 # The queues ran dry: wait for work (or a job ending) before asking again.
