@@ -49,7 +49,9 @@ from typing import Any, Protocol
 
 from .envelope import QueuedJob
 from .envelope.packing import DEFAULTS, build_envelopes
+from .errors import NotProvisioned
 from .job import Job
+from .queue import Provisionable, Queue
 
 log = logging.getLogger("rainier_queue.chains")
 
@@ -61,6 +63,8 @@ class _Manager(Protocol):
     """What `Chain.dispatch` needs of a `QueueManager` (which sits above this module)."""
 
     def pending(self, job: Job) -> Any: ...
+
+    def connection(self, name: str | None = None) -> Queue: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +114,12 @@ class Chain:
         first job's duplicate was dropped, and with it the chain).
 
         Every step is packed here, so a step whose payload does not fit fails
-        now and nothing is queued.
+        now and nothing is queued; so does a chain with a step on a queue the
+        connection needs provisioned and has not (`NotProvisioned`), which a
+        worker could otherwise only find when the step before it is done.
         """
         envelopes = build_envelopes([(job, DEFAULTS) for job in self.jobs])
+        await _check_provisioned(manager.connection(connection), envelopes)
         chain_id = uuid.uuid4().hex
         names = [e.name for e in envelopes]
         header = _header(chain_id, 1, names, [_step_form(e) for e in envelopes[1:]])
@@ -169,6 +176,21 @@ def stopped_at(job: QueuedJob) -> str | None:
         f"{where.describe()} failed, so the chain stops here; not dispatched: {left}. "
         "Retrying this failed job goes on with the chain once it succeeds"
     )
+
+
+async def _check_provisioned(queue: Queue, envelopes: list[QueuedJob]) -> None:
+    """`NotProvisioned` for a later step's queue that a push would be refused on."""
+    if queue.capabilities.push_creates_resources or not isinstance(queue, Provisionable):
+        return
+    later = list(dict.fromkeys(e.queue for e in envelopes[1:]))
+    for finding in await queue.check_provisioned(later):
+        if finding.queue is not None and finding.provisioning_fixes:
+            raise NotProvisioned(
+                f"a step of this chain goes to queue {finding.queue!r}, and on this connection "
+                f"{finding.describe()}: run `rainier-queue provision --queue {finding.queue}` "
+                "first; nothing was queued",
+                queue=finding.queue,
+            )
 
 
 def _step_form(envelope: QueuedJob) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from datetime import timedelta
 from ..chains import CHAIN, next_step, stopped_at
 from ..durations import human_duration
 from ..envelope import QueuedJob
-from ..errors import BrokerError, JobError, LeaseLost
+from ..errors import BrokerError, JobError, LeaseLost, NotProvisioned
 from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
 from ..job import Job
 from ..locks import LockManager
@@ -230,7 +230,13 @@ class Settler:
         queued = attempt.reservation.job
         step = next_step(queued) if CHAIN in queued.headers else None
         acknowledge = self._acks.acknowledge if step is None else self._then(step)
-        if not await self._apply(lease, "acknowledge", acknowledge):
+        try:
+            if not await self._apply(lease, "acknowledge", acknowledge):
+                return
+        except _ChainBlocked as blocked:
+            # Waiting does not make a queue exist: the step goes to the failed store,
+            # to be retried (and run again) once the next step's queue is provisioned.
+            await self._failed(attempt, lease, blocked.error)
             return
         await self._release_unique(queued)
         self._recorded(attempt)
@@ -251,7 +257,15 @@ class Settler:
         async def push_then_acknowledge(reservation: Reservation) -> None:
             nonlocal pushed
             if not pushed:
-                await self._queue.push(step)
+                try:
+                    await self._queue.push(step)
+                except NotProvisioned as exc:
+                    raise _ChainBlocked(
+                        JobError(
+                            f"the job succeeded, but the next step of its chain, `{step.name}`, "
+                            f"cannot be queued: {exc}; then retry this job (it runs again)"
+                        )
+                    ) from exc
                 pushed = True
                 log.info(
                     "job `%s` %s done; dispatched the next step of its chain, `%s` %s",
@@ -479,6 +493,14 @@ class Settler:
             await self._events.emit(event)
         except Exception:
             log.exception("the event dispatcher failed on %s; ignored", type(event).__name__)
+
+
+class _ChainBlocked(Exception):
+    """The next step of a chain cannot be queued, however long the worker waits."""
+
+    def __init__(self, error: JobError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _error_of(attempt: Attempt) -> BaseException:
