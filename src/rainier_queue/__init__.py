@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+from .chains import Chain, chain
 from .connections import ConnectionConfig, QueueConfig
 from .context import Dependencies, JobContext
 from .dispatch import PendingDispatch
@@ -49,6 +50,7 @@ from .errors import (
 )
 from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
 from .job import Job, JobFunction, job
+from .listeners import QueuedListeners
 from .locks import Cache, Lock, LockManager
 from .manager import QueueManager
 from .queue import (
@@ -57,6 +59,7 @@ from .queue import (
     FailedJob,
     FailedJobStore,
     Finding,
+    Pausable,
     Provisionable,
     Queue,
     QueueCounts,
@@ -88,6 +91,7 @@ __all__ = [
     "BrokerUnavailable",
     "Cache",
     "Capabilities",
+    "Chain",
     "ConfigurationError",
     "ConnectionConfig",
     "Countable",
@@ -117,6 +121,7 @@ __all__ = [
     "NotProvisioned",
     "NotReplicated",
     "OutcomeUnknown",
+    "Pausable",
     "PayloadError",
     "PendingDispatch",
     "Provisionable",
@@ -126,6 +131,7 @@ __all__ = [
     "QueueError",
     "QueueManager",
     "QueuedJob",
+    "QueuedListeners",
     "Reservation",
     "Retry",
     "Schedule",
@@ -141,6 +147,7 @@ __all__ = [
     "WorkerOptions",
     "WorkerStats",
     "__version__",
+    "chain",
     "check_worker_settings",
     "job",
 ]

@@ -55,11 +55,11 @@ from .envelope.packing import (
     check_queue_name,
     unique_lock_name,
 )
-from .errors import OutcomeUnknown, UnknownConnection
+from .errors import OutcomeUnknown, UnknownConnection, UnsupportedOperation
 from .instrument import PushScope, QueueObserver, instrumented
 from .job import Job
 from .locks import Lock, LockManager
-from .queue import Queue
+from .queue import Pausable, Queue
 from .registry import JobRegistry
 
 if TYPE_CHECKING:
@@ -373,6 +373,28 @@ class QueueManager:
                     "could not give back uniqueness lock %s; it lapses on its own", lock.key
                 )
 
+    # -- pausing queues ----------------------------------------------------------
+
+    async def pause(self, queue: str, *, connection: str | None = None) -> bool:
+        """Pause `queue` on a connection: its workers take none of its jobs until `resume`.
+
+        Pushes are still taken. Every worker of the connection, on any
+        machine, stops taking the queue's jobs within its `pause_check` (a
+        second by default). True if the queue was not paused already.
+        `UnsupportedOperation`, storing nothing, on a driver that cannot.
+        """
+        return await pausable(self.connection(connection)).pause(_queue_name(queue))
+
+    async def resume(self, queue: str, *, connection: str | None = None) -> bool:
+        """Let workers take `queue`'s jobs again; True if it was paused."""
+        return await pausable(self.connection(connection)).resume(_queue_name(queue))
+
+    async def paused(
+        self, queues: Sequence[str], *, connection: str | None = None
+    ) -> frozenset[str]:
+        """Which of `queues` are paused on a connection."""
+        return await pausable(self.connection(connection)).paused(list(queues))
+
     # -- facades, lifecycle -------------------------------------------------------
 
     def blocking(self) -> BlockingManager:
@@ -481,6 +503,24 @@ def _require_job(job: object) -> Job:
             f"not {type(job).__name__}"
         )
     return job
+
+
+def pausable(queue: Queue) -> Pausable:
+    """`queue` as a `Pausable`, or a refusal that says why not and what to do instead."""
+    if queue.capabilities.pausable and isinstance(queue, Pausable):
+        return queue
+    raise UnsupportedOperation(
+        f"the {queue.describe()} connection cannot pause a queue: the {queue.name} driver has "
+        "no store that every worker reads to keep the mark in, so nothing was paused. "
+        "To hold a queue's jobs there, stop the workers that serve it (or start them "
+        "without it in `--queue`); the drivers that can pause are named in docs/flow-control.md"
+    )
+
+
+def _queue_name(queue: object) -> str:
+    if not isinstance(queue, str) or not queue.strip():
+        raise ValueError(f"a queue to pause or resume needs a name, not {queue!r}")
+    return queue
 
 
 def _instrumented_all(

@@ -91,6 +91,11 @@ class Capabilities:
     reserved like any other. False: the push is refused with `NotProvisioned`, naming
     `rainier-queue provision`, and nothing is stored (Kafka, whose partition count is a
     decision a push cannot make). Such a driver is `Provisionable`."""
+    pausable: bool = False
+    """A queue can be paused and resumed (`Pausable`), the mark kept in the connection's
+    own store (a table, a key, a KV entry, the lock store) so every worker on every
+    machine sees it. False: `pause` is refused with `UnsupportedOperation`, naming the
+    driver, and nothing is stored."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -590,6 +595,30 @@ class TransactionalEnqueue(Protocol):
 
 
 @runtime_checkable
+class Pausable(Protocol):
+    """A backend whose queues can be paused: workers take nothing from a paused queue.
+
+    The mark lives in the connection's own store, so a worker in any process
+    sees it (workers look on a cadence, `WorkerOptions.pause_check`, never per
+    job). A paused queue still takes pushes and still counts its jobs; only
+    reserving from it stops, and only in workers, which read the mark: a
+    direct `reserve` on the port is not refused.
+    """
+
+    async def pause(self, queue: str) -> bool:
+        """Mark `queue` paused; True if it was not paused already."""
+        ...
+
+    async def resume(self, queue: str) -> bool:
+        """Take the mark off `queue`; True if it was paused."""
+        ...
+
+    async def paused(self, queues: Sequence[str]) -> frozenset[str]:
+        """Which of `queues` are paused now (one read, however many are asked about)."""
+        ...
+
+
+@runtime_checkable
 class Diagnosable(Protocol):
     """A backend that can say how safely its server is set up (`rainier-queue doctor`)."""
 
@@ -627,6 +656,7 @@ __all__ = [
     "Finding",
     "Migratable",
     "OldestWaiting",
+    "Pausable",
     "Provisionable",
     "Queue",
     "QueueCounts",

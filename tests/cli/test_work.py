@@ -253,7 +253,9 @@ def test_a_drain_that_leaves_a_retry_due_later_than_it_waits_exits_5_and_says_so
     [row] = [line for line in shown.stdout.splitlines() if " default " in line]
     assert row.replace("│", " ").split() == ["default", "0", "1", "0"], shown.stdout
     states = cli("size", "--json", "--states", "default")
-    assert states.json() == {"default": {"waiting": 0, "delayed": 1, "reserved": 0}}
+    assert states.json() == {
+        "default": {"waiting": 0, "delayed": 1, "reserved": 0, "paused": False}
+    }
 
 
 def test_the_failed_table_never_folds_an_id_on_an_80_column_terminal(cli: Cli) -> None:

@@ -103,3 +103,23 @@ def test_a_stop_hands_back_every_held_job_and_every_later_one_that_finds_no_slot
     slots.take(late)  # a reserve that was on its way when the stop came
     assert late.control.is_interrupted()
     assert started.tokens == ["t1", "t2", "t3"]
+
+
+def test_a_paused_queue_s_held_jobs_go_back_unstarted_and_the_others_keep_their_order(
+    started: Started,
+) -> None:
+    slots = Slots(1, started)
+    on = {0: "other", 1: "held", 2: "other", 3: "held"}
+    for n, queue in on.items():
+        job = QueuedJob.create("noop", {"n": n}, queue=queue)
+        reservation = Reservation(job=job, token=f"t{n}", lease_until=None, lease=None)
+        slots.take(
+            Slot(reservation=reservation, lease=Lease(reservation=reservation, interval=None))
+        )
+
+    returned = slots.hand_back_held(frozenset({"held"}))
+
+    assert returned == 2
+    assert started.tokens == ["t0", "t1", "t3"], "t1 and t3 launched only to be handed back"
+    assert [s.control.is_interrupted() for s in started.slots] == [False, True, True]
+    assert [s.reservation.token for s in slots.held] == ["t2"], "still waiting for its slot"

@@ -14,7 +14,7 @@ from datetime import UTC
 import click
 
 from ..envelope import format_time
-from ..queue import Countable, FailedJob, FailedJobListing, QueueCounts
+from ..queue import Countable, FailedJob, FailedJobListing, Pausable, QueueCounts
 from .exit_codes import ExitCode
 from .failed_ids import SEARCHED, lookup, short_id
 from .loading import Loaded
@@ -28,15 +28,16 @@ from .runtime import State, failed_listing, run_command, warn_if_private
 @click.option(
     "--states",
     is_flag=True,
-    help="With --json: {queue: {waiting, delayed, reserved}} instead of one number each.",
+    help="With --json: {queue: {waiting, delayed, reserved, paused}} instead of one number "
+    "each (paused only where the connection can pause a queue).",
 )
 @click.pass_obj
 def size(state: State, queues: tuple[str, ...], as_json: bool, states: bool) -> None:
     """How many jobs each QUEUE holds: waiting, delayed, and reserved by workers.
 
     Reserved jobs are running, or held by a worker that died until their lease
-    lapses. `--json` prints the size the queue reports (waiting and delayed, not
-    reserved), unless `--states` is given too.
+    lapses. A paused queue (`pause`) says so. `--json` prints the size the queue
+    reports (waiting and delayed, not reserved), unless `--states` is given too.
 
     With no QUEUE: the worker's default queues and every queue a registered job names.
     """
@@ -50,11 +51,16 @@ def size(state: State, queues: tuple[str, ...], as_json: bool, states: bool) -> 
             if isinstance(queue, Countable)
             else None
         )
+        paused = (
+            await queue.paused(names)
+            if queue.capabilities.pausable and isinstance(queue, Pausable)
+            else None
+        )
         if as_json:
             if counts is None and states:
                 raise Problem(f"the {queue.describe()} connection cannot count jobs by state")
             if counts is not None and states:
-                echo(json.dumps({name: _by_state(c) for name, c in counts.items()}))
+                echo(json.dumps({name: _by_state(c, name, paused) for name, c in counts.items()}))
             else:
                 echo(json.dumps({name: await queue.size(name) for name in names}))
             return 0
@@ -62,18 +68,34 @@ def size(state: State, queues: tuple[str, ...], as_json: bool, states: bool) -> 
             f"connection `{loaded.connection_name(state.settings.connection)}`: {queue.describe()}"
         )
         if counts is None:
-            rows = [(name, await queue.size(name)) for name in names]
+            rows = [(_named(name, paused), await queue.size(name)) for name in names]
             stdout_console().print(table(["queue", "waiting"], rows))
             return 0
-        by_state = [(name, c.waiting, c.delayed, c.reserved) for name, c in counts.items()]
+        by_state = [
+            (_named(name, paused), c.waiting, c.delayed, c.reserved) for name, c in counts.items()
+        ]
         stdout_console().print(table(["queue", "waiting", "delayed", "reserved"], by_state))
         return 0
 
     run_command(state, body)
 
 
-def _by_state(counts: QueueCounts) -> dict[str, int]:
-    return {"waiting": counts.waiting, "delayed": counts.delayed, "reserved": counts.reserved}
+def _by_state(
+    counts: QueueCounts, name: str, paused: frozenset[str] | None
+) -> dict[str, int | bool]:
+    shown: dict[str, int | bool] = {
+        "waiting": counts.waiting,
+        "delayed": counts.delayed,
+        "reserved": counts.reserved,
+    }
+    if paused is not None:
+        shown["paused"] = name in paused
+    return shown
+
+
+def _named(name: str, paused: frozenset[str] | None) -> str:
+    """A queue's name for the table, marked when it is paused."""
+    return f"{name} (paused)" if paused is not None and name in paused else name
 
 
 def _known_queues(loaded: Loaded) -> list[str]:

@@ -142,6 +142,12 @@ def _shown(value: timedelta | None) -> str:
     f"takes a batch; 0 for never [{_shown(DEFAULTS.batch_wait)}].",
 )
 @click.option(
+    "--pause-check",
+    **DURATION,
+    help="How often to read which queues are paused (`pause`): the longest a worker goes "
+    f"on taking a paused queue's jobs [{_shown(DEFAULTS.pause_check)}].",
+)
+@click.option(
     "--processes",
     type=click.IntRange(min=1),
     default=1,

@@ -40,6 +40,7 @@ from ..queue import (
     new_token,
 )
 from .options import Options, check_lease
+from .pausing import LocalPauses
 
 if TYPE_CHECKING:
     from . import DriverContext
@@ -68,6 +69,7 @@ class MemoryQueue(Queue):
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=False,
         shared_between_processes=False,
+        pausable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease"})
@@ -86,6 +88,7 @@ class MemoryQueue(Queue):
         self._failed: list[FailedJob] = []
         self._seq = itertools.count()
         self._wakeup = Wakeup()
+        self._pauses = LocalPauses()
 
     @property
     @override
@@ -251,6 +254,17 @@ class MemoryQueue(Queue):
         with self._lock:
             lane = self._lanes.pop(queue, None)
             return 0 if lane is None else len(lane.ready) + len(lane.delayed)
+
+    # -- Pausable: a set in this process, which is where every worker of it runs --
+
+    async def pause(self, queue: str) -> bool:
+        return await self._pauses.pause(queue)
+
+    async def resume(self, queue: str) -> bool:
+        return await self._pauses.resume(queue)
+
+    async def paused(self, queues: Sequence[str]) -> frozenset[str]:
+        return await self._pauses.paused(queues)
 
     # -- FailedJobStore --------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing_extensions import override
 from ..envelope import QueuedJob
 from ..errors import LeaseLost
 from ..queue import Capabilities, Queue, Reservation
+from .pausing import LocalPauses
 
 
 class RecordingQueue(Queue):
@@ -38,11 +39,14 @@ class RecordingQueue(Queue):
         survives_restart=False,
         shared_between_processes=False,
         failed_store=False,
+        pausable=True,
     )
 
     def __init__(self, record: list[QueuedJob] | None = None) -> None:
         self.pushed: list[QueuedJob] = record if record is not None else []
         """What was pushed, oldest first. Queues built on one list share one record."""
+        self.pauses = LocalPauses()
+        """Queues paused through the fake (`manager.pause`), for a test to read."""
 
     @override
     async def push(self, job: QueuedJob) -> str:
@@ -57,6 +61,15 @@ class RecordingQueue(Queue):
     @override
     async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
         return []
+
+    async def pause(self, queue: str) -> bool:
+        return await self.pauses.pause(queue)
+
+    async def resume(self, queue: str) -> bool:
+        return await self.pauses.resume(queue)
+
+    async def paused(self, queues: Sequence[str]) -> frozenset[str]:
+        return await self.pauses.paused(queues)
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:

@@ -61,22 +61,40 @@ def keep_going(left: QueueCounts, within: timedelta, now: datetime) -> bool:
     return left.next_due is not None and left.next_due <= now + within
 
 
-async def finished(queue: Queue, options: WorkerOptions, stats: WorkerStats) -> bool:
-    """Called when every queue came back empty: whether the drain may stop now.
+async def finished(
+    queue: Queue,
+    options: WorkerOptions,
+    stats: WorkerStats,
+    paused: frozenset[str] = frozenset(),
+) -> bool:
+    """Called when every queue served came back empty: whether the drain may stop now.
+
+    The jobs of `paused` queues are not this drain's to wait for: they are
+    left, and reported as work left like jobs due too late.
 
     Raises the driver's `BrokerError` when the counting fails, like a reserve.
     """
     if not isinstance(queue, Countable):
         log.info("every queue is empty; stopping")
         return True
-    left = combined([await queue.counts(name) for name in options.queues])
+    counts = {name: await queue.counts(name) for name in options.queues}
+    left = combined(list(counts.values()))
     if left.total == 0:
         log.info("every queue is empty; stopping")
         return True
     within = horizon(queue, options)
-    if keep_going(left, within, utcnow()):
+    served = combined([c for name, c in counts.items() if name not in paused])
+    if keep_going(served, within, utcnow()):
         return False
     stats.left = left
+    on_paused = {name: c.total for name, c in counts.items() if name in paused and c.total}
+    if on_paused:
+        log.warning(
+            "stopping with work left on paused queues: %s",
+            ", ".join(f"{n} job(s) on `{name}`" for name, n in on_paused.items()),
+        )
+        if served.total == 0:
+            return True
     log.warning(
         "stopping with work left that falls due later than %gs: %d delayed, %d held by "
         "workers (next due %s)",

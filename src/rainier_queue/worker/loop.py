@@ -57,7 +57,7 @@ from ..instrument import (
     leave_quietly,
 )
 from ..locks import LockManager
-from ..queue import Queue
+from ..queue import Pausable, Queue
 from ..registry import JobRegistry
 from . import drain, shutdown, signals
 from .acks import AckBatcher
@@ -65,6 +65,7 @@ from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
 from .pace import Pace
+from .pauses import PauseWatch
 from .reserving import Reserver
 from .runner import Attempt, Runner, Verdict, outcome_of
 from .settle import Settler
@@ -129,6 +130,12 @@ class Worker:
             self._batch_goal = min(
                 options.concurrency // 2, options.prefetch or options.concurrency
             )
+        self._pausable = (
+            queue if queue.capabilities.pausable and isinstance(queue, Pausable) else None
+        )
+        """Where paused queues are marked; None on a driver that cannot pause, where no
+        watch runs and the worker serves its queues as given."""
+        self._watch: PauseWatch | None = None
         self._signals: list[signal.Signals] = []
         # Created per run, on the running loop.
         self._changed = asyncio.Event()
@@ -190,6 +197,10 @@ class Worker:
         )
         self._assemble()
         keeper = asyncio.create_task(self._keeper.run(), name="rainier-queue lease keeper")
+        watching: asyncio.Task[None] | None = None
+        if self._watch is not None:
+            await self._watch.check()  # a queue paused before the worker starts is never served
+            watching = asyncio.create_task(self._watch.run(), name="rainier-queue pause watch")
         log.info(
             "worker started on %s, queues %s, concurrency %d",
             self.queue.describe(),
@@ -207,7 +218,11 @@ class Worker:
                 await self._tell_queue_we_stopped()
             finally:
                 keeper.cancel()
-                await asyncio.gather(keeper, return_exceptions=True)
+                if watching is not None:
+                    watching.cancel()
+                await asyncio.gather(
+                    keeper, *([watching] if watching else []), return_exceptions=True
+                )
                 self._stats.threads_left_running = self._runner.threads_running
                 self._runner.close()
                 if self._signals:
@@ -263,6 +278,24 @@ class Worker:
             wake=self._changed.set,
             is_stopping=lambda: self._stopping,
         )
+        if self._pausable is not None:
+            self._watch = PauseWatch(
+                self._pausable,
+                self.options.queues,
+                self.options.pause_check,
+                self._pauses_changed,
+            )
+
+    def _pauses_changed(self, serving: tuple[str, ...], paused: frozenset[str]) -> None:
+        """The watch read a change: reserve from `serving` alone from now on, and give back
+        what was held ahead from the queues just `paused`."""
+        assert self._reserver is not None, "built by run()"
+        self._reserver.queues = serving
+        if paused:
+            self._reserver.cut_wait_short()
+            if returned := self._slots.hand_back_held(paused):
+                log.info("handing back %d job(s) held ahead from paused queues", returned)
+        self._changed.set()
 
     # -- the loop --------------------------------------------------------------------
 
@@ -300,12 +333,26 @@ class Worker:
             if self.is_stopping:
                 break
             in_flight = reserver.in_flight
+            if not reserver.queues:
+                # Every queue is paused: nothing to reserve until the watch reads a change.
+                backlog = short = self._backlog = False
+                if options.stop_when_empty and not self._slots and not in_flight:
+                    try:
+                        if await self._drained():
+                            break
+                    except BrokerError as exc:
+                        await self._broker_failed(exc)
+                        continue
+                with contextlib.suppress(TimeoutError):  # max_time still ends the run
+                    timeout = self._idle_timeout(deadline).total_seconds()
+                    await asyncio.wait_for(self._changed.wait(), timeout)
+                continue
             if short and not in_flight:
                 # The queues ran dry: wait for work (or a job ending) before asking again.
                 short = False
                 if empty and options.stop_when_empty and not self._slots:
                     try:
-                        if await drain.finished(self.queue, options, self._stats):
+                        if await self._drained():
                             break
                     except BrokerError as exc:
                         await self._broker_failed(exc)
@@ -329,6 +376,11 @@ class Worker:
                 self._launch_fill(free)
                 continue
             await self._changed.wait()
+
+    async def _drained(self) -> bool:
+        """Whether a draining worker whose queues came back empty may stop (`drain.py`)."""
+        paused = self._watch.paused if self._watch is not None else frozenset()
+        return await drain.finished(self.queue, self.options, self._stats, paused)
 
     async def _broker_failed(self, error: BaseException) -> None:
         """Count a failed reserve and wait before the next, or give up after too many."""
@@ -400,7 +452,9 @@ class Worker:
     async def _idle(self, deadline: float | None) -> None:
         """Wait for work, a job finishing, or a stop, whichever comes first."""
         timeout = self._idle_timeout(deadline)
-        waiting = asyncio.create_task(self._port.wait_for_work(self.options.queues, timeout))
+        assert self._reserver is not None, "built by run()"
+        queues = self._reserver.queues
+        waiting = asyncio.create_task(self._port.wait_for_work(queues, timeout))
         changed = asyncio.create_task(self._changed.wait())
         try:
             await asyncio.wait({waiting, changed}, return_when=asyncio.FIRST_COMPLETED)

@@ -68,6 +68,13 @@ class WorkerOptions:
     (and acknowledges) jobs in batches instead of one round trip per finished job.
     An idle worker never waits. Zero turns it off."""
 
+    pause_check: timedelta = timedelta(seconds=1)
+    """How often the worker reads which of its queues are paused, on a driver that can
+    pause (`Capabilities.pausable`): the bound on how long a worker goes on taking jobs
+    from a queue after `rainier-queue pause`, or leaves them after `resume`. Read on this
+    cadence, never per job. Jobs already running finish; jobs held ahead and not started
+    are handed back when the pause is seen."""
+
     def __post_init__(self) -> None:
         if not self.queues or any(not q or not q.strip() for q in self.queues):
             raise ValueError("a worker needs at least one non-empty queue name")
@@ -81,6 +88,8 @@ class WorkerOptions:
             raise ValueError("reserve_ahead cannot be negative (0 turns it off)")
         if self.batch_wait < timedelta(0):
             raise ValueError("batch_wait cannot be negative")
+        if self.pause_check <= timedelta(0):
+            raise ValueError("pause_check must be longer than zero")
         if self.drain_wait is not None and self.drain_wait < timedelta(0):
             raise ValueError("drain_wait cannot be negative")
 
@@ -101,7 +110,8 @@ class WorkerStats:
     lost_leases: int = 0
     """Settles refused because another worker had taken the job (its lease lapsed)."""
     interrupted: int = 0
-    """Jobs handed back unfinished at shutdown."""
+    """Jobs handed back unfinished at shutdown, or held ahead unstarted when their queue
+    was paused."""
     abandoned: int = 0
     """Jobs left reserved at a stop because their plain `def` handler still ran in its
     thread after being interrupted: not handed back, so no other worker starts them

@@ -79,6 +79,9 @@ class Reserver:
         self._waiting_fill: asyncio.Task[None] | None = None
         """The fill that waits for work before it reserves, while one does."""
         self._filled: collections.deque[Filled] = collections.deque()
+        self.queues: tuple[str, ...] = options.queues
+        """The queues to reserve from, in priority order: the worker's, less those paused
+        (`pauses.py` changes it; a worker on a driver that cannot pause never does)."""
 
     @property
     def in_flight(self) -> int:
@@ -159,7 +162,7 @@ class Reserver:
         """`_fill` for an idle worker on one queue: the reserve rides behind the wait."""
         limit = min(self._options.prefetch or free, free)
         try:
-            batch = await self._queue.wait_and_reserve(self._options.queues[0], wait, limit=limit)
+            batch = await self._queue.wait_and_reserve(self.queues[0], wait, limit=limit)
             free -= len(batch)
             self._take_all(batch)
             return len(batch), len(batch) < limit
@@ -174,7 +177,7 @@ class Reserver:
         """
         taken = 0
         try:
-            for name in self._options.queues:
+            for name in self.queues:
                 while free > 0 and not self._is_stopping():
                     limit = min(self._options.prefetch or free, free)
                     batch = await self._reserve(name, limit)

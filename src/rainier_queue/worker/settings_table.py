@@ -21,7 +21,16 @@ from ..errors import ConfigurationError, UnknownOption
 from .options import WorkerOptions
 
 _DURATIONS = frozenset(
-    {"sleep", "timeout", "max_time", "grace", "max_error_backoff", "batch_wait", "drain_wait"}
+    {
+        "sleep",
+        "timeout",
+        "max_time",
+        "grace",
+        "max_error_backoff",
+        "batch_wait",
+        "drain_wait",
+        "pause_check",
+    }
 )
 _COUNTS = frozenset(
     {"concurrency", "tries", "max_jobs", "max_consecutive_errors", "prefetch", "reserve_ahead"}

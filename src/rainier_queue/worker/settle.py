@@ -6,17 +6,19 @@ promises, so the order here is deliberate:
 
 - success: acknowledge (batched with other jobs that finished at the same
   time, see `acks.py`), then give back the job's uniqueness lock (so the
-  next dispatch of it is accepted), then report;
+  next dispatch of it is accepted), then report; a step of a chain pushes
+  the next step before its acknowledgement (`chains.py` says why);
 - a failure with attempts left: release with the job's own `backoff`, and
   keep the uniqueness lock, because the job is still pending;
 - a final failure: move the job to the failed store, give back the lock (so
   a permanent failure does not block the dispatch that fixes it), run the
-  job's `failed` hook, then report;
+  job's `failed` hook, then report; a step of a chain says in its failure
+  where the chain stopped;
 - an interrupted job: hand it back at once with its attempt refunded, so a
   deploy does not cost a job one of its tries or leave it waiting for a lease.
 
-A plain success (no uniqueness lock to give back, no listeners, no renew
-in flight) is settled without waiting for it (`settle_soon`): the job's
+A plain success (no uniqueness lock to give back, no listeners, no chain, no
+renew in flight) is settled without waiting for it (`settle_soon`): the job's
 acknowledgement joins the next batch with a callback that does the rest, so
 its task ends as its handler returns instead of waking once more for the
 acknowledgement. Its result is recorded exactly as `settle` would record it;
@@ -41,9 +43,10 @@ import traceback
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+from ..chains import CHAIN, next_step, stopped_at
 from ..durations import human_duration
 from ..envelope import QueuedJob
-from ..errors import BrokerError, JobError, LeaseLost
+from ..errors import BrokerError, JobError, LeaseLost, NotProvisioned
 from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
 from ..job import Job
 from ..locks import LockManager
@@ -155,6 +158,7 @@ class Settler:
             attempt.verdict is not Verdict.SUCCEEDED
             or self._events
             or attempt.reservation.job.unique_key is not None
+            or CHAIN in attempt.reservation.job.headers
             or lease.lost
             or lease.is_locked()
         ):
@@ -224,13 +228,56 @@ class Settler:
 
     async def _succeeded(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job
-        if not await self._apply(lease, "acknowledge", self._acks.acknowledge):
+        step = next_step(queued) if CHAIN in queued.headers else None
+        acknowledge = self._acks.acknowledge if step is None else self._then(step)
+        try:
+            if not await self._apply(lease, "acknowledge", acknowledge):
+                return
+        except _ChainBlocked as blocked:
+            # Waiting does not make a queue exist: the step goes to the failed store,
+            # to be retried (and run again) once the next step's queue is provisioned.
+            await self._failed(attempt, lease, blocked.error)
             return
         await self._release_unique(queued)
         self._recorded(attempt)
         if self._events:  # no event is built for nobody
             duration = timedelta(seconds=time.monotonic() - attempt.started)
             await self._emit(JobProcessed(job=queued, duration=duration))
+
+    def _then(self, step: QueuedJob) -> Callable[[Reservation], Awaitable[None]]:
+        """A chained job's acknowledgement: the next step pushed first, then the ack.
+
+        In that order, a crash between the two leaves the step unacknowledged, to
+        run again and push the next step then: a chain never loses a step, at the
+        cost of a step that may be pushed twice (`chains.py`). Once pushed, it is
+        not pushed again when the acknowledgement is tried again after an outage.
+        """
+        pushed = False
+
+        async def push_then_acknowledge(reservation: Reservation) -> None:
+            nonlocal pushed
+            if not pushed:
+                try:
+                    await self._queue.push(step)
+                except NotProvisioned as exc:
+                    raise _ChainBlocked(
+                        JobError(
+                            f"the job succeeded, but the next step of its chain, `{step.name}`, "
+                            f"cannot be queued: {exc}; then retry this job (it runs again)"
+                        )
+                    ) from exc
+                pushed = True
+                log.info(
+                    "job `%s` %s done; dispatched the next step of its chain, `%s` %s",
+                    reservation.job.name,
+                    reservation.job.id,
+                    step.name,
+                    step.id,
+                    extra=job_fields(step),
+                )
+            await self._acks.acknowledge(reservation)
+
+        return push_then_acknowledge
 
     def _recorded(self, attempt: Attempt) -> None:
         """Count and log a success the broker has recorded."""
@@ -289,6 +336,9 @@ class Settler:
     async def _failed(self, attempt: Attempt, lease: Lease, error: BaseException) -> None:
         queued = attempt.reservation.job
         record = failure_record(attempt, error)
+        chained = stopped_at(queued) if CHAIN in queued.headers else None
+        if chained is not None:
+            record = f"{record}\n{chained}"
 
         async def fail(reservation: Reservation) -> None:
             await self._queue.fail(reservation, record)
@@ -308,6 +358,8 @@ class Settler:
             exc_info=error if attempt.verdict is Verdict.RAISED else None,
             extra=job_fields(queued, attempt.number),
         )
+        if chained is not None:
+            log.error("job `%s` %s: %s", queued.name, queued.id, chained)
         await self._runner.call_failed_hook(dataclasses.replace(attempt, error=error))
         if self._events:
             await self._emit(JobFailed(job=queued, error=summary))
@@ -322,7 +374,8 @@ class Settler:
             return
         self._stats.interrupted += 1
         log.info(
-            "handed job `%s` %s back unfinished at shutdown; its attempt is refunded",
+            "handed job `%s` %s back unfinished (a stop, or its queue paused); its attempt "
+            "is refunded",
             queued.name,
             queued.id,
             extra=job_fields(queued, attempt.number),
@@ -440,6 +493,14 @@ class Settler:
             await self._events.emit(event)
         except Exception:
             log.exception("the event dispatcher failed on %s; ignored", type(event).__name__)
+
+
+class _ChainBlocked(Exception):
+    """The next step of a chain cannot be queued, however long the worker waits."""
+
+    def __init__(self, error: JobError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _error_of(attempt: Attempt) -> BaseException:

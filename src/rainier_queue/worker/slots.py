@@ -94,6 +94,26 @@ class Slots:
             slot.control.interrupt()
             self._launch(slot)
 
+    def hand_back_held(self, queues: frozenset[str]) -> int:
+        """Send the held jobs of `queues` back unstarted (interrupted, attempt refunded).
+
+        For a queue that was paused: what the worker reserved ahead from it and
+        has not started goes back for whoever serves the queue once it is resumed.
+        How many went back.
+        """
+        keep: collections.deque[Slot] = collections.deque()
+        returned = 0
+        while self.held:
+            slot = self.held.popleft()
+            if slot.reservation.job.queue in queues:
+                slot.control.interrupt()
+                self._launch(slot)
+                returned += 1
+            else:
+                keep.append(slot)
+        self.held = keep
+        return returned
+
     def free(self, *, ahead: int = 0, limit: int | None = None) -> int:
         """How many more jobs a reserve may bring now, less those already asked for.
 

@@ -68,6 +68,7 @@ from ...queue import (
 from ..malformed import Pass, quarantine, top_up
 from ..options import check_lease, check_positive
 from .dialect import Dialect, Row, Session, T, Work
+from .pausing import PausedTable
 from .rewriting import rewrite_table
 from .schema import (
     DEFAULT_PREFIX,
@@ -115,6 +116,7 @@ class DatabaseQueue(Queue):
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,
+        pausable=True,
     )
 
     def __init__(
@@ -135,6 +137,7 @@ class DatabaseQueue(Queue):
         self._lease_us = lease // _MICROSECOND
         self._auto_migrate = migrate
         self._schema_ready = False
+        self._pauses = PausedTable(self._tables, dialect, self._run)
 
     @property
     @override
@@ -524,6 +527,17 @@ class DatabaseQueue(Queue):
     @override
     async def aclose(self) -> None:
         await self._dialect.aclose()
+
+    # -- Pausable: a row per paused queue (pausing.py) -----------------------------
+
+    async def pause(self, queue: str) -> bool:
+        return await self._pauses.pause(queue)
+
+    async def resume(self, queue: str) -> bool:
+        return await self._pauses.resume(queue)
+
+    async def paused(self, queues: Sequence[str]) -> frozenset[str]:
+        return await self._pauses.paused(queues)
 
     # -- FailedJobStore --------------------------------------------------------
 

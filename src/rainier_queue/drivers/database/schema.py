@@ -86,6 +86,11 @@ class Tables:
     def version(self) -> str:
         return self.qualified(f"{self.prefix}schema_version")
 
+    @property
+    def paused(self) -> str:
+        """The paused queues (`rainier-queue pause`): a row per queue while it is paused."""
+        return self.qualified(f"{self.prefix}paused_queues")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
@@ -105,6 +110,7 @@ class Migration:
             "jobs": tables.jobs,
             "failed": tables.failed,
             "version": tables.version,
+            "paused": tables.paused,
         }
         statements = self.statements + self.only.get(dialect.name, ())
         return [s.format(**names, **dialect.types) for s in statements]
@@ -224,6 +230,16 @@ MIGRATIONS: tuple[Migration, ...] = (
                 "schema version 3'); END",
             ),
         },
+    ),
+    Migration(
+        version=4,
+        name="0004_paused_queues",
+        statements=(
+            # A row per paused queue, read by every worker on a cadence (not per job),
+            # so a table of a few rows is all it needs; no index beyond the key.
+            "CREATE TABLE {paused} (\n    queue {key} NOT NULL PRIMARY KEY,"
+            "\n    paused_at {bigint} NOT NULL\n)",
+        ),
     ),
 )
 

@@ -97,6 +97,11 @@ def failed_topic_name(prefix: str, queue: str) -> str:
     return topic_name(prefix, queue) + FAILED_SUFFIX
 
 
+def paused_key(group: str, topic: str) -> str:
+    """The lock store key that marks a queue paused for one group's workers."""
+    return f"kafka-paused:{group}:{topic}"
+
+
 def lease_name(group: str, topic: str, partition: int) -> str:
     """The lock one partition's lease is held under (the lock manager adds its prefix)."""
     return f"kafka:{group}:{topic}:{partition}"
@@ -151,6 +156,7 @@ __all__ = [
     "failed_topic_name",
     "lease_name",
     "member_name",
+    "paused_key",
     "queue_of_failed_topic",
     "topic_name",
     "wanting_key",

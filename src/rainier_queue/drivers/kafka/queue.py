@@ -17,11 +17,12 @@ from ...envelope import QueuedJob
 from ...errors import ConfigurationError, LeaseLost, NotProvisioned
 from ...locks import LockManager
 from ...queue import Capabilities, FailedJob, Finding, Queue, QueueCounts, Reservation
+from ..pausing import CachePauses
 from .connection import KafkaClients, translated
 from .failed_topics import FailedTopics
 from .failing import FailedRecords
 from .membership import Membership
-from .names import KafkaPosition, failed_topic_name, topic_name
+from .names import KafkaPosition, failed_topic_name, paused_key, topic_name
 from .partitions import Cursor, Delivery, Partitions, PartitionState
 from .provisioning import Topics
 from .reserving import Reserver
@@ -65,6 +66,7 @@ class KafkaQueue(Queue):
         failed_listing=True,
         raw_push=True,
         push_creates_resources=False,
+        pausable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = OPTIONS
@@ -103,6 +105,10 @@ class KafkaQueue(Queue):
         self._reserver = Reserver(self._partitions, self._membership, settings, self._failures)
         self._waker = Waker(self._clients, self._partitions)
         self._topics = Topics(self._clients, settings)
+        self.pauses = CachePauses(
+            locks.cache, lambda queue: paused_key(settings.group, self.topic_for(queue))
+        )
+        """The paused queues (`Pausable`): a key per queue in the lock store the group shares."""
 
     @property
     @override
@@ -346,6 +352,17 @@ class KafkaQueue(Queue):
         retrying or forgetting here (see the driver's documentation).
         """
         return await self._failed_topics.newest(queue, limit)
+
+    # -- paused queues (Pausable): keys in the group's lock store ------------------------
+
+    async def pause(self, queue: str) -> bool:
+        return await self.pauses.pause(queue)
+
+    async def resume(self, queue: str) -> bool:
+        return await self.pauses.resume(queue)
+
+    async def paused(self, queues: Sequence[str]) -> frozenset[str]:
+        return await self.pauses.paused(queues)
 
     # -- size and clear ------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from .failed import FailedStore
 from .fetching import Arrival, Fetcher, NoAnswer
 from .leases import ACK, PROGRESS, TERMINATE, Delivery, Ledger, nak
 from .names import Names
+from .pausing import NATSPauses
 from .provisioning import Provisioning
 from .settings import NATSSettings
 
@@ -60,6 +61,7 @@ class NATSQueue(Queue):
         survives_restart=True,
         shared_between_processes=True,
         push_creates_resources=False,
+        pausable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = NATSSettings.OPTIONS
@@ -79,6 +81,8 @@ class NATSQueue(Queue):
         self._provisioning = Provisioning(self._connection, settings, self.names)
         self._failed = FailedStore(self._connection, self.names, self._push_again)
         self._ledger = Ledger()
+        self.pauses = NATSPauses(self._connection, self.names)
+        """The paused queues (`Pausable`), entries of a key-value bucket."""
         self._known: set[str] = set()
         self._served: dict[str, _Served] = {}
         self._starting = asyncio.Lock()
@@ -121,6 +125,17 @@ class NATSQueue(Queue):
                 queue=queue,
             )
         self._known.add(queue)
+
+    # -- paused queues (Pausable, NATSPauses) -----------------------------------------
+
+    async def pause(self, queue: str) -> bool:
+        return await self.pauses.pause(queue)
+
+    async def resume(self, queue: str) -> bool:
+        return await self.pauses.resume(queue)
+
+    async def paused(self, queues: Sequence[str]) -> frozenset[str]:
+        return await self.pauses.paused(queues)
 
     # -- pushing ----------------------------------------------------------------------
 
@@ -522,6 +537,7 @@ class NATSMemoryQueue(NATSQueue):
         shared_between_processes=True,
         may_lose_accepted_job=True,
         push_creates_resources=False,
+        pausable=True,
     )
 
 

@@ -79,6 +79,11 @@ class Keys:
         """The names of the queues that have (or had) failed jobs."""
         return f"{self.prefix}{{_}}:failed-queues"
 
+    @property
+    def paused(self) -> str:
+        """The names of the paused queues (`rainier-queue pause`)."""
+        return f"{self.prefix}{{_}}:paused"
+
     @staticmethod
     def decode_queue(encoded: str) -> str:
         return unquote(encoded)

@@ -46,6 +46,7 @@ from .diagnosis import Diagnosis
 from .failed import RedisFailedStore
 from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, check_prefix
+from .pausing import RedisPauses
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
 from .reserving import RedisReserver, ack_args, lost
@@ -90,6 +91,7 @@ class RedisQueue(Queue):
         may_lose_accepted_job=True,
         raw_push=True,
         due_on_server_clock=True,
+        pausable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = RedisSettings.OPTIONS | QUEUE_OPTIONS
@@ -164,6 +166,8 @@ class RedisQueue(Queue):
             health=self.health,
             cluster=self.cluster,
         )
+        self.pauses = RedisPauses(self._calls, self.keys)
+        """The paused queues (`Pausable`), a set of the namespace."""
         self._waiter = RedisWaiter(
             self._calls,
             self.keys,
@@ -469,6 +473,17 @@ class RedisQueue(Queue):
         """Delayed, waiting and failed jobs rewritten in place; jobs workers hold counted as
         in flight and left (see `rewriting`, which does the work)."""
         return await self._rewriter.rewrite(rewrite)
+
+    # -- paused queues (Pausable, RedisPauses) -------------------------------------
+
+    async def pause(self, queue: str) -> bool:
+        return await self.pauses.pause(queue)
+
+    async def resume(self, queue: str) -> bool:
+        return await self.pauses.resume(queue)
+
+    async def paused(self, queues: Sequence[str]) -> frozenset[str]:
+        return await self.pauses.paused(queues)
 
     # -- the failed list (FailedJobStore) --------------------------------------------
 

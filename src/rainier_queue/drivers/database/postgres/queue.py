@@ -93,6 +93,7 @@ class PostgresQueue(DatabaseQueue):
         shared_between_processes=True,
         transactional_enqueue=True,
         due_on_server_clock=True,
+        pausable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = PostgresSettings.OPTIONS | QUEUE_OPTIONS

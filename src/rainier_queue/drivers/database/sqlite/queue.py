@@ -214,6 +214,7 @@ class SQLiteQueue(DatabaseQueue):
         survives_restart=True,
         shared_between_processes=True,
         transactional_enqueue=False,
+        pausable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = SQLiteSettings.OPTIONS | QUEUE_OPTIONS
