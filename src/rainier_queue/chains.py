@@ -34,6 +34,12 @@ dispatched to. A unique job may only start a chain: a later step is pushed
 by a worker, outside the manager's lock store, so its uniqueness could not
 be kept, and `chain` refuses it rather than ignore it.
 
+On a connection that encrypts payloads (`docs/encryption.md`), the steps
+still to come are sealed in the header as they would be in storage, each
+under the id it was packed with; the worker that pushes a step opens it
+with its key ring and seals it again under the step's own new id, so no
+later step's payload is ever stored in the clear.
+
 The header is read only by the worker's settle (`worker/settle.py`) and
 the fake's `run_all`; a job in no chain pays one dictionary lookup.
 """
@@ -49,6 +55,7 @@ from typing import Any, Protocol
 
 from .envelope import QueuedJob
 from .envelope.packing import DEFAULTS, build_envelopes
+from .envelope.sealing import KeyRing, SealedPayloadError, is_sealed
 from .errors import NotProvisioned
 from .job import Job
 from .queue import Provisionable, Queue
@@ -119,10 +126,12 @@ class Chain:
         worker could otherwise only find when the step before it is done.
         """
         envelopes = build_envelopes([(job, DEFAULTS) for job in self.jobs])
-        await _check_provisioned(manager.connection(connection), envelopes)
+        queue = manager.connection(connection)
+        await _check_provisioned(queue, envelopes)
         chain_id = uuid.uuid4().hex
         names = [e.name for e in envelopes]
-        header = _header(chain_id, 1, names, [_step_form(e) for e in envelopes[1:]])
+        later = queue.sealed(envelopes[1:])
+        header = _header(chain_id, 1, names, [_step_form(e) for e in later])
         pending = manager.pending(self.jobs[0]).with_headers({CHAIN: header})
         if connection is not None:
             pending = pending.on_connection(connection)
@@ -146,9 +155,13 @@ def position(job: QueuedJob) -> Position | None:
     return Position(read["id"], read["step"], tuple(read["names"]))
 
 
-def next_step(job: QueuedJob) -> QueuedJob | None:
+def next_step(job: QueuedJob, keys: KeyRing | None = None) -> QueuedJob | None:
     """The envelope of the step after `job`, carrying the rest of the chain; None if `job` is
-    in no chain or is its last step."""
+    in no chain or is its last step.
+
+    A step sealed in the header is opened with `keys` and sealed again under its new id;
+    `SealedPayloadError` if it will not open (or there is no ring to open it with).
+    """
     if CHAIN not in job.headers:
         return None
     read = _read(job)
@@ -157,13 +170,29 @@ def next_step(job: QueuedJob) -> QueuedJob | None:
     head, *tail = read["rest"]
     headers = dict(job.headers)
     headers[CHAIN] = _header(read["id"], read["step"] + 1, read["names"], tail)
-    return QueuedJob.create(
+    step = QueuedJob.create(
         head["name"],
         head["payload"],
         queue=head["queue"],
         max_attempts=head["max_attempts"],
         headers=headers,
     )
+    if not is_sealed(head["payload"]):
+        return step
+    packed_as = head.get("id")
+    if keys is None or not isinstance(packed_as, str):
+        where = Position(read["id"], read["step"], tuple(read["names"])).describe()
+        raise SealedPayloadError(
+            f"the next step of {where}, `{step.name}`, is sealed, and "
+            + (
+                "this worker has no key ring to open it: give the connection its `encryption` keys"
+                if keys is None
+                else "its header does not say which id it was sealed under"
+            ),
+            key_id=None,
+        )
+    plain = keys.open(step.with_changes(id=packed_as))
+    return keys.seal(step.with_changes(payload=plain))
 
 
 def stopped_at(job: QueuedJob) -> str | None:
@@ -195,6 +224,7 @@ async def _check_provisioned(queue: Queue, envelopes: list[QueuedJob]) -> None:
 
 def _step_form(envelope: QueuedJob) -> dict[str, Any]:
     return {
+        "id": envelope.id,  # what a sealed payload is bound to
         "name": envelope.name,
         "payload": envelope.payload,
         "queue": envelope.queue,

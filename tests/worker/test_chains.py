@@ -6,6 +6,8 @@ says where."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -196,3 +198,48 @@ async def test_the_fake_runs_a_chain_in_order_and_stops_it_at_a_failure() -> Non
     assert journal.ran == ["a", "x", "b", "y"]
     assert [run.succeeded for run in runs] == [True, True, True, False]
     manager.assert_pushed(Step, times=3)  # a, x, b: z was never pushed
+
+
+async def test_on_a_connection_that_encrypts_no_later_step_travels_in_the_clear() -> None:
+    pytest.importorskip("cryptography")
+    from rainier_queue.envelope.sealing import KeyRing
+
+    queue = MemoryQueue()
+    queue.payload_keys = KeyRing({"k1": os.urandom(32)})
+    journal = Journal()
+    pushed: list[str] = []
+
+    def observe(call: PortCall) -> None:
+        if call.operation == "push":
+            pushed.extend(json.dumps([j.payload, dict(j.headers)]) for j in call.jobs)
+
+    manager = QueueManager(queue, registry=REGISTRY, observers=[observe])
+    await chain(Step(text="first"), Step(text="second"), Step(text="third")).dispatch(manager)
+    await drain(queue, journal, observers=[observe])
+
+    assert journal.ran == ["first", "second", "third"], "each step opened and ran in turn"
+    assert len(pushed) == 3, "the first step by dispatch, the next two by the worker"
+    for stored in pushed:
+        for text in ("first", "second", "third"):
+            assert text not in stored, f"{text!r} travelled in the clear: {stored}"
+
+
+async def test_a_worker_without_the_key_ring_fails_the_step_rather_than_push_a_sealed_one() -> None:
+    pytest.importorskip("cryptography")
+    from rainier_queue.envelope.sealing import KeyRing
+
+    sealing = MemoryQueue()
+    sealing.payload_keys = KeyRing({"k1": os.urandom(32)})
+    await chain(Step(text="a"), Step(text="b")).dispatch(QueueManager(sealing, registry=REGISTRY))
+    [queued] = [r.job for r in await sealing.reserve("default", limit=1)]
+
+    # The first step's payload opened but the worker's queue has no ring for the next one.
+    plain = sealing.payload_keys.open(queued)
+    queue = MemoryQueue()
+    await queue.push(queued.with_changes(payload=plain))
+    await drain(queue, Journal())
+
+    [failed] = await queue.failed_jobs()
+    assert "has no key ring" in failed.error
+    assert "`encryption`" in failed.error
+    assert await queue.size("default") == 0, "nothing pushed sealed under the wrong id"

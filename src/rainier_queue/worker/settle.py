@@ -46,6 +46,7 @@ from datetime import timedelta
 from ..chains import CHAIN, next_step, stopped_at
 from ..durations import human_duration
 from ..envelope import QueuedJob
+from ..envelope.sealing import SealedPayloadError
 from ..errors import BrokerError, JobError, LeaseLost, NotProvisioned
 from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
 from ..job import Job
@@ -228,7 +229,14 @@ class Settler:
 
     async def _succeeded(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job
-        step = next_step(queued) if CHAIN in queued.headers else None
+        try:
+            step = next_step(queued, self._queue.payload_keys) if CHAIN in queued.headers else None
+        except SealedPayloadError as error:
+            # The next step cannot be opened here (no ring, or not its key): failed, so a
+            # retry once the key is given goes on with the chain; nothing is pushed sealed
+            # under an id it was not sealed for.
+            await self._failed(attempt, lease, error)
+            return
         acknowledge = self._acks.acknowledge if step is None else self._then(step)
         try:
             if not await self._apply(lease, "acknowledge", acknowledge):
