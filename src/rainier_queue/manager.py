@@ -39,8 +39,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from . import lookup
 from .blocking import BlockingManager
 from .dispatch import PendingDispatch
 from .envelope import QueuedJob
@@ -48,6 +50,7 @@ from .envelope.packing import DEFAULTS, DispatchOptions, build_envelopes, unique
 from .errors import OutcomeUnknown, UnknownConnection
 from .instrument import QueueObserver, instrumented
 from .job import Job
+from .jobstate import JobState, WorkerBeat
 from .locks import Lock, LockManager
 from .queue import Queue
 from .registry import JobRegistry
@@ -278,6 +281,37 @@ class QueueManager:
                 log.warning(
                     "could not give back uniqueness lock %s; it lapses on its own", lock.key
                 )
+
+    # -- seeing the system (lookup.py) --------------------------------------------------
+
+    async def status(self, job_id: str, connection: str | None = None) -> JobState:
+        """Where job `job_id` is: queued, delayed, running, succeeded, failed or unknown.
+
+        Answered from the connection's own storage and the records its workers
+        keep (`docs/operations.md`); `unknown` says why, including on a driver
+        that cannot look a job up by id.
+        """
+        return await lookup.status(self.connection(connection), job_id)
+
+    async def result(
+        self,
+        job_id: str,
+        *,
+        timeout: timedelta | float | None = None,
+        connection: str | None = None,
+    ) -> Any:
+        """Job `job_id`'s return value, waiting up to `timeout` (None: for ever) for it.
+
+        Only a job whose class sets `keep_result` has one recorded. Raises
+        `JobFailedError` when the job failed for good, `ResultNotKept` when it
+        succeeded without a recorded value, and `TimeoutError` when it is not
+        done in time.
+        """
+        return await lookup.result(self.connection(connection), job_id, timeout=timeout)
+
+    async def workers(self, connection: str | None = None) -> list[WorkerBeat]:
+        """The heartbeats of the workers on a connection, gone ones included (`is_gone`)."""
+        return await lookup.workers(self.connection(connection))
 
     # -- facades, lifecycle -------------------------------------------------------
 

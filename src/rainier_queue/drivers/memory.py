@@ -28,6 +28,7 @@ from .._clock import utcnow
 from .._wakeup import Wakeup
 from ..envelope import QueuedJob
 from ..errors import LeaseLost
+from ..jobstate import Found
 from ..queue import (
     DEFAULT_LEASE,
     Capabilities,
@@ -37,6 +38,7 @@ from ..queue import (
     Reservation,
     new_token,
 )
+from .memory_records import MemoryRecords
 from .options import Options, check_lease
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ class MemoryQueue(Queue):
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=False,
         shared_between_processes=False,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease"})
@@ -83,6 +87,7 @@ class MemoryQueue(Queue):
         self._failed: list[FailedJob] = []
         self._seq = itertools.count()
         self._wakeup = Wakeup()
+        self._records = MemoryRecords()
 
     @property
     @override
@@ -279,6 +284,46 @@ class MemoryQueue(Queue):
             flushed = len(self._failed) - len(keep)
             self._failed = keep
         return flushed
+
+    # -- JobLookup and RecordStore (jobstate.py) -------------------------------
+
+    async def find_job(self, job_id: str) -> Found | None:
+        """The job held, waiting or delayed, or its newest failed record; None if none."""
+        now = utcnow()
+        with self._lock:
+            held = self._held.get(job_id)
+            if held is not None:
+                return Found(job=held.job, where="reserved", lease_until=held.lease_until)
+            for lane in self._lanes.values():
+                for job in lane.ready:
+                    if job.id == job_id:
+                        return Found(job=job, where="queued")
+                for due, _, job in lane.delayed:
+                    if job.id == job_id:
+                        if due <= now:
+                            return Found(job=job, where="queued")
+                        return Found(job=job, where="delayed", due_at=due)
+            for failed in reversed(self._failed):
+                if failed.job.id == job_id:
+                    return Found(
+                        job=failed.job,
+                        where="failed",
+                        error=failed.error,
+                        failed_at=failed.failed_at,
+                    )
+        return None
+
+    async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
+        self._records.put(key, value, ttl)
+
+    async def get_record(self, key: str) -> bytes | None:
+        return self._records.get(key)
+
+    async def forget_record(self, key: str) -> bool:
+        return self._records.forget(key)
+
+    async def records(self, prefix: str) -> list[bytes]:
+        return self._records.matching(prefix)
 
     # -- inspection, for tests and the dashboard -------------------------------
 
