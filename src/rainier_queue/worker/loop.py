@@ -53,10 +53,13 @@ from ..locks import LockManager
 from ..queue import Queue
 from ..registry import JobRegistry
 from . import drain, shutdown, signals
+from ..jobstate import RecordStore
 from .acks import AckBatcher
+from .heartbeat import Heartbeat, new_worker_id
 from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
+from .outcomes import OutcomeRecorder
 from .pace import Pace
 from .reserving import Reserver
 from .runner import Runner, Verdict
@@ -120,6 +123,11 @@ class Worker:
                 options.concurrency // 2, options.prefetch or options.concurrency
             )
         self._signals: list[signal.Signals] = []
+        self.worker_id = new_worker_id()
+        """How this worker is named in its heartbeat and in the records it writes."""
+        self._records = _records_of(queue)
+        """Where heartbeats and succeeded records go; None on a driver that keeps none."""
+        self._heartbeat: Heartbeat | None = None
         # Created per run, on the running loop.
         self._changed = asyncio.Event()
         self._stop_event = asyncio.Event()
@@ -180,6 +188,11 @@ class Worker:
         )
         self._assemble()
         keeper = asyncio.create_task(self._keeper.run(), name="rainier-queue lease keeper")
+        beating = (
+            asyncio.create_task(self._heartbeat.run(), name="rainier-queue heartbeat")
+            if self._heartbeat is not None
+            else None
+        )
         log.info(
             "worker started on %s, queues %s, concurrency %d",
             self.queue.describe(),
@@ -198,6 +211,10 @@ class Worker:
             finally:
                 keeper.cancel()
                 await asyncio.gather(keeper, return_exceptions=True)
+                if beating is not None and self._heartbeat is not None:
+                    beating.cancel()
+                    await asyncio.gather(beating, return_exceptions=True)
+                    await self._heartbeat.remove()
                 self._stats.threads_left_running = self._runner.threads_running
                 self._runner.close()
                 if self._signals:
@@ -240,7 +257,18 @@ class Worker:
             hard_stop=self._hard_event,
             give_up=self._give_up,
             acks=acks,
+            outcomes=self._outcomes(),
         )
+        if self._records is not None and self.options.heartbeat is not None:
+            self._heartbeat = Heartbeat(
+                self._records,
+                self.options,
+                self._slots,
+                self._stats,
+                every=self.options.heartbeat,
+                worker_id=self.worker_id,
+                is_stopping=lambda: self._stopping,
+            )
         self._reserver = Reserver(
             self._port,
             self.options,
@@ -250,6 +278,13 @@ class Worker:
             pace=self._pace if self._ahead else None,
             wake=self._changed.set,
             is_stopping=lambda: self._stopping,
+        )
+
+    def _outcomes(self) -> OutcomeRecorder | None:
+        if self._records is None:
+            return None
+        return OutcomeRecorder(
+            self._records, keep_succeeded=self.options.keep_succeeded, worker_id=self.worker_id
         )
 
     # -- the loop --------------------------------------------------------------------
@@ -406,6 +441,7 @@ class Worker:
         job = slot.reservation.job
         loop = self._loop
         assert loop is not None, "set by run()"
+        slot.started = time.monotonic()
         slot.task = loop.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
 
     async def _work(self, slot: Slot) -> None:
@@ -499,6 +535,13 @@ class Worker:
             f"<Worker {self.queue.describe()} queues={','.join(self.options.queues)} "
             f"concurrency={self.options.concurrency} {state}>"
         )
+
+
+def _records_of(queue: Queue) -> RecordStore | None:
+    """`queue` as a record store, if it declares one (heartbeats, succeeded records)."""
+    if queue.capabilities.records and isinstance(queue, RecordStore):
+        return queue
+    return None
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -52,6 +52,7 @@ from .acks import AckBatcher
 from .leases import Lease
 from .options import WorkerStats
 from .outage import Outage
+from .outcomes import OutcomeRecorder
 from .runner import Attempt, Runner, Verdict
 
 log = logging.getLogger("rainier_queue.worker")
@@ -107,8 +108,11 @@ class Settler:
         hard_stop: asyncio.Event,
         give_up: Callable[[BrokerError], None],
         acks: AckBatcher,
+        outcomes: OutcomeRecorder | None = None,
     ) -> None:
         self._queue = queue
+        self._outcomes = outcomes
+        """Records successes someone asked for; None on a driver that keeps no records."""
         self._runner = runner
         self._stats = stats
         self._outage = outage
@@ -157,6 +161,7 @@ class Settler:
             or attempt.reservation.job.unique_key is not None
             or lease.lost
             or lease.is_locked()
+            or (self._outcomes is not None and self._outcomes.wanted(attempt))
         ):
             return False
         lease.settling = True
@@ -224,6 +229,8 @@ class Settler:
 
     async def _succeeded(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job
+        if self._outcomes is not None:
+            await self._outcomes.record(attempt)  # before the job is gone, never after
         if not await self._apply(lease, "acknowledge", self._acks.acknowledge):
             return
         await self._release_unique(queued)
