@@ -86,6 +86,10 @@ class Tables:
     def version(self) -> str:
         return self.qualified(f"{self.prefix}schema_version")
 
+    @property
+    def records(self) -> str:
+        return self.qualified(f"{self.prefix}records")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
@@ -105,6 +109,7 @@ class Migration:
             "jobs": tables.jobs,
             "failed": tables.failed,
             "version": tables.version,
+            "records": tables.records,
         }
         statements = self.statements + self.only.get(dialect.name, ())
         return [s.format(**names, **dialect.types) for s in statements]
@@ -224,6 +229,18 @@ MIGRATIONS: tuple[Migration, ...] = (
                 "schema version 3'); END",
             ),
         },
+    ),
+    Migration(
+        version=4,
+        name="0004_records",
+        statements=(
+            # Worker heartbeats, succeeded records and results (jobstate.py): a few
+            # small rows with an expiry on the database's clock, read by name or by
+            # the start of the name. Nothing on a job's path writes here unless asked.
+            "CREATE TABLE {records} (\n    name {key} NOT NULL PRIMARY KEY,"
+            "\n    body {text} NOT NULL,\n    expires_at {bigint} NOT NULL\n)",
+            "CREATE INDEX {prefix}records_expiry ON {records} (expires_at)",
+        ),
     ),
 )
 

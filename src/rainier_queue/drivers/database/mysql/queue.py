@@ -156,6 +156,8 @@ class MySQLQueue(DatabaseQueue):
         shared_between_processes=True,
         transactional_enqueue=False,
         due_on_server_clock=True,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = MySQLSettings.OPTIONS | QUEUE_OPTIONS

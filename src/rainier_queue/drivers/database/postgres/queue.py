@@ -92,6 +92,8 @@ class PostgresQueue(DatabaseQueue):
         shared_between_processes=True,
         transactional_enqueue=True,
         due_on_server_clock=True,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = PostgresSettings.OPTIONS | QUEUE_OPTIONS

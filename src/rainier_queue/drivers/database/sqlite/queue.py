@@ -214,6 +214,8 @@ class SQLiteQueue(DatabaseQueue):
         survives_restart=True,
         shared_between_processes=True,
         transactional_enqueue=False,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = SQLiteSettings.OPTIONS | QUEUE_OPTIONS
