@@ -27,6 +27,7 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError
+from ...jobstate import Found
 from ...queue import DEFAULT_LEASE, Capabilities, FailedJob, Queue, QueueCounts, Reservation
 from ...redact import redact_url
 from ..options import check_lease
@@ -36,6 +37,7 @@ from .connection import Calls, Client, translated
 from .diagnosis import Diagnosis
 from .failed import RedisFailedStore
 from .health import RedisHealth
+from .lookup import RedisLookup
 from .keys import DEFAULT_PREFIX, GROUP, Keys, check_prefix
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
@@ -77,6 +79,8 @@ class RedisQueue(Queue):
         may_lose_accepted_job=True,
         raw_push=True,
         due_on_server_clock=True,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = RedisSettings.OPTIONS | QUEUE_OPTIONS
@@ -132,6 +136,8 @@ class RedisQueue(Queue):
         """The pushes, when they wait for replicas."""
         self.failed = RedisFailedStore(self._calls, self.keys)
         """The failed list (`FailedJobStore`), a part of its own."""
+        self.lookup = RedisLookup(self._calls, self.keys, self.failed, lease)
+        """Finding a job by id, and the records (`jobstate.py`), a part of its own."""
         self.health = RedisHealth(
             self._calls.ready,
             self.keys,
@@ -422,6 +428,24 @@ class RedisQueue(Queue):
                 scripts.CLEAR, [keys.stream, keys.delayed, keys.leases], [], f"clear {queue!r}"
             )
         )
+
+    # -- JobLookup and RecordStore: the lookup part (lookup.py) ------------------
+
+    async def find_job(self, job_id: str) -> Found | None:
+        """The job in a stream, a delayed set or a failed list; None if in none (a scan)."""
+        return await self.lookup.find_job(job_id)
+
+    async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
+        await self.lookup.put_record(key, value, ttl)
+
+    async def get_record(self, key: str) -> bytes | None:
+        return await self.lookup.get_record(key)
+
+    async def forget_record(self, key: str) -> bool:
+        return await self.lookup.forget_record(key)
+
+    async def records(self, prefix: str) -> list[bytes]:
+        return await self.lookup.records(prefix)
 
     @override
     async def on_worker_stop(self) -> None:
