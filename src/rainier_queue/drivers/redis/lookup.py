@@ -122,7 +122,7 @@ class RedisLookup:
                 await client.zrange(keys.delayed, 0, -1, withscores=True),
             )
         for body, score in members:
-            if not isinstance(body, str) or needle not in body:
+            if needle not in body:
                 continue
             job = _job(body, queue, job_id)
             if job is not None:
