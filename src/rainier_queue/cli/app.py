@@ -37,12 +37,15 @@ COMMANDS = {
     "failed": "inspection",
     "flush": "admin",
     "forget": "admin",
+    "job": "observing",
+    "jobs": "observing",
     "migrate": "provision",
     "provision": "provision",
     "retry": "admin",
     "schedule": "schedule",
     "size": "inspection",
     "work": "work",
+    "workers": "observing",
 }
 """Each command, and the module of this package that defines it under the same name."""
 

@@ -21,7 +21,17 @@ from ..errors import ConfigurationError, UnknownOption
 from .options import WorkerOptions
 
 _DURATIONS = frozenset(
-    {"sleep", "timeout", "max_time", "grace", "max_error_backoff", "batch_wait", "drain_wait"}
+    {
+        "sleep",
+        "timeout",
+        "max_time",
+        "grace",
+        "max_error_backoff",
+        "batch_wait",
+        "drain_wait",
+        "heartbeat",
+        "keep_succeeded",
+    }
 )
 _COUNTS = frozenset(
     {"concurrency", "tries", "max_jobs", "max_consecutive_errors", "prefetch", "reserve_ahead"}
@@ -42,8 +52,8 @@ def worker_settings(table: Mapping[str, Any], *, where: str) -> dict[str, Any]:
 
 def _converted(key: str, value: Any, where: str) -> Any:
     if key in _DURATIONS:
-        if key == "timeout" and value in (0, "0", "0s"):
-            return None  # as on the command line: no run limit
+        if key in ("timeout", "heartbeat", "keep_succeeded") and value in (0, "0", "0s"):
+            return None  # as on the command line: no run limit, no heartbeat, no records
         return parse_duration(value, setting=f"{where}: {key}")
     if key in _COUNTS:
         if isinstance(value, bool) or not isinstance(value, int):
