@@ -186,9 +186,7 @@ async def _from_storage(queue: Queue, found: Found) -> JobState:
         "job": job,
     }
     if found.where == "failed":
-        return JobState(
-            status="failed", error=found.error, finished_at=found.failed_at, **common
-        )
+        return JobState(status="failed", error=found.error, finished_at=found.failed_at, **common)
     if found.where == "delayed":
         return JobState(status="delayed", due_at=found.due_at, **common)
     if found.where == "queued":

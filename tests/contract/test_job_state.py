@@ -57,7 +57,8 @@ async def test_a_waiting_job_is_queued_and_a_delayed_one_says_until_when(queue: 
         0,
         4,
     )
-    assert queued.job is not None and queued.job.payload == {"n": 1}
+    assert queued.job is not None
+    assert queued.job.payload == {"n": 1}
     assert delayed.status == "delayed"
     assert delayed.due_at is not None
     assert now + timedelta(minutes=59) < delayed.due_at < now + timedelta(minutes=61)
@@ -73,7 +74,8 @@ async def test_a_reserved_job_is_running_with_its_attempt_and_lease(queue: Queue
 
     assert (state.status, state.attempts) == ("running", 1)
     if queue.lease is not None:
-        assert state.lease_until is not None and state.lease_until > utcnow()
+        assert state.lease_until is not None
+        assert state.lease_until > utcnow()
     await queue.acknowledge(reservation)
 
 
@@ -102,4 +104,5 @@ async def test_a_job_nobody_knows_is_unknown_and_says_why(queue: Queue) -> None:
 
     for state in (never, gone):
         assert state.status == "unknown"
-        assert state.reason is not None and "no such job" in state.reason
+        assert state.reason is not None
+        assert "no such job" in state.reason

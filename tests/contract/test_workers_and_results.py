@@ -107,9 +107,7 @@ def worker(queue: Queue, gate: Gate | None = None, **options: Any) -> Worker:
     return Worker(
         queue,
         REGISTRY,
-        WorkerOptions(
-            stop_when_empty=True, drain_wait=timedelta(0), concurrency=2, **options
-        ),
+        WorkerOptions(stop_when_empty=True, drain_wait=timedelta(0), concurrency=2, **options),
         dependencies=Dependencies([gate] if gate is not None else []),
     )
 
@@ -169,7 +167,8 @@ async def test_a_running_worker_is_listed_with_its_jobs_and_removed_when_it_stop
 
     assert beat.worker_id == running.worker_id
     assert (beat.queues, beat.concurrency, beat.is_gone()) == (("default",), 2, False)
-    assert beat.running[0].name == "records-held" and beat.running[0].attempt == 1
+    assert beat.running[0].name == "records-held"
+    assert beat.running[0].attempt == 1
     if queue.capabilities.job_lookup:
         assert (state.status, state.worker, state.attempts) == ("running", running.worker_id, 1)
         assert state.since == beat.running[0].started_at
@@ -184,7 +183,10 @@ async def test_a_result_is_kept_when_the_job_asks_and_failures_and_misses_say_wh
     unjson = await manager.dispatch(ReturnsASet())
     plain = await manager.dispatch(Plain())
     fails = await manager.dispatch(Fails())
-    assert adds and unjson and plain and fails
+    assert adds
+    assert unjson
+    assert plain
+    assert fails
     waiting = asyncio.create_task(manager.result(adds, timeout=WITHIN))
 
     await worker(queue).run()

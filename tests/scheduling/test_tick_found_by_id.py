@@ -117,7 +117,8 @@ async def test_a_tick_pushed_by_a_killed_scheduler_is_found_by_id_not_pushed_aga
         assert await _survivor_settles(survivor) == [("enqueued", "found by id: pushed before")]
         assert await queue.size("reports") == (0 if run_it_first else 1)
         last = await survivor.claims.last("report")
-        assert last is not None and last.job_id == job_id
+        assert last is not None
+        assert last.job_id == job_id
     finally:
         await manager.aclose()
 

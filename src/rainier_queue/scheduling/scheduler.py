@@ -62,9 +62,9 @@ from ..dispatch import DispatchOptions, build_envelope, unique_lock_name
 from ..envelope import format_time
 from ..errors import ConfigurationError, OutcomeUnknown
 from ..jobstate import KEEP_RECORD_HEADER
+from ..locks import Cache, LockManager
 from ..lookup import lookup_of
 from ..lookup import status as job_status
-from ..locks import Cache, LockManager
 from ..manager import QueueManager
 from .claims import DEFAULT_CLAIM_LEASE, Claim, Claims, Outcome, keep_outcome_for, outcome
 from .entries import ScheduledJob
@@ -340,9 +340,7 @@ class Scheduler:
         options = DispatchOptions(
             queue=entry.queue, connection=entry.connection, delay=entry.delay, headers=headers
         )
-        envelope = build_envelope(entry.job, options).with_changes(
-            id=tick_job_id(entry.name, tick)
-        )
+        envelope = build_envelope(entry.job, options).with_changes(id=tick_job_id(entry.name, tick))
         queue = self.manager.connection(entry.connection)
         lock_name, hold = None, entry.overlap_for
         if entry.overlap != "allow":

@@ -49,11 +49,11 @@ from ..context import Dependencies
 from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
 from ..instrument import QueueObserver, instrumented
+from ..jobstate import RecordStore
 from ..locks import LockManager
 from ..queue import Queue
 from ..registry import JobRegistry
 from . import drain, shutdown, signals
-from ..jobstate import RecordStore
 from .acks import AckBatcher
 from .heartbeat import Heartbeat, new_worker_id
 from .leases import LeaseKeeper

@@ -67,6 +67,7 @@ from ...queue import (
 from ..malformed import Pass, quarantine, top_up
 from ..options import check_lease, check_positive
 from .dialect import Dialect, Row, Session, T, Work
+from .records import DatabaseRecords
 from .schema import (
     DEFAULT_PREFIX,
     EXPECTED_VERSION,
@@ -75,7 +76,6 @@ from .schema import (
     applied_version,
     apply_pending,
 )
-from .records import DatabaseRecords
 from .statements import Statements
 
 log = logging.getLogger("rainier_queue.database")

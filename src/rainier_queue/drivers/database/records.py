@@ -34,11 +34,12 @@ PURGE_EVERY = 60.0
 """Seconds between deletions of expired records by one process's writes."""
 
 
-
 class DatabaseRecords:
     """`JobLookup` and `RecordStore` over the queue's tables, run through the queue's `run`."""
 
-    def __init__(self, dialect: Dialect, tables: Tables, run: Callable[..., Awaitable[Any]]) -> None:
+    def __init__(
+        self, dialect: Dialect, tables: Tables, run: Callable[..., Awaitable[Any]]
+    ) -> None:
         self._dialect = dialect
         self._run = run
         sql = dialect.sql

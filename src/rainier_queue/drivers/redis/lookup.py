@@ -60,9 +60,7 @@ class RedisLookup:
         failed = await self._failed.find(job_id)
         if failed is None:
             return None
-        return Found(
-            job=failed.job, where="failed", error=failed.error, failed_at=failed.failed_at
-        )
+        return Found(job=failed.job, where="failed", error=failed.error, failed_at=failed.failed_at)
 
     async def _queues(self) -> list[str]:
         """Every queue with a stream in this namespace (on a cluster, on every primary)."""

@@ -37,8 +37,8 @@ from .connection import Calls, Client, translated
 from .diagnosis import Diagnosis
 from .failed import RedisFailedStore
 from .health import RedisHealth
-from .lookup import RedisLookup
 from .keys import DEFAULT_PREFIX, GROUP, Keys, check_prefix
+from .lookup import RedisLookup
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
 from .reserving import RedisReserver, ack_args, lost
