@@ -242,8 +242,8 @@ async def test_migrations_apply_once_even_when_two_queues_migrate_at_once(prefix
 
     applied = await asyncio.gather(first.migrate(), second.migrate())
 
-    assert sorted(applied, key=len) == [[], ["0001_jobs", "0002_failed_jobs", "0003_lease_until"]]
-    assert await first.schema_status() == (3, 3)
+    assert sorted(applied, key=len) == [[], ["0001_jobs", "0002_failed_jobs", "0003_lease_until", "0004_records"]]
+    assert await first.schema_status() == (4, 4)
     await first.aclose()
     await second.aclose()
 
@@ -262,7 +262,12 @@ async def test_a_migration_cut_short_after_its_ddl_is_finished_by_the_next_one(
     finally:
         conn.close()
 
-    assert await queue.migrate() == ["0001_jobs", "0002_failed_jobs", "0003_lease_until"]
+    assert await queue.migrate() == [
+        "0001_jobs",
+        "0002_failed_jobs",
+        "0003_lease_until",
+        "0004_records",
+    ]
     await queue.push(a_job())
     assert await queue.size("default") == 1
     await queue.aclose()

@@ -204,13 +204,18 @@ async def test_a_crash_between_recording_the_failure_and_deleting_the_job_loses_
 async def test_migrations_apply_once_and_the_version_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     queue = SQLiteQueue(path, migrate=False)
-    assert await queue.schema_status() == (0, 3)
+    assert await queue.schema_status() == (0, 4)
 
-    assert await queue.migrate() == ["0001_jobs", "0002_failed_jobs", "0003_lease_until"]
+    assert await queue.migrate() == [
+        "0001_jobs",
+        "0002_failed_jobs",
+        "0003_lease_until",
+        "0004_records",
+    ]
     assert await queue.migrate() == []
     other = SQLiteQueue(path)
     assert await other.migrate() == []
-    assert await other.schema_status() == (3, 3)
+    assert await other.schema_status() == (4, 4)
     assert {"rainier_jobs", "rainier_failed_jobs", "rainier_schema_version"} <= tables(path)
     await queue.aclose()
     await other.aclose()
