@@ -242,7 +242,8 @@ async def test_migrations_apply_once_even_when_two_queues_migrate_at_once(prefix
 
     applied = await asyncio.gather(first.migrate(), second.migrate())
 
-    assert sorted(applied, key=len) == [[], ["0001_jobs", "0002_failed_jobs", "0003_lease_until", "0004_records"]]
+    every = ["0001_jobs", "0002_failed_jobs", "0003_lease_until", "0004_records"]
+    assert sorted(applied, key=len) == [[], every]
     assert await first.schema_status() == (4, 4)
     await first.aclose()
     await second.aclose()
