@@ -47,7 +47,9 @@ from .errors import (
 )
 from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
 from .job import Job, JobFunction, job
+from .jobstate import JobState, WorkerBeat
 from .locks import Cache, Lock, LockManager
+from .lookup import JobFailedError, ResultNotKept
 from .manager import QueueManager
 from .queue import (
     Capabilities,
@@ -101,11 +103,13 @@ __all__ = [
     "JobContext",
     "JobError",
     "JobFailed",
+    "JobFailedError",
     "JobFunction",
     "JobProcessed",
     "JobProcessing",
     "JobRegistry",
     "JobReleased",
+    "JobState",
     "JobTimeout",
     "LeaseLost",
     "Lock",
@@ -124,6 +128,7 @@ __all__ = [
     "QueueManager",
     "QueuedJob",
     "Reservation",
+    "ResultNotKept",
     "Retry",
     "Schedule",
     "Scheduler",
@@ -134,6 +139,7 @@ __all__ = [
     "UnknownOption",
     "UnsupportedOperation",
     "Worker",
+    "WorkerBeat",
     "WorkerOptions",
     "WorkerStats",
     "__version__",
