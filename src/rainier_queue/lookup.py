@@ -93,17 +93,21 @@ async def workers(queue: Queue) -> list[WorkerBeat]:
 async def status(queue: Queue, job_id: str) -> JobState:
     """Where job `job_id` is on `queue`'s connection; `unknown`, with the reason, if not found."""
     lookup = lookup_of(queue)
-    if lookup is None:
+    if lookup is not None:
+        found = await lookup.find_job(job_id)
+        if found is not None:
+            return await _from_storage(queue, found)
+    store = records_of(queue)
+    outcome = await _outcome(store, job_id) if store is not None else None
+    if outcome is None and lookup is None:
         return JobState(
             job_id=job_id,
             status="unknown",
-            reason=f"the {queue.name} driver cannot look a job up by id",
+            reason=(
+                f"the {queue.name} driver cannot look a job up by id"
+                + ("" if store is None else ", and no record of its success was kept")
+            ),
         )
-    found = await lookup.find_job(job_id)
-    if found is not None:
-        return await _from_storage(queue, found)
-    store = records_of(queue)
-    outcome = await _outcome(store, job_id) if store is not None else None
     if outcome is not None:
         return JobState(
             job_id=job_id,

@@ -29,6 +29,7 @@ from .fetching import Arrival, Fetcher, NoAnswer
 from .leases import ACK, PROGRESS, TERMINATE, Delivery, Ledger, nak
 from .names import Names
 from .provisioning import Provisioning
+from .records import NATSRecords
 from .settings import NATSSettings
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class NATSQueue(Queue):
         survives_restart=True,
         shared_between_processes=True,
         push_creates_resources=False,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = NATSSettings.OPTIONS
@@ -77,6 +79,8 @@ class NATSQueue(Queue):
         self._connection = NATSConnection(settings)
         self._provisioning = Provisioning(self._connection, settings, self.names)
         self._failed = FailedStore(self._connection, self.names, self._push_again)
+        self._records = NATSRecords(self._connection, self.names, settings)
+        """The record store (heartbeats, succeeded records, results), a key-value bucket."""
         self._ledger = Ledger()
         self._known: set[str] = set()
         self._served: dict[str, _Served] = {}
@@ -101,6 +105,7 @@ class NATSQueue(Queue):
     async def provision(self, queues: Sequence[str]) -> list[str]:
         """Create or update the streams and each queue's two consumers."""
         done = await self._provisioning.provision(queues)
+        done += await self._records.provision()
         self._known.difference_update(queues)
         return done
 
@@ -120,6 +125,20 @@ class NATSQueue(Queue):
                 queue=queue,
             )
         self._known.add(queue)
+
+    # -- RecordStore: the records part (records.py) ------------------------------------
+
+    async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
+        await self._records.put_record(key, value, ttl)
+
+    async def get_record(self, key: str) -> bytes | None:
+        return await self._records.get_record(key)
+
+    async def forget_record(self, key: str) -> bool:
+        return await self._records.forget_record(key)
+
+    async def records(self, prefix: str) -> list[bytes]:
+        return await self._records.records(prefix)
 
     # -- pushing ----------------------------------------------------------------------
 
@@ -521,6 +540,7 @@ class NATSMemoryQueue(NATSQueue):
         shared_between_processes=True,
         may_lose_accepted_job=True,
         push_creates_resources=False,
+        records=True,
     )
 
 
