@@ -82,7 +82,8 @@ class DatabaseRecords:
             expires = now + int(ttl / timedelta(microseconds=1))
             await s.execute(self._insert, (key, value.decode(), expires))
 
-        await self._run(work)
+        # As a worker's acknowledgements: a record kept only as well as the settle after it.
+        await self._run(work, durable=False)
         if purge:
             self._purged = time.monotonic()
 
@@ -94,7 +95,7 @@ class DatabaseRecords:
         return _body(rows[0][0]) if rows else None
 
     async def forget_record(self, key: str) -> bool:
-        deleted: int = await self._run(lambda s: s.execute(self._delete, (key,)))
+        deleted: int = await self._run(lambda s: s.execute(self._delete, (key,)), durable=False)
         return deleted > 0
 
     async def records(self, prefix: str) -> list[bytes]:
