@@ -9,11 +9,14 @@ so the queue's own module stays about pushing and settling.
 - `find_job` reads the job's row (`id` has a unique index), or else its
   newest failed record: one indexed read each, on the database's clock.
 - The records live in `{prefix}records` (migration 4): a name, a body, and
-  an expiry on the database's clock, so workers on machines whose clocks
-  differ agree on which heartbeat is stale. A write replaces the row (delete
-  then insert, in one transaction: portable where each database spells an
-  upsert its own way). Expired rows are deleted by a write at most once a
-  minute per process, so no reaper runs and the table holds what is live.
+  an expiry. A write is one upsert (`ON CONFLICT` on SQLite and PostgreSQL,
+  `ON DUPLICATE KEY` on MySQL), committed as a worker's acknowledgements
+  are, since a record is written for each job someone asked about. The
+  expiry is counted on the writer's clock, as a heartbeat's time is (a
+  record is a note about this machine's work, not a lease: a clock a few
+  seconds off moves when it disappears by as much). Expired rows are
+  deleted by a write at most once a minute per process, so no reaper runs
+  and the table holds what is live.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from ..._clock import from_micros
+from ..._clock import from_micros, to_micros, utcnow
 from ...envelope.reading import Malformed, read_columns
 from ...jobstate import Found
 from .dialect import Dialect, Row, Session
@@ -54,7 +57,13 @@ class DatabaseRecords:
         records = tables.records
         self._records = records
         self._delete = sql(f"DELETE FROM {records} WHERE name = ?")
-        self._insert = sql(f"INSERT INTO {records} (name, body, expires_at) VALUES (?, ?, ?)")
+        insert = f"INSERT INTO {records} (name, body, expires_at) VALUES (?, ?, ?) "
+        self._upsert = sql(
+            insert + "ON DUPLICATE KEY UPDATE body = VALUES(body), expires_at = VALUES(expires_at)"
+            if dialect.name == "mysql"
+            else insert + "ON CONFLICT (name) DO UPDATE SET body = excluded.body, "
+            "expires_at = excluded.expires_at"
+        )
         self._get = sql(f"SELECT body FROM {records} WHERE name = ? AND expires_at > ?")
         self._purge = sql(f"DELETE FROM {records} WHERE expires_at <= ?")
         self._purged = 0.0
@@ -73,14 +82,13 @@ class DatabaseRecords:
 
     async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
         purge = time.monotonic() - self._purged > PURGE_EVERY
+        now = to_micros(utcnow())
+        expires = now + int(ttl / timedelta(microseconds=1))
 
         async def work(s: Session) -> None:
-            now = await self._dialect.now(s)
             if purge:
                 await s.execute(self._purge, (now,))
-            await s.execute(self._delete, (key,))
-            expires = now + int(ttl / timedelta(microseconds=1))
-            await s.execute(self._insert, (key, value.decode(), expires))
+            await s.execute(self._upsert, (key, value.decode(), expires))
 
         # As a worker's acknowledgements: a record kept only as well as the settle after it.
         await self._run(work, durable=False)
@@ -88,10 +96,8 @@ class DatabaseRecords:
             self._purged = time.monotonic()
 
     async def get_record(self, key: str) -> bytes | None:
-        async def work(s: Session) -> list[Row]:
-            return await s.fetchall(self._get, (key, await self._dialect.now(s)))
-
-        rows: list[Row] = await self._run(work, write=False)
+        now = to_micros(utcnow())
+        rows: list[Row] = await self._run(lambda s: s.fetchall(self._get, (key, now)), write=False)
         return _body(rows[0][0]) if rows else None
 
     async def forget_record(self, key: str) -> bool:
@@ -106,10 +112,8 @@ class DatabaseRecords:
             "AND expires_at > ?"
         )
 
-        async def work(s: Session) -> list[Row]:
-            return await s.fetchall(sql, (prefix, await self._dialect.now(s)))
-
-        rows: list[Row] = await self._run(work, write=False)
+        now = to_micros(utcnow())
+        rows: list[Row] = await self._run(lambda s: s.fetchall(sql, (prefix, now)), write=False)
         return [_body(row[0]) for row in rows]
 
 
