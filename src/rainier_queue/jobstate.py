@@ -56,6 +56,13 @@ by id after it ran)."""
 
 WORKER_KEY = "worker:"
 JOB_KEY = "job:"
+ATTEMPTS_KEY = "attempts:"
+
+ATTEMPTS_KEPT = timedelta(days=7)
+"""How long the errors of a job's earlier attempts are kept after its last one."""
+
+ATTEMPTS_LISTED = 20
+"""The most recent attempts whose errors are kept; older ones are dropped."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,6 +257,45 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PastAttempt:
+    """One attempt that did not succeed: which, when, where, and its error's account."""
+
+    number: int
+    error: str
+    at: datetime
+    worker: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "attempt": self.number,
+            "error": self.error,
+            "at": format_time(self.at),
+            "worker": self.worker,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Self:
+        return cls(
+            number=int(data["attempt"]),
+            error=str(data["error"]),
+            at=parse_time(str(data["at"])),
+            worker=str(data["worker"]),
+        )
+
+
+def attempts_to_json(attempts: Sequence[PastAttempt]) -> bytes:
+    return json.dumps([a.to_data() for a in attempts], separators=(",", ":")).encode()
+
+
+def attempts_from_json(raw: bytes) -> list[PastAttempt]:
+    """The attempts kept, oldest first; `ValueError` (or `KeyError`) when it is not a list."""
+    data = json.loads(raw)
+    if not isinstance(data, list):
+        raise ValueError("not a list of attempts")
+    return [PastAttempt.from_data(item) for item in data]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobState:
     """The answer to "where is job X?" (`QueueManager.status`)."""
 
@@ -279,8 +325,9 @@ class JobState:
     driver that cannot look a job up)."""
     job: QueuedJob | None = None
     """The envelope as stored, when the driver found one."""
-    attempt_history: Sequence[str] = field(default_factory=tuple)
-    """Earlier attempts' errors, where the worker recorded them."""
+    attempt_history: Sequence[PastAttempt] = field(default_factory=tuple)
+    """The attempts that did not succeed, oldest first, as their workers recorded them
+    (on a driver that keeps records; the last `ATTEMPTS_LISTED`)."""
 
 
 def worker_key(worker_id: str) -> str:
@@ -289,6 +336,10 @@ def worker_key(worker_id: str) -> str:
 
 def job_key(job_id: str) -> str:
     return JOB_KEY + job_id
+
+
+def attempts_key(job_id: str) -> str:
+    return ATTEMPTS_KEY + job_id
 
 
 def keep_record_for(headers: Mapping[str, str]) -> timedelta | None:
@@ -312,11 +363,15 @@ __all__ = [
     "JobLookup",
     "JobState",
     "Outcome",
+    "PastAttempt",
     "RecordStore",
     "RunningJob",
     "Status",
     "Stored",
     "WorkerBeat",
+    "attempts_from_json",
+    "attempts_key",
+    "attempts_to_json",
     "job_key",
     "keep_record_for",
     "worker_key",

@@ -17,6 +17,7 @@ acknowledgement was lost) shows where it is now, not where it was.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from datetime import timedelta
@@ -30,8 +31,11 @@ from .jobstate import (
     JobLookup,
     JobState,
     Outcome,
+    PastAttempt,
     RecordStore,
     WorkerBeat,
+    attempts_from_json,
+    attempts_key,
     job_key,
 )
 from .queue import Queue
@@ -91,7 +95,19 @@ async def workers(queue: Queue) -> list[WorkerBeat]:
 
 
 async def status(queue: Queue, job_id: str) -> JobState:
-    """Where job `job_id` is on `queue`'s connection; `unknown`, with the reason, if not found."""
+    """Where job `job_id` is on `queue`'s connection; `unknown`, with the reason, if not found.
+
+    With the errors of its attempts that did not succeed, where workers kept them.
+    """
+    state = await _status(queue, job_id)
+    store = records_of(queue)
+    if store is None:
+        return state
+    history = await _history(store, job_id)
+    return dataclasses.replace(state, attempt_history=tuple(history)) if history else state
+
+
+async def _status(queue: Queue, job_id: str) -> JobState:
     lookup = lookup_of(queue)
     if lookup is not None:
         found = await lookup.find_job(job_id)
@@ -167,6 +183,16 @@ async def result(queue: Queue, job_id: str, *, timeout: timedelta | float | None
         wait = pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0))
         await asyncio.sleep(wait)
         pause = min(pause * 2, RESULT_POLL_MAX.total_seconds())
+
+
+async def _history(store: RecordStore, job_id: str) -> list[PastAttempt]:
+    raw = await store.get_record(attempts_key(job_id))
+    if raw is None:
+        return []
+    try:
+        return attempts_from_json(raw)
+    except (ValueError, KeyError, TypeError):
+        return []
 
 
 async def _outcome(store: RecordStore, job_id: str) -> Outcome | None:

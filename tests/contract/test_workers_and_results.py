@@ -79,7 +79,21 @@ class Fails(Job):
         raise ValueError("no stock")
 
 
-REGISTRY = JobRegistry([Held, Adds, ReturnsASet, Plain, Fails])
+class Flaky(Job):
+    """Fails its first two attempts, then succeeds."""
+
+    name = "records-flaky"
+    tries = 3
+
+    async def handle(self, ctx: JobContext) -> None:
+        if ctx.attempt < 3:
+            raise ValueError(f"flaky on attempt {ctx.attempt}")
+
+    def backoff(self, attempt: int) -> timedelta:
+        return timedelta(0)
+
+
+REGISTRY = JobRegistry([Held, Adds, ReturnsASet, Plain, Fails, Flaky])
 
 
 def keeping(queue: Queue) -> QueueManager:
@@ -216,3 +230,19 @@ async def test_keep_succeeded_records_every_success_without_its_result(queue: Qu
     assert (state.status, state.has_result) == ("succeeded", False)
     with pytest.raises(ResultNotKept, match="no `keep_result`"):
         await manager.result(plain, timeout=0)
+
+
+async def test_the_attempts_that_did_not_succeed_are_kept_with_their_errors(queue: Queue) -> None:
+    manager = keeping(queue)
+    flaky = await manager.dispatch(Flaky())
+    assert flaky is not None
+
+    running = worker(queue, keep_succeeded=timedelta(minutes=5))
+    await running.run()
+
+    state = await manager.status(flaky)
+    assert state.status == "succeeded"
+    assert [(a.number, a.error, a.worker) for a in state.attempt_history] == [
+        (1, "ValueError: flaky on attempt 1", running.worker_id),
+        (2, "ValueError: flaky on attempt 2", running.worker_id),
+    ]

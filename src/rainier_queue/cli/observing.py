@@ -221,6 +221,8 @@ def _state_dict(state: JobState) -> dict[str, Any]:
             data[name] = format_time(moment)
     if state.has_result:
         data["result"] = state.result
+    if state.attempt_history:
+        data["attempt_history"] = [past.to_data() for past in state.attempt_history]
     if state.job is not None:
         data["payload"] = state.job.payload
     return data
@@ -256,6 +258,12 @@ def _print_state(state: JobState) -> None:
         echo(f"           `rainier-queue failed {state.job_id}` shows it whole")
     if state.reason is not None:
         echo(f"note:      {state.reason}")
+    if state.attempt_history:
+        echo("attempts that did not succeed:")
+        for past in state.attempt_history:
+            echo(
+                f"  {past.number}. {_when(past.at)} UTC on {past.worker}: {first_line(past.error)}"
+            )
 
 
 __all__ = ["job", "jobs", "workers"]

@@ -22,7 +22,19 @@ import logging
 from datetime import timedelta
 
 from .._clock import utcnow
-from ..jobstate import KEEP_RECORD_HEADER, Outcome, RecordStore, job_key, keep_record_for
+from ..jobstate import (
+    ATTEMPTS_KEPT,
+    ATTEMPTS_LISTED,
+    KEEP_RECORD_HEADER,
+    Outcome,
+    PastAttempt,
+    RecordStore,
+    attempts_from_json,
+    attempts_key,
+    attempts_to_json,
+    job_key,
+    keep_record_for,
+)
 from .runner import Attempt
 
 log = logging.getLogger("rainier_queue.worker")
@@ -97,6 +109,38 @@ class OutcomeRecorder:
                 queued.id,
                 exc,
             )
+
+    async def record_attempt(self, attempt: Attempt, summary: str) -> None:
+        """Add a failed attempt's account to the job's history (a retry's or the last one's).
+
+        Written while the worker still holds the job, so the next attempt,
+        wherever it runs, reads this one's. A failure is logged and ignored: the
+        history is a help, the retry is what matters.
+        """
+        queued = attempt.reservation.job
+        key = attempts_key(queued.id)
+        try:
+            raw = await self._store.get_record(key)
+            history = attempts_from_json(raw) if raw is not None else []
+        except (ValueError, KeyError, TypeError):
+            history = []
+        except Exception as exc:
+            log.debug("could not read job %s's attempts: %s", queued.id, exc)
+            return
+        history.append(
+            PastAttempt(
+                number=attempt.number,
+                error=summary[:2000],
+                at=utcnow(),
+                worker=self._worker_id,
+            )
+        )
+        try:
+            await self._store.put_record(
+                key, attempts_to_json(history[-ATTEMPTS_LISTED:]), ATTEMPTS_KEPT
+            )
+        except Exception as exc:
+            log.debug("could not record job %s's attempt %d: %s", queued.id, attempt.number, exc)
 
 
 __all__ = ["OutcomeRecorder"]

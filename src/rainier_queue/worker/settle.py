@@ -266,6 +266,8 @@ class Settler:
         async def release(reservation: Reservation) -> None:
             await self._queue.release(reservation, delay=delay)
 
+        if self._outcomes is not None:  # before the next attempt can start anywhere
+            await self._outcomes.record_attempt(attempt, describe(error))
         if not await self._apply(lease, "release", release):
             return
         self._stats.released += 1
@@ -300,6 +302,8 @@ class Settler:
         async def fail(reservation: Reservation) -> None:
             await self._queue.fail(reservation, record)
 
+        if self._outcomes is not None:
+            await self._outcomes.record_attempt(attempt, describe(error))
         if not await self._apply(lease, "fail", fail):
             return
         await self._release_unique(queued)
