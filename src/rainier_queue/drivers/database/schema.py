@@ -235,7 +235,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         name="0004_records",
         statements=(
             # Worker heartbeats, succeeded records and results (jobstate.py): a few
-            # small rows with an expiry on the database's clock, read by name or by
+            # small rows with an expiry, read by name or by
             # the start of the name. Nothing on a job's path writes here unless asked.
             "CREATE TABLE {records} (\n    name {key} NOT NULL PRIMARY KEY,"
             "\n    body {text} NOT NULL,\n    expires_at {bigint} NOT NULL\n)",
