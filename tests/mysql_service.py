@@ -22,7 +22,7 @@ HOST = "127.0.0.1"
 PORT = 3306
 SERVER = f"mysql://root@{HOST}:{PORT}/test"
 
-QUEUE_TABLES = ("jobs", "failed_jobs", "schema_version", "paused_queues")
+QUEUE_TABLES = ("jobs", "failed_jobs", "schema_version", "paused_queues", "records")
 
 
 def check() -> None:

@@ -51,7 +51,9 @@ from .errors import (
 from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
 from .job import Job, JobFunction, job
 from .listeners import QueuedListeners
+from .jobstate import JobState, WorkerBeat
 from .locks import Cache, Lock, LockManager
+from .lookup import JobFailedError, ResultNotKept
 from .manager import QueueManager
 from .queue import (
     Capabilities,
@@ -107,11 +109,13 @@ __all__ = [
     "JobContext",
     "JobError",
     "JobFailed",
+    "JobFailedError",
     "JobFunction",
     "JobProcessed",
     "JobProcessing",
     "JobRegistry",
     "JobReleased",
+    "JobState",
     "JobTimeout",
     "LeaseLost",
     "Lock",
@@ -133,6 +137,7 @@ __all__ = [
     "QueuedJob",
     "QueuedListeners",
     "Reservation",
+    "ResultNotKept",
     "Retry",
     "Schedule",
     "Scheduler",
@@ -144,6 +149,7 @@ __all__ = [
     "UnknownOption",
     "UnsupportedOperation",
     "Worker",
+    "WorkerBeat",
     "WorkerOptions",
     "WorkerStats",
     "__version__",

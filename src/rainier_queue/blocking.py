@@ -42,10 +42,12 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from . import lookup
 from .context import Dependencies
 from .dispatch import PendingDispatch
 from .errors import OutcomeUnknown
 from .job import Job
+from .jobstate import JobState, WorkerBeat
 from .queue import Queue
 
 T = TypeVar("T")
@@ -223,6 +225,29 @@ class BlockingManager:
     def size(self, queue: str = "default", connection: str | None = None) -> int:
         """Jobs waiting on `queue`."""
         return self._call(lambda: self.manager.connection(connection).size(queue), sends=False)
+
+    def status(self, job_id: str, connection: str | None = None) -> JobState:
+        """Where job `job_id` is (`QueueManager.status`)."""
+        return self._call(
+            lambda: lookup.status(self.manager.connection(connection), job_id), sends=False
+        )
+
+    def result(
+        self,
+        job_id: str,
+        *,
+        timeout: timedelta | float | None = None,
+        connection: str | None = None,
+    ) -> Any:
+        """Job `job_id`'s recorded return value, waiting up to `timeout` (`QueueManager.result`)."""
+        return self._call(
+            lambda: lookup.result(self.manager.connection(connection), job_id, timeout=timeout),
+            sends=False,
+        )
+
+    def workers(self, connection: str | None = None) -> list[WorkerBeat]:
+        """The workers' heartbeats on a connection (`QueueManager.workers`)."""
+        return self._call(lambda: lookup.workers(self.manager.connection(connection)), sends=False)
 
     def _call(self, make: Callable[[], Coroutine[Any, Any, T]], *, sends: bool) -> T:
         """Run the coroutine `make()` builds on the private loop and wait for its outcome.

@@ -80,6 +80,11 @@ class Job:
     in docs/lifecycle.md."""
     unique_for: ClassVar[timedelta] = DEFAULT_UNIQUE_FOR
     """How long a uniqueness lock stands if no worker releases it (a safety net)."""
+    keep_result: ClassVar[timedelta | None] = None
+    """Keep what `handle` returns (it must be JSON), for this long after the job succeeds,
+    for `QueueManager.result`. None (the default): nothing is kept, and a success costs
+    the worker no write beyond its acknowledgement. Needs a driver that keeps records
+    (`Capabilities.records`); see docs/operations.md for the cost."""
 
     _codec: ClassVar[PayloadCodec | None] = None
 
@@ -120,8 +125,10 @@ class Job:
 
     # -- what the worker calls -------------------------------------------------
 
-    def handle(self, ctx: JobContext) -> Awaitable[None] | None:
+    def handle(self, ctx: JobContext) -> Awaitable[object] | object:
         """Do the work. Raising means: try again, until the attempts run out.
+
+        What it returns is dropped, unless the class sets `keep_result`.
 
         May be `async def` or a plain `def`; a plain one runs in the worker's
         thread pool so it cannot block other jobs.
@@ -254,6 +261,7 @@ def job(
     timeout: timedelta | float | None = ...,
     unique_for: timedelta = ...,
     backoff: Callable[[int], timedelta] | None = ...,
+    keep_result: timedelta | None = ...,
 ) -> _Decorator: ...
 @overload
 def job(fn: None = None, **options: Any) -> _Decorator: ...
@@ -278,7 +286,15 @@ def job(fn: None = None, **options: Any) -> _Decorator:
     """
     if "name" not in options:
         raise TypeError('@job needs a stable wire name: @job(name="...")')
-    unknown = set(options) - {"name", "queue", "tries", "timeout", "unique_for", "backoff"}
+    unknown = set(options) - {
+        "name",
+        "queue",
+        "tries",
+        "timeout",
+        "unique_for",
+        "backoff",
+        "keep_result",
+    }
     if unknown:
         raise TypeError(f"@job does not take {', '.join(sorted(unknown))}")
     return _Decorator(options)
@@ -329,14 +345,14 @@ def _build_job_function(fn: JobFn, options: dict[str, Any]) -> JobFunction[Any]:
 
     if is_async:
 
-        async def handle(self: Job, ctx: JobContext) -> None:
-            await call(self, ctx)
+        async def handle(self: Job, ctx: JobContext) -> object:
+            return await call(self, ctx)
 
         namespace["handle"] = handle
     else:
 
-        def handle_sync(self: Job, ctx: JobContext) -> None:
-            call(self, ctx)
+        def handle_sync(self: Job, ctx: JobContext) -> object:
+            return call(self, ctx)
 
         namespace["handle"] = handle_sync
     if backoff_fn is not None:

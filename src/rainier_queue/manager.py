@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from . import lookup
 from .blocking import BlockingManager
 from .context import Dependencies
 from .dispatch import PendingDispatch
@@ -58,6 +59,7 @@ from .envelope.packing import (
 from .errors import OutcomeUnknown, UnknownConnection, UnsupportedOperation
 from .instrument import PushScope, QueueObserver, instrumented
 from .job import Job
+from .jobstate import JobState, WorkerBeat
 from .locks import Lock, LockManager
 from .queue import Pausable, Queue
 from .registry import JobRegistry
@@ -394,6 +396,37 @@ class QueueManager:
     ) -> frozenset[str]:
         """Which of `queues` are paused on a connection."""
         return await pausable(self.connection(connection)).paused(list(queues))
+
+    # -- seeing the system (lookup.py) --------------------------------------------------
+
+    async def status(self, job_id: str, connection: str | None = None) -> JobState:
+        """Where job `job_id` is: queued, delayed, running, succeeded, failed or unknown.
+
+        Answered from the connection's own storage and the records its workers
+        keep (`docs/operations.md`); `unknown` says why, including on a driver
+        that cannot look a job up by id.
+        """
+        return await lookup.status(self.connection(connection), job_id)
+
+    async def result(
+        self,
+        job_id: str,
+        *,
+        timeout: timedelta | float | None = None,
+        connection: str | None = None,
+    ) -> Any:
+        """Job `job_id`'s return value, waiting up to `timeout` (None: for ever) for it.
+
+        Only a job whose class sets `keep_result` has one recorded. Raises
+        `JobFailedError` when the job failed for good, `ResultNotKept` when it
+        succeeded without a recorded value, and `TimeoutError` when it is not
+        done in time.
+        """
+        return await lookup.result(self.connection(connection), job_id, timeout=timeout)
+
+    async def workers(self, connection: str | None = None) -> list[WorkerBeat]:
+        """The heartbeats of the workers on a connection, gone ones included (`is_gone`)."""
+        return await lookup.workers(self.connection(connection))
 
     # -- facades, lifecycle -------------------------------------------------------
 

@@ -96,6 +96,14 @@ class Capabilities:
     own store (a table, a key, a KV entry, the lock store) so every worker on every
     machine sees it. False: `pause` is refused with `UnsupportedOperation`, naming the
     driver, and nothing is stored."""
+    job_lookup: bool = False
+    """`find_job` finds a job by id in the driver's own storage (`jobstate.JobLookup`):
+    queued, delayed, reserved or failed. False for a log or broker that cannot look a
+    message up; `QueueManager.status` then answers `unknown` and says why."""
+    records: bool = False
+    """Small records with a time to live are kept beside the jobs (`jobstate.RecordStore`):
+    worker heartbeats, succeeded records and results. False: workers are not listed and
+    results cannot be kept, and asking says so."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

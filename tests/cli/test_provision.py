@@ -54,8 +54,9 @@ def test_doctor_names_provision_for_a_database_one_migration_behind_and_provisio
     after = refusing("doctor")
 
     behind = (
-        "the tables `rainier_*` are at schema version 2, and this code needs version 4 "
-        "(0003_lease_until, 0004_paused_queues to apply): run `rainier-queue provision`"
+        "the tables `rainier_*` are at schema version 2, and this code needs version 5 "
+        "(0003_lease_until, 0004_paused_queues, 0005_records to apply): "
+        "run `rainier-queue provision`"
     )
     assert before.code == 4, before.output
     assert behind + "; until then every command on the connection is refused" in before.stdout
@@ -63,7 +64,9 @@ def test_doctor_names_provision_for_a_database_one_migration_behind_and_provisio
     assert behind + "; otherwise the first command on the connection applies it" in warned.stdout
     assert provisioned.code == 0, provisioned.output
     assert "applied migration 0003_lease_until" in provisioned.stdout
-    assert "done (schema version 4 of 4)" in provisioned.stdout
+    assert "applied migration 0004_paused_queues" in provisioned.stdout
+    assert "applied migration 0005_records" in provisioned.stdout
+    assert "done (schema version 5 of 5)" in provisioned.stdout
     assert after.code == 0, after.output
     assert "no problems found" in after.stdout
 

@@ -75,7 +75,12 @@ async def cleanup(tmp: Path, namespace: str) -> None:
     try:
         js = client.jetstream()
         names = Names(namespace)
-        for stream in (names.stream, names.failed_stream, f"KV_{namespace}-paused"):
+        for stream in (
+            names.stream,
+            names.failed_stream,
+            f"KV_{namespace}-paused",
+            f"KV_{namespace}-records",
+        ):
             try:
                 await js.delete_stream(stream)
             except Exception:

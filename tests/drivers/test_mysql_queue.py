@@ -242,10 +242,14 @@ async def test_migrations_apply_once_even_when_two_queues_migrate_at_once(prefix
 
     applied = await asyncio.gather(first.migrate(), second.migrate())
 
-    assert sorted(applied, key=len) == [
-        [],
-        ["0001_jobs", "0002_failed_jobs", "0003_lease_until", "0004_paused_queues"],
+    every = [
+        "0001_jobs",
+        "0002_failed_jobs",
+        "0003_lease_until",
+        "0004_paused_queues",
+        "0005_records",
     ]
+    assert sorted(applied, key=len) == [[], every]
     assert await first.schema_status() == (4, 4)
     await first.aclose()
     await second.aclose()
@@ -270,6 +274,7 @@ async def test_a_migration_cut_short_after_its_ddl_is_finished_by_the_next_one(
         "0002_failed_jobs",
         "0003_lease_until",
         "0004_paused_queues",
+        "0005_records",
     ]
     await queue.push(a_job())
     assert await queue.size("default") == 1

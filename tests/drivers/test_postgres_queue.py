@@ -509,6 +509,7 @@ async def test_workers_migrating_at_once_apply_each_migration_once(
         "0002_failed_jobs",
         "0003_lease_until",
         "0004_paused_queues",
+        "0005_records",
     ]
 
 
@@ -525,7 +526,7 @@ async def test_tables_can_live_in_a_schema_of_their_own(prefix: str) -> None:
                 )
             ).fetchone()
         assert row is not None
-        assert row[0] == 4  # jobs, failed jobs, schema version, paused queues
+        assert row[0] == 5  # jobs, failed jobs, schema version, paused queues, records
     finally:
         await queue.aclose()
         async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:

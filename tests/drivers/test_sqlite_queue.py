@@ -211,6 +211,7 @@ async def test_migrations_apply_once_and_the_version_is_reported(tmp_path: Path)
         "0002_failed_jobs",
         "0003_lease_until",
         "0004_paused_queues",
+        "0005_records",
     ]
     assert await queue.migrate() == []
     other = SQLiteQueue(path)

@@ -38,6 +38,8 @@ COMMANDS = {
     "failed": "inspection",
     "flush": "admin",
     "forget": "admin",
+    "job": "observing",
+    "jobs": "observing",
     "migrate": "provision",
     "pause": "pausing",
     "provision": "provision",
@@ -47,6 +49,7 @@ COMMANDS = {
     "schedule": "schedule",
     "size": "inspection",
     "work": "work",
+    "workers": "observing",
 }
 """Each command, and the module of this package that defines it under the same name
 (with `_` for `-`)."""

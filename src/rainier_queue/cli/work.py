@@ -148,6 +148,18 @@ def _shown(value: timedelta | None) -> str:
     f"on taking a paused queue's jobs [{_shown(DEFAULTS.pause_check)}].",
 )
 @click.option(
+    "--heartbeat",
+    **DURATION,
+    help="How often the worker records its heartbeat (`rainier-queue workers`); 0 for never "
+    f"[{_shown(DEFAULTS.heartbeat)}].",
+)
+@click.option(
+    "--keep-succeeded",
+    **DURATION,
+    help="Record every job that succeeds for this long, so `job ID` says `succeeded` after "
+    "it is gone: one more write per job [none: only jobs that ask].",
+)
+@click.option(
     "--processes",
     type=click.IntRange(min=1),
     default=1,
@@ -206,8 +218,9 @@ def work(ctx: click.Context, /, **params: Any) -> None:
     )
     telemetry.check()
     given = {name: value for name, value in params.items() if value is not None}
-    if "timeout" in given and given["timeout"] == timedelta(0):
-        given["timeout"] = None
+    for off in ("timeout", "heartbeat", "keep_succeeded"):
+        if off in given and given[off] == timedelta(0):
+            given[off] = None
     if schedule_spec is not None and not with_scheduler:
         raise Problem("--schedule is for --with-scheduler; add it, or leave --schedule out")
     if processes > 1:

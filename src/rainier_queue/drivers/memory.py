@@ -28,6 +28,7 @@ from .._clock import utcnow
 from .._wakeup import Wakeup
 from ..envelope import QueuedJob
 from ..errors import LeaseLost
+from ..jobstate import Found
 from ..queue import (
     DEFAULT_LEASE,
     Capabilities,
@@ -39,6 +40,7 @@ from ..queue import (
     Rewritten,
     new_token,
 )
+from .memory_records import MemoryRecords
 from .options import Options, check_lease
 from .pausing import LocalPauses
 
@@ -70,6 +72,8 @@ class MemoryQueue(Queue):
         survives_restart=False,
         shared_between_processes=False,
         pausable=True,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease"})
@@ -89,6 +93,7 @@ class MemoryQueue(Queue):
         self._seq = itertools.count()
         self._wakeup = Wakeup()
         self._pauses = LocalPauses()
+        self._records = MemoryRecords()
 
     @property
     @override
@@ -331,6 +336,46 @@ class MemoryQueue(Queue):
                 for f in self._failed
             ]
         return Rewritten(count)
+
+    # -- JobLookup and RecordStore (jobstate.py) -------------------------------
+
+    async def find_job(self, job_id: str) -> Found | None:
+        """The job held, waiting or delayed, or its newest failed record; None if none."""
+        now = utcnow()
+        with self._lock:
+            held = self._held.get(job_id)
+            if held is not None:
+                return Found(job=held.job, where="reserved", lease_until=held.lease_until)
+            for lane in self._lanes.values():
+                for job in lane.ready:
+                    if job.id == job_id:
+                        return Found(job=job, where="queued")
+                for due, _, job in lane.delayed:
+                    if job.id == job_id:
+                        if due <= now:
+                            return Found(job=job, where="queued")
+                        return Found(job=job, where="delayed", due_at=due)
+            for failed in reversed(self._failed):
+                if failed.job.id == job_id:
+                    return Found(
+                        job=failed.job,
+                        where="failed",
+                        error=failed.error,
+                        failed_at=failed.failed_at,
+                    )
+        return None
+
+    async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
+        self._records.put(key, value, ttl)
+
+    async def get_record(self, key: str) -> bytes | None:
+        return self._records.get(key)
+
+    async def forget_record(self, key: str) -> bool:
+        return self._records.forget(key)
+
+    async def records(self, prefix: str) -> list[bytes]:
+        return self._records.matching(prefix)
 
     # -- inspection, for tests and the dashboard -------------------------------
 

@@ -24,6 +24,16 @@ The cursor never moves past a tick another scheduler holds unsettled: if
 that scheduler gives the tick back (its push failed, or `overlap="queue"`
 held it), the cursor still has it in view.
 
+A tick's job has an id made from the schedule's name and the tick
+(`tick_job_id`), and asks its worker to record its success
+(`KEEP_RECORD_HEADER`, for as long as the tick's outcome is kept). So a
+scheduler that takes over a tick whose claim lapsed first looks the job up
+by id: a scheduler killed after its push and before writing the outcome
+left the job queued, running, failed or recorded as succeeded, and the
+tick is settled as enqueued instead of pushed twice. On a driver that
+cannot look a job up (`Capabilities.job_lookup` False) that window stays
+open, as `docs/scheduling.md` says.
+
 The overlap lock is the envelope's uniqueness key: the worker that settles
 the run's job (done, or failed for good) gives it back, so "the previous
 run is still going" means its job is still queued or running, not only
@@ -41,6 +51,7 @@ import logging
 import os
 import secrets
 import socket
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -50,7 +61,10 @@ from .._clock import utcnow
 from ..dispatch import DispatchOptions, build_envelope, unique_lock_name
 from ..envelope import format_time
 from ..errors import ConfigurationError, OutcomeUnknown
+from ..jobstate import KEEP_RECORD_HEADER
 from ..locks import Cache, LockManager
+from ..lookup import lookup_of
+from ..lookup import status as job_status
 from ..manager import QueueManager
 from .claims import DEFAULT_CLAIM_LEASE, Claim, Claims, Outcome, keep_outcome_for, outcome
 from .entries import ScheduledJob
@@ -223,6 +237,12 @@ class Scheduler:
                 )
         if skip_reason is not None:
             return await self._settle(claim, entry, done, "skipped", skip_reason)
+        if recovering:
+            pushed = await self._pushed_before(entry, tick)
+            if pushed is not None:
+                return await self._settle(
+                    claim, entry, done, "enqueued", "found by id: pushed before", job_id=pushed
+                )
         try:
             result = await self._enqueue(entry, tick)
         except OutcomeUnknown as exc:
@@ -283,15 +303,44 @@ class Scheduler:
         done.append(result)
         return "done"
 
+    async def _pushed_before(self, entry: ScheduledJob, tick: datetime) -> str | None:
+        """The id of the tick's job if a scheduler already pushed it (it can be found by id).
+
+        None when it cannot be found, or the driver cannot look jobs up: then
+        the tick is pushed (again, if a scheduler died between its push and
+        its outcome on such a driver).
+        """
+        queue = self.manager.connection(entry.connection)
+        if lookup_of(queue) is None:
+            return None
+        job_id = tick_job_id(entry.name, tick)
+        try:
+            state = await job_status(queue, job_id)
+        except Exception as exc:
+            log.warning(
+                "schedule `%s`: could not look up tick %s's job %s (%s); enqueueing it",
+                entry.name,
+                format_time(tick),
+                job_id,
+                exc,
+            )
+            return None
+        return None if state.status == "unknown" else job_id
+
     async def _enqueue(
         self, entry: ScheduledJob, tick: datetime
     ) -> tuple[str, str] | Literal["held"]:
         """Push one run: ("enqueued", job id), ("skipped", why), or "held" (overlap=queue)."""
-        headers = {SCHEDULE_HEADER: entry.name, TICK_HEADER: format_time(tick)}
+        keep = keep_outcome_for(entry.timing.period_near(tick))
+        headers = {
+            SCHEDULE_HEADER: entry.name,
+            TICK_HEADER: format_time(tick),
+            KEEP_RECORD_HEADER: f"{keep.total_seconds():.0f}",
+        }
         options = DispatchOptions(
             queue=entry.queue, connection=entry.connection, delay=entry.delay, headers=headers
         )
-        envelope = build_envelope(entry.job, options)
+        envelope = build_envelope(entry.job, options).with_changes(id=tick_job_id(entry.name, tick))
         queue = self.manager.connection(entry.connection)
         lock_name, hold = None, entry.overlap_for
         if entry.overlap != "allow":
@@ -392,8 +441,24 @@ class Scheduler:
                 continue
 
 
+def tick_job_id(schedule: str, tick: datetime) -> str:
+    """The id of the job a schedule's tick enqueues: the same in every scheduler process."""
+    return str(uuid.uuid5(_TICK_IDS, f"{schedule}\n{format_time(tick)}"))
+
+
+_TICK_IDS = uuid.UUID("5b0f1d2e-8c1a-4f3e-9a57-2c6e1d0b7a44")
+"""The namespace of tick job ids (any fixed UUID: it only has to never change)."""
+
+
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-__all__ = ["SCHEDULE_HEADER", "TICK_HEADER", "Overview", "Scheduler", "UnknownSchedule"]
+__all__ = [
+    "SCHEDULE_HEADER",
+    "TICK_HEADER",
+    "Overview",
+    "Scheduler",
+    "UnknownSchedule",
+    "tick_job_id",
+]

@@ -56,14 +56,17 @@ from ..instrument import (
     instrumented,
     leave_quietly,
 )
+from ..jobstate import RecordStore
 from ..locks import LockManager
 from ..queue import Pausable, Queue
 from ..registry import JobRegistry
 from . import drain, shutdown, signals
 from .acks import AckBatcher
+from .heartbeat import Heartbeat, new_worker_id
 from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
+from .outcomes import OutcomeRecorder
 from .pace import Pace
 from .pauses import PauseWatch
 from .reserving import Reserver
@@ -137,6 +140,11 @@ class Worker:
         watch runs and the worker serves its queues as given."""
         self._watch: PauseWatch | None = None
         self._signals: list[signal.Signals] = []
+        self.worker_id = new_worker_id()
+        """How this worker is named in its heartbeat and in the records it writes."""
+        self._records = _records_of(queue)
+        """Where heartbeats and succeeded records go; None on a driver that keeps none."""
+        self._heartbeat: Heartbeat | None = None
         # Created per run, on the running loop.
         self._changed = asyncio.Event()
         self._stop_event = asyncio.Event()
@@ -201,6 +209,11 @@ class Worker:
         if self._watch is not None:
             await self._watch.check()  # a queue paused before the worker starts is never served
             watching = asyncio.create_task(self._watch.run(), name="rainier-queue pause watch")
+        beating = (
+            asyncio.create_task(self._heartbeat.run(), name="rainier-queue heartbeat")
+            if self._heartbeat is not None
+            else None
+        )
         log.info(
             "worker started on %s, queues %s, concurrency %d",
             self.queue.describe(),
@@ -223,6 +236,10 @@ class Worker:
                 await asyncio.gather(
                     keeper, *([watching] if watching else []), return_exceptions=True
                 )
+                if beating is not None and self._heartbeat is not None:
+                    beating.cancel()
+                    await asyncio.gather(beating, return_exceptions=True)
+                    await self._heartbeat.remove()
                 self._stats.threads_left_running = self._runner.threads_running
                 self._runner.close()
                 if self._signals:
@@ -267,7 +284,18 @@ class Worker:
             hard_stop=self._hard_event,
             give_up=self._give_up,
             acks=acks,
+            outcomes=self._outcomes(),
         )
+        if self._records is not None and self.options.heartbeat is not None:
+            self._heartbeat = Heartbeat(
+                self._records,
+                self.options,
+                self._slots,
+                self._stats,
+                every=self.options.heartbeat,
+                worker_id=self.worker_id,
+                is_stopping=lambda: self._stopping,
+            )
         self._reserver = Reserver(
             self._port,
             self.options,
@@ -296,6 +324,13 @@ class Worker:
             if returned := self._slots.hand_back_held(paused):
                 log.info("handing back %d job(s) held ahead from paused queues", returned)
         self._changed.set()
+
+    def _outcomes(self) -> OutcomeRecorder | None:
+        if self._records is None:
+            return None
+        return OutcomeRecorder(
+            self._records, keep_succeeded=self.options.keep_succeeded, worker_id=self.worker_id
+        )
 
     # -- the loop --------------------------------------------------------------------
 
@@ -472,6 +507,7 @@ class Worker:
         job = slot.reservation.job
         loop = self._loop
         assert loop is not None, "set by run()"
+        slot.started = time.monotonic()
         slot.task = loop.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
 
     async def _work(self, slot: Slot) -> None:
@@ -582,6 +618,13 @@ class Worker:
             f"<Worker {self.queue.describe()} queues={','.join(self.options.queues)} "
             f"concurrency={self.options.concurrency} {state}>"
         )
+
+
+def _records_of(queue: Queue) -> RecordStore | None:
+    """`queue` as a record store, if it declares one (heartbeats, succeeded records)."""
+    if queue.capabilities.records and isinstance(queue, RecordStore):
+        return queue
+    return None
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

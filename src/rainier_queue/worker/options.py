@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from ..jobstate import HEARTBEAT_EVERY
 from ..queue import QueueCounts
 
 
@@ -67,6 +68,13 @@ class WorkerOptions:
     wait for half its slots to free before it reserves again, so that it fetches
     (and acknowledges) jobs in batches instead of one round trip per finished job.
     An idle worker never waits. Zero turns it off."""
+    heartbeat: timedelta | None = HEARTBEAT_EVERY
+    """How often the worker writes its heartbeat (docs/operations.md), on a driver that
+    keeps records. None: no heartbeat, and the worker is not listed."""
+    keep_succeeded: timedelta | None = None
+    """Record every job that succeeds, for this long, so `status` says `succeeded` after
+    the job is deleted. None (the default): only jobs that ask (`keep_result`, the
+    scheduler's) are recorded, since a record is one more write per job."""
 
     pause_check: timedelta = timedelta(seconds=1)
     """How often the worker reads which of its queues are paused, on a driver that can
@@ -92,6 +100,10 @@ class WorkerOptions:
             raise ValueError("pause_check must be longer than zero")
         if self.drain_wait is not None and self.drain_wait < timedelta(0):
             raise ValueError("drain_wait cannot be negative")
+        if self.heartbeat is not None and self.heartbeat <= timedelta(0):
+            raise ValueError("heartbeat must be positive (None turns it off)")
+        if self.keep_succeeded is not None and self.keep_succeeded <= timedelta(0):
+            raise ValueError("keep_succeeded must be positive (None turns it off)")
 
     def attempts_for(self, max_attempts: int) -> int:
         """The attempts a job really gets: its own, raised to the `tries` floor."""

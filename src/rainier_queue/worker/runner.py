@@ -116,6 +116,8 @@ class Attempt:
     """The limit the handler ran under (the failed hook gets the same)."""
     started: float = 0.0
     """Monotonic time just before the run."""
+    value: object = None
+    """What the handler returned (SUCCEEDED only); kept only if its class asks."""
 
     @property
     def number(self) -> int:
@@ -340,18 +342,19 @@ class Runner:
         limit = None if seconds is None else self._deadlines.start(task, seconds)
         control.attach(task)
         thread: ThreadCall[Any] | None = None
+        value: object = None
         try:
             try:
                 if facts.is_async:  # called here, not in a coroutine of its own
                     try:
-                        result = job.handle(ctx)
-                        if type(result) is CoroutineType or inspect.isawaitable(result):
-                            await result
+                        value = job.handle(ctx)
+                        if type(value) is CoroutineType or inspect.isawaitable(value):
+                            value = await value
                     except SystemExit as exc:
                         raise _exit_refused(exc) from exc
                 else:
                     thread = self._threads.start(job.handle, ctx)
-                    await self._thread_returned(thread, made, limit, control)
+                    value = await self._thread_returned(thread, made, limit, control)
             finally:
                 control.detach()
                 if limit is not None:
@@ -385,6 +388,7 @@ class Runner:
             job=job,
             timeout=timeout,
             started=started,
+            value=value,
         )
 
     def _timed_out(self, made: _Made, timeout: timedelta | None) -> Attempt:
@@ -397,7 +401,7 @@ class Runner:
         made: _Made,
         limit: Deadline | None,
         control: Interruptible,
-    ) -> None:
+    ) -> object:
         """Wait for a plain `def` handler's thread; past a time limit or a stop, until it returns.
 
         The task is cancelled when the limit passes or a stop interrupts the
@@ -410,7 +414,7 @@ class Runner:
         try:
             result = await asyncio.wrap_future(future)
             if inspect.isawaitable(result):
-                await result
+                result = await result
         except asyncio.CancelledError:
             if not thread.is_over:
                 if (limit is not None and limit.expired) or control.is_interrupted():
@@ -429,6 +433,7 @@ class Runner:
             raise
         except SystemExit as exc:
             raise _exit_refused(exc) from exc
+        return result
 
     async def call_failed_hook(self, attempt: Attempt) -> None:
         """Run the job's `failed(ctx, error)` hook; its errors are logged, never raised."""

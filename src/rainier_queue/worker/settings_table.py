@@ -30,6 +30,8 @@ _DURATIONS = frozenset(
         "batch_wait",
         "drain_wait",
         "pause_check",
+        "heartbeat",
+        "keep_succeeded",
     }
 )
 _COUNTS = frozenset(
@@ -51,8 +53,8 @@ def worker_settings(table: Mapping[str, Any], *, where: str) -> dict[str, Any]:
 
 def _converted(key: str, value: Any, where: str) -> Any:
     if key in _DURATIONS:
-        if key == "timeout" and value in (0, "0", "0s"):
-            return None  # as on the command line: no run limit
+        if key in ("timeout", "heartbeat", "keep_succeeded") and value in (0, "0", "0s"):
+            return None  # as on the command line: no run limit, no heartbeat, no records
         return parse_duration(value, setting=f"{where}: {key}")
     if key in _COUNTS:
         if isinstance(value, bool) or not isinstance(value, int):

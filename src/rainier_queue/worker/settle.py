@@ -56,6 +56,7 @@ from .acks import AckBatcher
 from .leases import Lease
 from .options import WorkerStats
 from .outage import Outage
+from .outcomes import OutcomeRecorder
 from .runner import Attempt, Runner, Verdict
 
 log = logging.getLogger("rainier_queue.worker")
@@ -111,8 +112,11 @@ class Settler:
         hard_stop: asyncio.Event,
         give_up: Callable[[BrokerError], None],
         acks: AckBatcher,
+        outcomes: OutcomeRecorder | None = None,
     ) -> None:
         self._queue = queue
+        self._outcomes = outcomes
+        """Records successes someone asked for; None on a driver that keeps no records."""
         self._runner = runner
         self._stats = stats
         self._outage = outage
@@ -162,6 +166,7 @@ class Settler:
             or CHAIN in attempt.reservation.job.headers
             or lease.lost
             or lease.is_locked()
+            or (self._outcomes is not None and self._outcomes.wanted(attempt))
         ):
             return False
         lease.settling = True
@@ -237,6 +242,8 @@ class Settler:
             # under an id it was not sealed for.
             await self._failed(attempt, lease, error)
             return
+        if self._outcomes is not None:
+            await self._outcomes.record(attempt)  # before the job is gone, never after
         acknowledge = self._acks.acknowledge if step is None else self._then(step)
         try:
             if not await self._apply(lease, "acknowledge", acknowledge):
@@ -314,6 +321,8 @@ class Settler:
         async def release(reservation: Reservation) -> None:
             await self._queue.release(reservation, delay=delay)
 
+        if self._outcomes is not None:  # before the next attempt can start anywhere
+            await self._outcomes.record_attempt(attempt, describe(error))
         if not await self._apply(lease, "release", release):
             return
         self._stats.released += 1
@@ -351,6 +360,8 @@ class Settler:
         async def fail(reservation: Reservation) -> None:
             await self._queue.fail(reservation, record)
 
+        if self._outcomes is not None:
+            await self._outcomes.record_attempt(attempt, describe(error))
         if not await self._apply(lease, "fail", fail):
             return
         await self._release_unique(queued)

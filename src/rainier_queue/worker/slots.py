@@ -33,6 +33,8 @@ class Slot:
     lease: Lease
     control: Interruptible = field(default_factory=Interruptible)
     task: asyncio.Task[None] | None = None
+    started: float = 0.0
+    """Monotonic time its handler was started; 0 while it is held (the heartbeat's)."""
 
 
 class Slots:

@@ -53,6 +53,7 @@ from ...envelope import QueuedJob, encode_headers, encode_payload
 from ...envelope.fields import micros_field
 from ...envelope.reading import Malformed, read_columns
 from ...errors import BrokerError, ConfigurationError, LeaseLost, MalformedEntry
+from ...jobstate import Found
 from ...queue import (
     DEFAULT_LEASE,
     Capabilities,
@@ -70,6 +71,7 @@ from ..options import check_lease, check_positive
 from .dialect import Dialect, Row, Session, T, Work
 from .pausing import PausedTable
 from .rewriting import rewrite_table
+from .records import DatabaseRecords
 from .schema import (
     DEFAULT_PREFIX,
     EXPECTED_VERSION,
@@ -117,6 +119,8 @@ class DatabaseQueue(Queue):
         survives_restart=True,
         shared_between_processes=True,
         pausable=True,
+        job_lookup=True,
+        records=True,
     )
 
     def __init__(
@@ -133,6 +137,8 @@ class DatabaseQueue(Queue):
         self._dialect = dialect
         self._tables = Tables.for_prefix(prefix, schema)
         self._sql = Statements.build(self._tables, dialect)
+        self._records = DatabaseRecords(dialect, self._tables, self._run)
+        """Finding a job by id, and the records table (`records.py`)."""
         self._lease = check_lease(lease)
         self._lease_us = lease // _MICROSECOND
         self._auto_migrate = migrate
@@ -538,6 +544,24 @@ class DatabaseQueue(Queue):
 
     async def paused(self, queues: Sequence[str]) -> frozenset[str]:
         return await self._pauses.paused(queues)
+
+    # -- JobLookup and RecordStore (records.py) ---------------------------------
+
+    async def find_job(self, job_id: str) -> Found | None:
+        """The job's row, or its newest failed record; None if neither."""
+        return await self._records.find_job(job_id)
+
+    async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
+        await self._records.put_record(key, value, ttl)
+
+    async def get_record(self, key: str) -> bytes | None:
+        return await self._records.get_record(key)
+
+    async def forget_record(self, key: str) -> bool:
+        return await self._records.forget_record(key)
+
+    async def records(self, prefix: str) -> list[bytes]:
+        return await self._records.records(prefix)
 
     # -- FailedJobStore --------------------------------------------------------
 

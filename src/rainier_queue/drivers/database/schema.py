@@ -91,6 +91,10 @@ class Tables:
         """The paused queues (`rainier-queue pause`): a row per queue while it is paused."""
         return self.qualified(f"{self.prefix}paused_queues")
 
+    @property
+    def records(self) -> str:
+        return self.qualified(f"{self.prefix}records")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
@@ -111,6 +115,7 @@ class Migration:
             "failed": tables.failed,
             "version": tables.version,
             "paused": tables.paused,
+            "records": tables.records,
         }
         statements = self.statements + self.only.get(dialect.name, ())
         return [s.format(**names, **dialect.types) for s in statements]
@@ -239,6 +244,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             # so a table of a few rows is all it needs; no index beyond the key.
             "CREATE TABLE {paused} (\n    queue {key} NOT NULL PRIMARY KEY,"
             "\n    paused_at {bigint} NOT NULL\n)",
+        ),
+    ),
+    Migration(
+        version=5,
+        name="0005_records",
+        statements=(
+            # Worker heartbeats, succeeded records and results (jobstate.py): a few
+            # small rows with an expiry, read by name or by
+            # the start of the name. Nothing on a job's path writes here unless asked.
+            "CREATE TABLE {records} (\n    name {key} NOT NULL PRIMARY KEY,"
+            "\n    body {text} NOT NULL,\n    expires_at {bigint} NOT NULL\n)",
+            "CREATE INDEX {prefix}records_expiry ON {records} (expires_at)",
         ),
     ),
 )

@@ -30,6 +30,7 @@ from .leases import ACK, PROGRESS, TERMINATE, Delivery, Ledger, nak
 from .names import Names
 from .pausing import NATSPauses
 from .provisioning import Provisioning
+from .records import NATSRecords
 from .settings import NATSSettings
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class NATSQueue(Queue):
         shared_between_processes=True,
         push_creates_resources=False,
         pausable=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = NATSSettings.OPTIONS
@@ -80,6 +82,8 @@ class NATSQueue(Queue):
         self._connection = NATSConnection(settings)
         self._provisioning = Provisioning(self._connection, settings, self.names)
         self._failed = FailedStore(self._connection, self.names, self._push_again)
+        self._records = NATSRecords(self._connection, self.names, settings)
+        """The record store (heartbeats, succeeded records, results), a key-value bucket."""
         self._ledger = Ledger()
         self.pauses = NATSPauses(self._connection, self.names)
         """The paused queues (`Pausable`), entries of a key-value bucket."""
@@ -106,6 +110,7 @@ class NATSQueue(Queue):
     async def provision(self, queues: Sequence[str]) -> list[str]:
         """Create or update the streams and each queue's two consumers."""
         done = await self._provisioning.provision(queues)
+        done += await self._records.provision()
         self._known.difference_update(queues)
         return done
 
@@ -136,6 +141,20 @@ class NATSQueue(Queue):
 
     async def paused(self, queues: Sequence[str]) -> frozenset[str]:
         return await self.pauses.paused(queues)
+
+    # -- RecordStore: the records part (records.py) ------------------------------------
+
+    async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
+        await self._records.put_record(key, value, ttl)
+
+    async def get_record(self, key: str) -> bytes | None:
+        return await self._records.get_record(key)
+
+    async def forget_record(self, key: str) -> bool:
+        return await self._records.forget_record(key)
+
+    async def records(self, prefix: str) -> list[bytes]:
+        return await self._records.records(prefix)
 
     # -- pushing ----------------------------------------------------------------------
 
@@ -538,6 +557,7 @@ class NATSMemoryQueue(NATSQueue):
         may_lose_accepted_job=True,
         push_creates_resources=False,
         pausable=True,
+        records=True,
     )
 
 

@@ -93,6 +93,11 @@ class RedisFailedStore:
                     return name, raw, failed
         return None
 
+    async def find(self, job_id: str) -> FailedJob | None:
+        """The failed record of job `job_id`, or None (a read of every failed list)."""
+        found = await self._find_failed(job_id)
+        return None if found is None else found[2]
+
     async def retry_failed(self, job_id: str) -> bool:
         found = await self._find_failed(job_id)
         if found is None:

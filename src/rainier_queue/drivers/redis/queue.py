@@ -27,6 +27,7 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError
+from ...jobstate import Found
 from ...queue import (
     DEFAULT_LEASE,
     Capabilities,
@@ -47,6 +48,7 @@ from .failed import RedisFailedStore
 from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, check_prefix
 from .pausing import RedisPauses
+from .lookup import RedisLookup
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
 from .reserving import RedisReserver, ack_args, lost
@@ -92,6 +94,8 @@ class RedisQueue(Queue):
         raw_push=True,
         due_on_server_clock=True,
         pausable=True,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = RedisSettings.OPTIONS | QUEUE_OPTIONS
@@ -149,6 +153,8 @@ class RedisQueue(Queue):
         """The failed list (`FailedJobStore`), a part of its own."""
         self._rewriter = RedisRewriter(self._calls, self.keys)
         """Stored payloads rewritten in place (`RewritesStoredJobs`, for `reencrypt`)."""
+        self.lookup = RedisLookup(self._calls, self.keys, self.failed, lease)
+        """Finding a job by id, and the records (`jobstate.py`), a part of its own."""
         self.health = RedisHealth(
             self._calls.ready,
             self.keys,
@@ -441,6 +447,24 @@ class RedisQueue(Queue):
                 scripts.CLEAR, [keys.stream, keys.delayed, keys.leases], [], f"clear {queue!r}"
             )
         )
+
+    # -- JobLookup and RecordStore: the lookup part (lookup.py) ------------------
+
+    async def find_job(self, job_id: str) -> Found | None:
+        """The job in a stream, a delayed set or a failed list; None if in none (a scan)."""
+        return await self.lookup.find_job(job_id)
+
+    async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
+        await self.lookup.put_record(key, value, ttl)
+
+    async def get_record(self, key: str) -> bytes | None:
+        return await self.lookup.get_record(key)
+
+    async def forget_record(self, key: str) -> bool:
+        return await self.lookup.forget_record(key)
+
+    async def records(self, prefix: str) -> list[bytes]:
+        return await self.lookup.records(prefix)
 
     @override
     async def on_worker_stop(self) -> None:

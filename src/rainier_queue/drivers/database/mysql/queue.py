@@ -157,6 +157,8 @@ class MySQLQueue(DatabaseQueue):
         transactional_enqueue=False,
         due_on_server_clock=True,
         pausable=True,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = MySQLSettings.OPTIONS | QUEUE_OPTIONS

@@ -94,6 +94,8 @@ class PostgresQueue(DatabaseQueue):
         transactional_enqueue=True,
         due_on_server_clock=True,
         pausable=True,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = PostgresSettings.OPTIONS | QUEUE_OPTIONS

@@ -215,6 +215,8 @@ class SQLiteQueue(DatabaseQueue):
         shared_between_processes=True,
         transactional_enqueue=False,
         pausable=True,
+        job_lookup=True,
+        records=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = SQLiteSettings.OPTIONS | QUEUE_OPTIONS
