@@ -50,8 +50,8 @@ from .errors import (
 )
 from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
 from .job import Job, JobFunction, job
-from .listeners import QueuedListeners
 from .jobstate import JobState, WorkerBeat
+from .listeners import QueuedListeners
 from .locks import Cache, Lock, LockManager
 from .lookup import JobFailedError, ResultNotKept
 from .manager import QueueManager

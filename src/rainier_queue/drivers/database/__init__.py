@@ -70,8 +70,8 @@ from ..malformed import Pass, quarantine, top_up
 from ..options import check_lease, check_positive
 from .dialect import Dialect, Row, Session, T, Work
 from .pausing import PausedTable
-from .rewriting import rewrite_table
 from .records import DatabaseRecords
+from .rewriting import rewrite_table
 from .schema import (
     DEFAULT_PREFIX,
     EXPECTED_VERSION,

@@ -8,7 +8,7 @@ so the queue's own module stays about pushing and settling.
 
 - `find_job` reads the job's row (`id` has a unique index), or else its
   newest failed record: one indexed read each, on the database's clock.
-- The records live in `{prefix}records` (migration 4): a name, a body, and
+- The records live in `{prefix}records` (migration 5): a name, a body, and
   an expiry. A write is one upsert (`ON CONFLICT` on SQLite and PostgreSQL,
   `ON DUPLICATE KEY` on MySQL), committed as a worker's acknowledgements
   are, since a record is written for each job someone asked about. The

@@ -47,8 +47,8 @@ from .diagnosis import Diagnosis
 from .failed import RedisFailedStore
 from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, check_prefix
-from .pausing import RedisPauses
 from .lookup import RedisLookup
+from .pausing import RedisPauses
 from .replication import OPTIONS as DURABILITY_OPTIONS
 from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
 from .reserving import RedisReserver, ack_args, lost
