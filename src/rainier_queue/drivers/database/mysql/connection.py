@@ -289,6 +289,25 @@ class _QuietCursor(aiomysql.Cursor):  # type: ignore[misc]
         return None
 
 
+class PlainCursors:
+    """The application's connection, handing out plain (tuple) cursors whatever its default.
+
+    An application may open its connections with `DictCursor`; the queue's
+    statements read rows by position.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        if not isinstance(conn, aiomysql.Connection):
+            raise TypeError(
+                "push_in on MySQL takes the application's aiomysql connection, "
+                f"not {type(conn).__name__}"
+            )
+        self._conn = conn
+
+    def cursor(self) -> Any:
+        return self._conn.cursor(aiomysql.Cursor)
+
+
 class Session:
     """One connection inside one transaction, as a unit of work sees it."""
 

@@ -78,6 +78,26 @@ def resolve_file(path: str | os.PathLike[str]) -> str:
     return full
 
 
+def check_same_file(connection: sqlite3.Connection, path: str) -> None:
+    """Refuse an application connection to another file than the queue's, naming both.
+
+    A job written into another file's tables would be committed where no
+    worker of this queue looks, so the mistake is refused before any write.
+    """
+    if not isinstance(connection, sqlite3.Connection):
+        raise TypeError(
+            "push_in on SQLite takes the application's sqlite3.Connection, "
+            f"not {type(connection).__name__}"
+        )
+    files = [row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"]
+    main = files[0] if files else ""
+    if not main or os.path.realpath(main) != os.path.realpath(path):
+        raise ConfigurationError(
+            f"push_in was given a connection to {main or 'an in-memory database'!r}, but this "
+            f"queue's file is {path!r}: open the application's connection on the queue's file"
+        )
+
+
 @contextlib.contextmanager
 def translated(path: str) -> Iterator[None]:
     """Turn sqlite3's exceptions into ours, keeping the original as the cause."""
