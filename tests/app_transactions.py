@@ -29,9 +29,7 @@ class AppTransaction:
     kind: str
 
     async def commit(self) -> None:
-        if self.kind == "mysql":
-            await self.connection.commit()
-        elif self.kind == "postgres":
+        if self.kind == "mysql" or self.kind == "postgres":
             await self.connection.commit()
         else:
             self.connection.commit()

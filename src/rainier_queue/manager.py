@@ -45,10 +45,11 @@ from .blocking import BlockingManager
 from .dispatch import PendingDispatch
 from .envelope import QueuedJob
 from .envelope.packing import DEFAULTS, DispatchOptions, build_envelopes, unique_lock_name
-from .errors import OutcomeUnknown, UnknownConnection
+from .errors import ConfigurationError, OutcomeUnknown, UnknownConnection
 from .instrument import QueueObserver, instrumented
 from .job import Job
 from .locks import Lock, LockManager
+from .outbox import Outbox
 from .queue import Queue
 from .registry import JobRegistry
 
@@ -73,6 +74,7 @@ class QueueManager:
         locks: LockManager | None = None,
         default_queues: Sequence[str] | None = None,
         observers: Sequence[QueueObserver] = (),
+        outboxes: Mapping[str, Outbox] | None = None,
     ) -> None:
         self.registry = registry if registry is not None else JobRegistry()
         self.locks = locks
@@ -92,6 +94,10 @@ class QueueManager:
         self._ports = _instrumented_all(self._connections, observers)
         """What dispatch pushes through: the connections themselves, or, with
         observers, each behind an `InstrumentedQueue` that tells them."""
+        self._outboxes: dict[str, Outbox] = dict(outboxes or {})
+        for name in self._outboxes:
+            if name not in self._connections:
+                raise UnknownConnection(name, self._connections)
         self._warned_no_locks = False
         self._blocking: BlockingManager | None = None
         self._blocking_lock = threading.Lock()
@@ -279,6 +285,48 @@ class QueueManager:
                     "could not give back uniqueness lock %s; it lapses on its own", lock.key
                 )
 
+    # -- inside the application's transaction -----------------------------------
+
+    def outbox(self, name: str | None = None) -> Outbox | None:
+        """The outbox of connection `name` (the default when None), or None without one."""
+        key = self._default_name if name is None else name
+        self.connection(key)  # an undeclared name is an error, never None
+        return self._outboxes.get(key)
+
+    async def dispatch_in(
+        self, transaction: Any, job: Job, *, on_connection: str | None = None
+    ) -> str:
+        """Dispatch `job` inside the application's open transaction on `transaction`.
+
+        The job reaches its connection exactly when that transaction commits:
+        through the connection's outbox when it has one (`outbox = ...` in its
+        table; a relay moves committed rows), else by the connection's own
+        `push_in` when it can join the transaction (PostgreSQL, MySQL/MariaDB,
+        SQLite). `transaction` is the application's connection of that
+        database's client. No uniqueness lock is taken (it lives outside the
+        transaction). Returns the job's id.
+        """
+        return (await self.dispatch_many_in(transaction, [job], on_connection=on_connection))[0]
+
+    async def dispatch_many_in(
+        self, transaction: Any, jobs: Sequence[Job], *, on_connection: str | None = None
+    ) -> list[str]:
+        """`dispatch_in` for several jobs, in order, in one write."""
+        envelopes = build_envelopes([(_require_job(job), DEFAULTS) for job in jobs])
+        name = self._default_name if on_connection is None else on_connection
+        queue = self.connection(name)
+        outbox = self._outboxes.get(name)
+        if outbox is not None:
+            return await outbox.dispatch_many_in(transaction, envelopes)
+        many = getattr(queue, "push_many_in", None)
+        if many is None:
+            raise ConfigurationError(
+                f"connection `{name}` ({queue.describe()}) cannot join the application's "
+                "transaction: give it an outbox in the application's database "
+                f'([connections.{name}] outbox = "postgresql://..."; docs/outbox.md)'
+            )
+        return list(await many(transaction, envelopes))
+
     # -- facades, lifecycle -------------------------------------------------------
 
     def blocking(self) -> BlockingManager:
@@ -302,6 +350,8 @@ class QueueManager:
             if id(queue) not in seen:
                 seen.add(id(queue))
                 await queue.aclose()
+        for outbox in self._outboxes.values():
+            await outbox.aclose()
         if self.locks is not None:
             await self.locks.cache.aclose()
 

@@ -39,6 +39,7 @@ COMMANDS = {
     "forget": "admin",
     "migrate": "provision",
     "provision": "provision",
+    "relay": "relay",
     "retry": "admin",
     "schedule": "schedule",
     "size": "inspection",

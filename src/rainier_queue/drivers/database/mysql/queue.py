@@ -58,9 +58,9 @@ from typing_extensions import override
 from ...._clock import from_micros
 from ....envelope import QueuedJob
 from ....envelope.packing import envelope_of
-from ....job import Job
 from ....envelope.reading import Malformed, read_columns
 from ....errors import BrokerUnavailable, ConfigurationError
+from ....job import Job
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
 from .. import POLL_INTERVAL, DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Work
