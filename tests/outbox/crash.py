@@ -43,7 +43,8 @@ async def _lines_until(process: subprocess.Popen[bytes], count: int) -> None:
 
 async def killed_application_then_killed_relay(store: str, target: str, tmp: Path) -> None:
     async with outbox_setup(store, target, tmp) as setup:
-        app = subprocess.Popen(
+        app = await asyncio.to_thread(
+            subprocess.Popen,
             [
                 sys.executable,
                 "-m",
