@@ -67,15 +67,15 @@ async def killed_application_then_killed_relay(store: str, target: str, tmp: Pat
 
         relay = setup.cli("relay", "--batch", "7")
         with killed_at_exit(relay):
-            target = setup.target_queue()
+            landing = setup.target_queue()
             try:
-                while await target.size("default") == 0:
+                while await landing.size("default") == 0:
                     assert relay.poll() is None, (
                         relay.stderr.read().decode() if relay.stderr else ""
                     )
-                    await target.wait_for_work(["default"], _TICK)
+                    await landing.wait_for_work(["default"], _TICK)
             finally:
-                await target.aclose()
+                await landing.aclose()
             os.kill(relay.pid, signal.SIGKILL)  # its first batch landed; it holds the next
             relay.wait()
 

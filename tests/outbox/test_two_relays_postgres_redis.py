@@ -9,5 +9,7 @@ from pathlib import Path
 from .two_relays import two_relays_deliver_each_job_once
 
 
-async def test_two_relays_deliver_10000_postgres_dispatches_to_redis_once_each(tmp_path: Path) -> None:
+async def test_two_relays_deliver_10000_postgres_dispatches_to_redis_once_each(
+    tmp_path: Path,
+) -> None:
     await two_relays_deliver_each_job_once("postgres", "redis", tmp_path)

@@ -38,7 +38,9 @@ async def two_relays_deliver_each_job_once(store: str, target: str, tmp: Path) -
             deadline = loop.time() + 240
             while await outbox_left(setup):
                 for relay in relays:
-                    assert relay.poll() is None, relay.stderr.read().decode() if relay.stderr else ""
+                    assert relay.poll() is None, (
+                        relay.stderr.read().decode() if relay.stderr else ""
+                    )
                 assert loop.time() < deadline, "two relays did not empty the outbox"
                 await asyncio.sleep(0.25)  # a poll of the outbox, not a wait for an event
             for relay in relays:
