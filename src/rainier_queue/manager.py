@@ -50,6 +50,7 @@ from .instrument import QueueObserver, instrumented
 from .job import Job
 from .locks import Lock, LockManager
 from .outbox import Outbox
+from .outbox.frameworks import client_connection
 from .queue import Queue
 from .registry import JobRegistry
 
@@ -303,8 +304,9 @@ class QueueManager:
         table; a relay moves committed rows), else by the connection's own
         `push_in` when it can join the transaction (PostgreSQL, MySQL/MariaDB,
         SQLite). `transaction` is the application's connection of that
-        database's client. No uniqueness lock is taken (it lives outside the
-        transaction). Returns the job's id.
+        database's client, or a SQLAlchemy session or connection over one.
+        No uniqueness lock is taken (it lives outside the transaction).
+        Returns the job's id.
         """
         return (await self.dispatch_many_in(transaction, [job], on_connection=on_connection))[0]
 
@@ -319,6 +321,7 @@ class QueueManager:
         if outbox is not None:
             return await outbox.dispatch_many_in(transaction, envelopes)
         many = getattr(queue, "push_many_in", None)
+        transaction = await client_connection(transaction)
         if many is None:
             raise ConfigurationError(
                 f"connection `{name}` ({queue.describe()}) cannot join the application's "

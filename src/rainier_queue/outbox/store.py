@@ -26,6 +26,7 @@ from ..envelope.packing import envelope_of
 from ..errors import ConfigurationError
 from ..job import Job
 from ..queue import Queue, TransactionalEnqueue
+from .frameworks import client_connection, client_connection_sync
 from .rows import outbox_row
 
 DEFAULT_PREFIX = "rq_outbox_"
@@ -55,11 +56,11 @@ class Outbox:
 
         `connection` is the application's own, of the store's client (a
         psycopg connection or cursor, an aiomysql connection, a sqlite3
-        connection). The job reaches the target once that transaction
-        commits and a relay runs; a rollback takes it back with everything
-        else. A `Job` is packed now, with its own options (a bad payload
-        fails here), and takes no uniqueness lock: that lives outside the
-        transaction.
+        connection), or a SQLAlchemy session or connection over one. The
+        job reaches the target once that transaction commits and a relay
+        runs; a rollback takes it back with everything else. A `Job` is
+        packed now, with its own options (a bad payload fails here), and
+        takes no uniqueness lock: that lives outside the transaction.
         """
         return (await self.dispatch_many_in(connection, [job]))[0]
 
@@ -68,6 +69,7 @@ class Outbox:
         rows = [outbox_row(envelope_of(job), self.target) for job in jobs]
         if not rows:
             return []
+        connection = await client_connection(connection)
         many = getattr(self.store, "push_many_in", None)
         if many is not None:
             await many(connection, rows)
@@ -86,7 +88,7 @@ class Outbox:
                 "client has no blocking form; use `await dispatch_in(...)` on its async connection"
             )
         row = outbox_row(envelope_of(job), self.target)
-        push(connection, [row])
+        push(client_connection_sync(connection), [row])
         return row.id
 
     async def provision(self) -> list[str]:
