@@ -1,16 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""The database client's own connection under a framework's wrapper (SQLAlchemy).
+"""The database client's own connection under a framework's wrapper (SQLAlchemy, Django).
 
 Why: transactional enqueue and the outbox write with the client's
 connection (psycopg, aiomysql, sqlite3), in the transaction the application
 has open on it. An application on SQLAlchemy holds a `Session`,
-`AsyncSession`, `Connection` or `AsyncConnection` instead; each wraps
-exactly that client connection, in that transaction. This module unwraps
-them, recognising SQLAlchemy's objects by their module, so SQLAlchemy is
-never imported (nor needed) here. Anything else is passed through as is.
-
-A Django connection needs no unwrapping: `django.db.connection.connection`
-is already the client's (docs/outbox.md).
+`AsyncSession`, `Connection` or `AsyncConnection` instead, and one on
+Django holds `django.db.connection`; each wraps exactly that client
+connection, in that transaction (Django's inside `transaction.atomic()`).
+This module unwraps them, recognising the frameworks' objects by their
+module, so neither framework is imported (nor needed) here. Anything else
+is passed through as is.
 """
 
 from __future__ import annotations
@@ -20,6 +19,10 @@ from typing import Any
 
 def _is_sqlalchemy(obj: object) -> bool:
     return type(obj).__module__.startswith("sqlalchemy.")
+
+
+def _is_django(obj: object) -> bool:
+    return type(obj).__module__.startswith("django.") and hasattr(obj, "ensure_connection")
 
 
 async def client_connection(obj: Any) -> Any:
@@ -35,7 +38,11 @@ async def client_connection(obj: Any) -> Any:
 
 
 def client_connection_sync(obj: Any) -> Any:
-    """`client_connection` for SQLAlchemy's blocking `Session` and `Connection`."""
+    """`client_connection` for SQLAlchemy's blocking `Session` and `Connection`, and for
+    Django's connection (connected first, as Django does on its first query)."""
+    if _is_django(obj):
+        obj.ensure_connection()
+        return obj.connection
     if not _is_sqlalchemy(obj):
         return obj
     if hasattr(obj, "get_bind") and callable(getattr(obj, "connection", None)):  # Session
