@@ -5,8 +5,9 @@ Why a command of its own: the relay is to the outbox what a worker is to a
 queue, a long-running process a deploy starts (one or several, on any
 machines: they share the rows safely), and it needs no job handlers. It
 relays every connection that has an outbox, or the one `--connection`
-names; SIGTERM or Ctrl-C stops it after the batch in hand, which leaves
-nothing half-done (a row is deleted only after its target confirmed it).
+names; SIGTERM or Ctrl-C stops it after the batch in hand (an idle relay
+within `--idle-wait`), which leaves nothing half-done (a row is deleted
+only after its target confirmed it).
 `--drain` relays what is committed now and exits, for scripts and tests.
 """
 

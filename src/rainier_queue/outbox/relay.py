@@ -19,11 +19,14 @@ a poll every `poll_interval` on MySQL/MariaDB and SQLite.
 A target that is down (`BrokerUnavailable`, or a push whose outcome is
 unknown) costs nothing but time: the rows are handed back, the relay waits
 (doubling up to `max_backoff`) and tries again. A target that refuses a
-batch (`BrokerRejected`) is asked again one job at a time, so one job it
+batch (`BrokerRejected`) is asked again one job at a time, so a job it
 cannot take goes to the outbox's failed table with the target's words,
 where `rainier-queue failed/retry` on the outbox finds it, and the rest go
-on. A target that is not provisioned refuses every job alike: that is a
-setting to fix, so the rows stay and the relay backs off.
+on. A job for a queue the target has not provisioned waits in the outbox
+(due again after `max_backoff`) until `rainier-queue provision` makes it,
+and the rest go on. A target that refuses every job alike (credentials,
+TLS) has a setting to fix, not bad jobs: the rows stay and the relay backs
+off.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..envelope import QueuedJob
-from ..errors import BrokerError, BrokerRejected, MalformedEntry, NotProvisioned
+from ..errors import BrokerError, BrokerRejected, LeaseLost, MalformedEntry, NotProvisioned
 from ..queue import Queue, Reservation
 from .rows import carried
 from .store import Outbox
@@ -86,10 +89,12 @@ class Relay:
         """Relay until `stop` is set (or forever); rides out outages of either side."""
         stop = stop or asyncio.Event()
         delay = self.settings.first_backoff
+        wait = True
         while not stop.is_set():
             try:
-                moved = await self.relay_batch(wait=True)
+                moved = await self.relay_batch(wait=wait)
             except BrokerError as exc:
+                wait = True
                 self.counts.outages += 1
                 log.warning(
                     "the outbox relay to `%s` is waiting %.1fs: %s",
@@ -102,6 +107,7 @@ class Relay:
                 continue
             if moved:
                 delay = self.settings.first_backoff
+            wait = moved < self.settings.batch  # a full batch: more may be waiting now
 
     async def drain(self) -> int:
         """Relay until no committed row waits; how many rows were taken off the outbox."""
@@ -130,14 +136,8 @@ class Relay:
             return len(held)
         try:
             await self.target.push_many(jobs)
-        except NotProvisioned:
-            await store.hand_back_unstarted(rows)
-            raise
-        except BrokerRejected as exc:
-            if len(jobs) == 1:
-                await self._refuse(rows[0], f"the target refused it: {exc}")
-            else:
-                await self._one_by_one(jobs, rows)
+        except BrokerRejected:
+            await self._one_by_one(jobs, rows)
             return len(held)
         except BaseException:
             await store.hand_back_unstarted(rows)
@@ -162,21 +162,59 @@ class Relay:
         return jobs, rows
 
     async def _one_by_one(self, jobs: Sequence[QueuedJob], rows: Sequence[Reservation]) -> None:
-        """A refused batch, pushed again job by job, so only the job refused is set aside."""
+        """A refused batch, pushed again job by job, so only the jobs refused stay behind.
+
+        A job whose queue the target has not provisioned waits in the outbox
+        (due again after `max_backoff`) while the rest go on: provisioning
+        fixes it. Any other refusal sets the job aside in the outbox's failed
+        table, but only beside a job the target took: when it refuses all of
+        them, the refusal is the target's (credentials, TLS, a setting), not
+        the jobs', so they are handed back and the refusal raised, for the
+        relay to wait and try again.
+        """
+        refused: list[tuple[Reservation, BrokerRejected]] = []
+        unprovisioned: list[tuple[Reservation, NotProvisioned]] = []
+        took = 0
         for index, (job, row) in enumerate(zip(jobs, rows, strict=True)):
             try:
                 await self.target.push(job)
-            except NotProvisioned:
-                await self.outbox.store.hand_back_unstarted(rows[index:])
-                raise
+            except NotProvisioned as exc:
+                unprovisioned.append((row, exc))
+                continue
             except BrokerRejected as exc:
-                await self._refuse(row, f"the target refused it: {exc}")
+                refused.append((row, exc))
                 continue
             except BaseException:
-                await self.outbox.store.hand_back_unstarted(rows[index:])
+                await self._hand_back(
+                    [r for r, _ in refused], [r for r, _ in unprovisioned], rows[index:]
+                )
                 raise
             await self._settle([row])
             self.counts.relayed += 1
+            took += 1
+        for row, waiting in unprovisioned:
+            await self._postpone(row, waiting)
+        if refused and not took:
+            await self._hand_back([r for r, _ in refused])
+            raise refused[-1][1]
+        for row, refusal in refused:
+            await self._refuse(row, f"the target refused it: {refusal}")
+
+    async def _postpone(self, row: Reservation, why: NotProvisioned) -> None:
+        wait = self.settings.max_backoff
+        log.warning(
+            "outbox row %s waits %.0fs in the outbox: %s",
+            row.job.id,
+            wait.total_seconds(),
+            why,
+        )
+        try:
+            await self.outbox.store.release(row, delay=wait, count_attempt=False)
+        except LeaseLost:
+            return  # another relay has it now
+
+    async def _hand_back(self, *groups: Sequence[Reservation]) -> None:
+        await self.outbox.store.hand_back_unstarted([row for group in groups for row in group])
 
     async def _settle(self, rows: Sequence[Reservation]) -> None:
         """Delete relayed rows. One whose lease lapsed meanwhile will be relayed again."""
