@@ -64,3 +64,17 @@ async def test_a_blocking_psycopg_connection_writes_the_outbox_row_in_its_transa
         relayed = run("--config", str(setup.config), "relay", "--drain")
         assert relayed.code == 0, relayed.output
         assert dict(await arrived(setup, {1})) == {1: 1}
+
+
+async def test_doctor_shows_what_waits_in_the_outbox(tmp_path: Path) -> None:
+    async with outbox_setup("sqlite", "redis", tmp_path) as setup:
+        outbox = setup.outbox()
+        with sqlite3.connect(tmp_path / "queue.db") as conn:
+            outbox.dispatch_in_sync(conn, Placed(order=1))
+        await outbox.aclose()
+
+        result = run("--config", str(setup.config), "doctor")
+
+        assert "outbox of `default`" in result.output, result.output
+        assert "1 row(s) waiting for a relay" in result.output, result.output
+        assert "Traceback" not in result.output
