@@ -79,8 +79,11 @@ class Setup:
 
 
 @asynccontextmanager
-async def outbox_setup(store: str, target: str, tmp: Path) -> AsyncIterator[Setup]:
-    """A store and a target in namespaces of this test's own, removed afterwards."""
+async def outbox_setup(
+    store: str, target: str, tmp: Path, *, lease: str = OUTBOX_LEASE
+) -> AsyncIterator[Setup]:
+    """A store and a target in namespaces of this test's own, removed afterwards; `lease`
+    is the outbox's (how long a relay holds the rows it claimed)."""
     for name in (store, target):
         check = BACKENDS[name].check
         if check is not None:
@@ -92,7 +95,7 @@ async def outbox_setup(store: str, target: str, tmp: Path) -> AsyncIterator[Setu
     setup.config.write_text(
         "[connections.default]\n"
         f'url = "{target_url}"\n'
-        f'outbox = {{ url = "{setup.store_url}", lease = "{OUTBOX_LEASE}" }}\n',
+        f'outbox = {{ url = "{setup.store_url}", lease = "{lease}" }}\n',
         encoding="utf-8",
     )
     outbox = setup.outbox()

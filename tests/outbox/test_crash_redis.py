@@ -12,6 +12,8 @@ import pytest
 from .crash import killed_application_then_killed_relay
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(240)  # processes started, killed and waited out
 @pytest.mark.parametrize("store", ["postgres", "mysql", "sqlite"])
 async def test_committed_dispatches_reach_redis_through_killed_processes(
     store: str, tmp_path: Path
