@@ -110,3 +110,22 @@ async def test_a_row_that_is_not_an_outbox_row_is_set_aside_and_the_rest_go_on(
         assert "written-by-hand" in failed.error
         await outbox.aclose()
         assert set(await arrived(setup, {1})) == {1}
+
+
+async def test_a_sql_connection_without_an_outbox_takes_the_job_in_the_transaction_itself(
+    tmp_path: Path,
+) -> None:
+    manager = QueueManager(open_queue(f"sqlite:///{tmp_path / 'app.db'}"))
+    try:
+        await manager.queue.size("default")  # its tables first, as provision makes them
+        with sqlite3.connect(tmp_path / "app.db") as conn:  # committed on leaving
+            kept = await manager.dispatch_in(conn, Placed(order=1))
+        conn = sqlite3.connect(tmp_path / "app.db")
+        await manager.dispatch_in(conn, Placed(order=2))
+        conn.rollback()
+        conn.close()
+
+        [got] = await manager.queue.reserve("default", limit=5)
+        assert (got.job.id, got.job.payload) == (kept, {"order": 1})
+    finally:
+        await manager.aclose()
