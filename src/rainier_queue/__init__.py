@@ -27,6 +27,7 @@ from .errors import (
     BrokerUnavailable,
     ConfigurationError,
     DeliveryExhausted,
+    DuplicateJob,
     HandlerInterrupted,
     HandlerTimedOut,
     JobError,
@@ -49,6 +50,7 @@ from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, Job
 from .job import Job, JobFunction, job
 from .locks import Cache, Lock, LockManager
 from .manager import QueueManager
+from .outbox import Outbox, Relay, RelaySettings
 from .queue import (
     Capabilities,
     Countable,
@@ -90,6 +92,7 @@ __all__ = [
     "ConnectionConfig",
     "Countable",
     "DeliveryExhausted",
+    "DuplicateJob",
     "Dependencies",
     "EventDispatcher",
     "FailedJob",
@@ -113,11 +116,14 @@ __all__ = [
     "MissingDependency",
     "NotProvisioned",
     "NotReplicated",
+    "Outbox",
     "OutcomeUnknown",
     "PayloadError",
     "PendingDispatch",
     "Provisionable",
     "Queue",
+    "Relay",
+    "RelaySettings",
     "QueueConfig",
     "QueueCounts",
     "QueueError",

@@ -13,7 +13,7 @@ from rainier_queue.connections import QueueConfig, open_queue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerUnavailable, ConfigurationError
 from rainier_queue.manager import QueueManager
-from rainier_queue.outbox import Outbox, Relay
+from rainier_queue.outbox import Outbox, Relay, carried
 from rainier_queue.queue import FailedJobStore, TransactionalEnqueue
 
 from ..contract.backends import BACKENDS
@@ -129,3 +129,34 @@ async def test_a_sql_connection_without_an_outbox_takes_the_job_in_the_transacti
         assert (got.job.id, got.job.payload) == (kept, {"order": 1})
     finally:
         await manager.aclose()
+
+
+@pytest.mark.parametrize("target", ["postgres", "mysql", "sqlite"])
+async def test_a_sql_target_that_holds_the_job_already_takes_the_row_as_delivered(
+    target: str, tmp_path: Path
+) -> None:
+    async with outbox_setup(
+        "sqlite" if target != "sqlite" else "postgres", target, tmp_path
+    ) as setup:
+        outbox = setup.outbox()
+        app = await setup.app()
+        first = await outbox.dispatch_in(app.connection, Placed(order=1))
+        await outbox.dispatch_in(app.connection, Placed(order=2))
+        await app.commit()
+        await app.close()
+        landing = setup.target_queue()
+        try:
+            # A relay that died after its push and before the delete left this behind.
+            for row in await outbox.store.reserve("default", limit=5):
+                if row.job.id == first:
+                    await landing.push(carried(row.job))
+                await outbox.store.release(row, count_attempt=False)
+
+            relay = Relay(outbox, landing)
+            assert await relay.drain() == 2
+            assert relay.counts.duplicates == 1
+            assert relay.counts.refused == 0
+        finally:
+            await landing.aclose()
+            await outbox.aclose()
+        assert dict(await arrived(setup, {1, 2})) == {1: 1, 2: 1}

@@ -6,7 +6,8 @@ Why this order: a row is deleted only after the target confirmed the push
 where it was, and the next relay pushes it again: every committed dispatch
 arrives at least once. What the target does with the second copy depends
 on the target (docs/outbox.md has the table): the job's id travels with it,
-so a target that keys by id drops it.
+so a target that keys by id drops it (NATS), or refuses it with
+`DuplicateJob` (the SQL drivers), which the relay takes as delivered.
 
 How several relays share one outbox: they claim rows as workers claim
 jobs, through the store's `reserve` (`FOR UPDATE SKIP LOCKED` on PostgreSQL
@@ -38,7 +39,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ..envelope import QueuedJob
-from ..errors import BrokerError, BrokerRejected, LeaseLost, MalformedEntry, NotProvisioned
+from ..errors import (
+    BrokerError,
+    BrokerRejected,
+    DuplicateJob,
+    LeaseLost,
+    MalformedEntry,
+    NotProvisioned,
+)
 from ..queue import Queue, Reservation
 from .rows import carried
 from .store import Outbox
@@ -68,6 +76,10 @@ class RelayCounts:
     """Jobs the target confirmed (a row relayed twice counts twice)."""
     refused: int = 0
     """Rows moved to the outbox's failed table (not an outbox row, or refused by the target)."""
+    duplicates: int = 0
+    """Jobs the target refused as held already (`DuplicateJob`: relayed before, by a relay
+    that died before deleting the row); their rows are deleted like the rest, and they
+    count in `relayed` too."""
     outages: int = 0
     """Batches handed back because the target (or the store) could not be reached."""
 
@@ -164,7 +176,8 @@ class Relay:
     async def _one_by_one(self, jobs: Sequence[QueuedJob], rows: Sequence[Reservation]) -> None:
         """A refused batch, pushed again job by job, so only the jobs refused stay behind.
 
-        A job whose queue the target has not provisioned waits in the outbox
+        A job the target holds already (`DuplicateJob`) is delivered: its row
+        is deleted. A job whose queue the target has not provisioned waits in the outbox
         (due again after `max_backoff`) while the rest go on: provisioning
         fixes it. Any other refusal sets the job aside in the outbox's failed
         table, but only beside a job the target took: when it refuses all of
@@ -178,6 +191,8 @@ class Relay:
         for index, (job, row) in enumerate(zip(jobs, rows, strict=True)):
             try:
                 await self.target.push(job)
+            except DuplicateJob:
+                self.counts.duplicates += 1  # relayed before: the target holds it already
             except NotProvisioned as exc:
                 unprovisioned.append((row, exc))
                 continue

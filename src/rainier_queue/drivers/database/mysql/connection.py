@@ -50,6 +50,7 @@ from ....errors import (
     BrokerRejected,
     BrokerUnavailable,
     ConfigurationError,
+    DuplicateJob,
     OutcomeUnknown,
     TLSVerificationError,
 )
@@ -264,6 +265,12 @@ def translate(exc: BaseException, address: ServerAddress) -> BaseException:
         )
     if isinstance(exc, pymysql.err.InterfaceError):
         return BrokerUnavailable(f"the connection to MySQL at {where} is gone: {exc}")
+    if (
+        isinstance(exc, pymysql.err.IntegrityError)
+        and _code(exc) == _DUPLICATE_KEY
+        and "jobs_id" in str(exc)
+    ):
+        return DuplicateJob(f"MySQL at {where} holds a job with that id already: {exc}")
     if isinstance(exc, pymysql.err.Error):
         return BrokerRejected(f"MySQL at {where} refused the operation: {exc}")
     if isinstance(exc, OSError | TimeoutError | EOFError):

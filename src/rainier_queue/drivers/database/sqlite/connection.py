@@ -27,7 +27,7 @@ from datetime import timedelta
 from typing import TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ....errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from ....errors import BrokerRejected, BrokerUnavailable, ConfigurationError, DuplicateJob
 from .one_thread import OneThread
 
 T = TypeVar("T")
@@ -115,7 +115,13 @@ def translated(path: str) -> Iterator[None]:
                 "run `rainier-queue provision` or open it with migrate = true"
             ) from exc
         raise BrokerRejected(f"SQLite refused the operation on {path}: {exc}") from exc
-    except (sqlite3.IntegrityError, sqlite3.DataError) as exc:
+    except sqlite3.IntegrityError as exc:
+        if str(exc).startswith("UNIQUE constraint failed") and str(exc).endswith("jobs.id"):
+            raise DuplicateJob(
+                f"SQLite file {path} holds a job with that id already: {exc}"
+            ) from exc
+        raise BrokerRejected(f"SQLite refused the write on {path}: {exc}") from exc
+    except sqlite3.DataError as exc:
         raise BrokerRejected(f"SQLite refused the write on {path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:  # "file is not a database", corruption
         raise BrokerRejected(f"SQLite cannot use {path}: {exc}") from exc
