@@ -28,6 +28,7 @@ from .errors import (
     BrokerUnavailable,
     ConfigurationError,
     DeliveryExhausted,
+    DuplicateJob,
     HandlerInterrupted,
     HandlerTimedOut,
     JobError,
@@ -55,6 +56,7 @@ from .listeners import QueuedListeners
 from .locks import Cache, Lock, LockManager
 from .lookup import JobFailedError, ResultNotKept
 from .manager import QueueManager
+from .outbox import Outbox, Relay, RelaySettings
 from .queue import (
     Capabilities,
     Countable,
@@ -99,6 +101,7 @@ __all__ = [
     "Countable",
     "DeliveryExhausted",
     "Dependencies",
+    "DuplicateJob",
     "EventDispatcher",
     "FailedJob",
     "FailedJobStore",
@@ -124,6 +127,7 @@ __all__ = [
     "MissingDependency",
     "NotProvisioned",
     "NotReplicated",
+    "Outbox",
     "OutcomeUnknown",
     "Pausable",
     "PayloadError",
@@ -136,6 +140,8 @@ __all__ = [
     "QueueManager",
     "QueuedJob",
     "QueuedListeners",
+    "Relay",
+    "RelaySettings",
     "Reservation",
     "ResultNotKept",
     "Retry",

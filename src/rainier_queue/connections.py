@@ -69,6 +69,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from . import drivers
 from .cache.stores import open_cache
@@ -81,6 +82,8 @@ from .errors import ConfigurationError, UnknownConnection, UnknownOption
 from .interpolation import interpolate, unset_error
 from .locks import LockManager
 from .manager import QueueManager
+from .outbox import DEFAULT_PREFIX as OUTBOX_PREFIX
+from .outbox import Outbox
 from .queue import Queue
 from .redact import redact_url
 from .registry import JobRegistry
@@ -103,6 +106,11 @@ class ConnectionConfig:
     worker: Mapping[str, Any] = field(default_factory=dict)
     """Settings for a worker on this connection (`WorkerOptions` keyword arguments), from
     the connection's `worker` table; the command line's flags win over them."""
+    outbox: str | None = None
+    """URL of the SQL database (the application's own) that holds this connection's outbox,
+    from the connection's `outbox` key; None without one (docs/outbox.md)."""
+    outbox_options: Mapping[str, Any] = field(default_factory=dict)
+    """The outbox store's driver options, from an `outbox` table's keys beside `url`."""
     unresolved: str | None = None
     """Why this connection cannot be opened here: the environment variables its table
     names that are not set (None: it can be). Refused when the connection is used."""
@@ -285,7 +293,11 @@ class QueueConfig:
         directory, as a shell user expects.
         """
         connections = {
-            name: dataclasses.replace(conn, url=_anchored(conn.url, folder))
+            name: dataclasses.replace(
+                conn,
+                url=_anchored(conn.url, folder),
+                outbox=None if conn.outbox is None else _anchored(conn.outbox, folder),
+            )
             for name, conn in self.connections.items()
         }
         locks = None if self.locks is None else _anchored(self.locks, folder)
@@ -306,6 +318,23 @@ class QueueConfig:
             exc.args = (f"queue connection `{name}`: {exc}", *exc.args[1:])
             raise
 
+    def open_outbox(self, name: str, context: DriverContext | None = None) -> Outbox | None:
+        """The outbox of connection `name` (its store opened, not yet connected), or None."""
+        conn = self.connections.get(name)
+        if conn is None:
+            raise UnknownConnection(name, self.connections)
+        if conn.outbox is None or conn.unresolved is not None:
+            return None
+        options = dict(conn.outbox_options)
+        if "prefix" not in options and "prefix=" not in urlsplit(conn.outbox).query:
+            options["prefix"] = OUTBOX_PREFIX
+        try:
+            store = open_queue(conn.outbox, options, context)
+        except ConfigurationError as exc:
+            exc.args = (f"the outbox of connection `{name}`: {exc}", *exc.args[1:])
+            raise
+        return Outbox(store, target=name)
+
     def build(
         self,
         registry: JobRegistry | None = None,
@@ -323,6 +352,11 @@ class QueueConfig:
             for name, conn in sorted(self.connections.items())
         }
         locks = LockManager(open_cache(self.locks)) if self.locks else None
+        outboxes = {
+            name: outbox
+            for name in sorted(self.connections)
+            if (outbox := self.open_outbox(name, context)) is not None
+        }
         return QueueManager(
             queues[self.default],
             registry=registry,
@@ -331,6 +365,7 @@ class QueueConfig:
             locks=locks,
             default_queues=self.queues,
             dependencies=context.dependencies,
+            outboxes=outboxes,
         )
 
     def __repr__(self) -> str:
@@ -443,8 +478,30 @@ def _connection(
     settings = worker_settings(
         worker, where=f"the worker settings of connection `{name}` ({source})"
     )
-    options = {k: v for k, v in value.items() if k not in ("url", "driver", "worker")}
-    return ConnectionConfig(name=name, url=url, options=options, worker=settings)
+    outbox, outbox_options = _outbox(name, value.get("outbox"), source)
+    options = {k: v for k, v in value.items() if k not in ("url", "driver", "worker", "outbox")}
+    return ConnectionConfig(
+        name=name,
+        url=url,
+        options=options,
+        worker=settings,
+        outbox=outbox,
+        outbox_options=outbox_options,
+    )
+
+
+def _outbox(name: str, value: Any, source: str) -> tuple[str | None, dict[str, Any]]:
+    """A connection's `outbox` key: a URL, or a table with `url` and the store's options."""
+    if value is None:
+        return None, {}
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, Mapping) and isinstance(value.get("url"), str):
+        return value["url"], {k: v for k, v in value.items() if k != "url"}
+    raise ConfigurationError(
+        f"connection `{name}` ({source}): `outbox` must be the URL of the application's "
+        'database, such as outbox = "postgresql://app@db/app", or a table with `url`'
+)
 
 
 def _environment_drivers() -> str:

@@ -168,6 +168,16 @@ class TLSVerificationError(BrokerRejected):
         self.host = host
 
 
+class DuplicateJob(BrokerRejected):
+    """A push carried a job id the backend stores already, and nothing was written.
+
+    Raised where the backend keys jobs by id (the SQL drivers' unique index),
+    so a push repeated after its answer was lost, or a job relayed twice
+    from an outbox, is refused rather than stored twice. The job that holds
+    the id is the same job: for a relay, the push is done.
+    """
+
+
 class NotProvisioned(BrokerRejected):
     """A push or reserve on a queue whose resources were never made on the server.
 
@@ -314,6 +324,7 @@ __all__ = [
     "BrokerUnavailable",
     "ConfigurationError",
     "DeliveryExhausted",
+    "DuplicateJob",
     "HandlerInterrupted",
     "HandlerTimedOut",
     "JobControl",

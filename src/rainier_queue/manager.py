@@ -56,11 +56,13 @@ from .envelope.packing import (
     check_queue_name,
     unique_lock_name,
 )
-from .errors import OutcomeUnknown, UnknownConnection, UnsupportedOperation
+from .errors import ConfigurationError, OutcomeUnknown, UnknownConnection, UnsupportedOperation
 from .instrument import PushScope, QueueObserver, instrumented
 from .job import Job
 from .jobstate import JobState, WorkerBeat
 from .locks import Lock, LockManager
+from .outbox import Outbox
+from .outbox.frameworks import client_connection
 from .queue import Pausable, Queue
 from .registry import JobRegistry
 
@@ -87,6 +89,7 @@ class QueueManager:
         observers: Sequence[QueueObserver] = (),
         dependencies: Dependencies | None = None,
         push_scopes: Sequence[PushScope] = (),
+        outboxes: Mapping[str, Outbox] | None = None,
     ) -> None:
         self.registry = registry if registry is not None else JobRegistry()
         self.locks = locks
@@ -110,6 +113,10 @@ class QueueManager:
         self._ports = _instrumented_all(self._connections, self._observers, self._push_scopes)
         """What dispatch pushes through: the connections themselves, or, with
         observers or push scopes, each behind an `InstrumentedQueue` that tells them."""
+        self._outboxes: dict[str, Outbox] = dict(outboxes or {})
+        for name in self._outboxes:
+            if name not in self._connections:
+                raise UnknownConnection(name, self._connections)
         self._warned_no_locks = False
         self._blocking: BlockingManager | None = None
         self._blocking_lock = threading.Lock()
@@ -428,6 +435,53 @@ class QueueManager:
         """The heartbeats of the workers on a connection, gone ones included (`is_gone`)."""
         return await lookup.workers(self.connection(connection))
 
+    # -- inside the application's transaction -----------------------------------
+
+    def outbox(self, name: str | None = None) -> Outbox | None:
+        """The outbox of connection `name` (the default when None), or None without one."""
+        key = self._default_name if name is None else name
+        self.connection(key)  # an undeclared name is an error, never None
+        return self._outboxes.get(key)
+
+    async def dispatch_in(
+        self, transaction: Any, job: Job, *, on_connection: str | None = None
+    ) -> str:
+        """Dispatch `job` inside the application's open transaction on `transaction`.
+
+        The job reaches its connection exactly when that transaction commits:
+        through the connection's outbox when it has one (`outbox = ...` in its
+        table; a relay moves committed rows), else by the connection's own
+        `push_in` when it can join the transaction (PostgreSQL, MySQL/MariaDB,
+        SQLite). `transaction` is the application's connection of that
+        database's client, or a SQLAlchemy session or connection over one.
+        No uniqueness lock is taken (it lives outside the transaction).
+        Returns the job's id.
+        """
+        return (await self.dispatch_many_in(transaction, [job], on_connection=on_connection))[0]
+
+    async def dispatch_many_in(
+        self, transaction: Any, jobs: Sequence[Job], *, on_connection: str | None = None
+    ) -> list[str]:
+        """`dispatch_in` for several jobs, in order, in one write."""
+        envelopes = build_envelopes([(_require_job(job), DEFAULTS) for job in jobs])
+        name = self._default_name if on_connection is None else on_connection
+        queue = self.connection(name)
+        # Sealed here, under the target connection's key ring, so no payload waits in
+        # the outbox table (or the application's transaction) in the clear.
+        envelopes = list(queue.sealed(envelopes))
+        outbox = self._outboxes.get(name)
+        if outbox is not None:
+            return await outbox.dispatch_many_in(transaction, envelopes)
+        many = getattr(queue, "push_many_in", None)
+        transaction = await client_connection(transaction)
+        if many is None:
+            raise ConfigurationError(
+                f"connection `{name}` ({queue.describe()}) cannot join the application's "
+                "transaction: give it an outbox in the application's database "
+                f'([connections.{name}] outbox = "postgresql://..."; docs/outbox.md)'
+            )
+        return list(await many(transaction, envelopes))
+
     # -- facades, lifecycle -------------------------------------------------------
 
     def blocking(self) -> BlockingManager:
@@ -451,6 +505,8 @@ class QueueManager:
             if id(queue) not in seen:
                 seen.add(id(queue))
                 await queue.aclose()
+        for outbox in self._outboxes.values():
+            await outbox.aclose()
         if self.locks is not None:
             await self.locks.cache.aclose()
 

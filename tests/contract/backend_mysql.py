@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pymysql  # type: ignore[import-untyped]
 
+from ..app_transactions import mysql_transaction
 from ..foreign.catalog import NUL_BAD_ROWS
 from ..foreign.planting import sql_rows
 from ..mysql_service import SERVER, ThrowawayServer, check, drop_tables
@@ -104,6 +105,7 @@ TLS_RULES = TLS(
 BACKEND = Backend(
     "mysql",
     lambda tmp, ns: f"{SERVER}?prefix={ns}_",
+    transaction=lambda tmp: mysql_transaction(),
     check=check,
     cleanup=_cleanup,
     secret_url=_secret_url,

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import psycopg
 
+from ..app_transactions import postgres_transaction
 from ..foreign.planting import sql_rows
 from ..postgres import PG_URL, drop_prefixed, require_postgres
 from ..postgres_server import ThrowawayPostgres
@@ -116,6 +117,7 @@ TLS_RULES = TLS(
 BACKEND = Backend(
     "postgres",
     lambda tmp, ns: f"{PG_URL}?prefix={ns}_",
+    transaction=lambda tmp: postgres_transaction(),
     check=require_postgres,
     cleanup=_cleanup,
     secret_url=_secret_url,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from ..app_transactions import sqlite_transaction
 from ..foreign.catalog import NUL_BAD_ROWS, SQLITE_BAD_ROWS, SQLITE_GOOD_VARIANTS
 from ..foreign.planting import sql_rows
 from .backends import Backend
@@ -46,6 +47,7 @@ PLANT = sql_rows(
 BACKEND = Backend(
     "sqlite",
     lambda tmp, ns: f"sqlite:///{tmp / 'queue.db'}?prefix={ns}_",
+    transaction=lambda tmp: sqlite_transaction(tmp / "queue.db"),
     backlog=(10_000, 2),  # one writer at a time: the foundation's 10,000 over 2
     wake_only=WAKE_ONLY,
     plant=PLANT,

@@ -43,6 +43,7 @@ from rainier_queue.connections import open_queue
 from rainier_queue.drivers import DriverContext
 from rainier_queue.queue import Queue
 
+from ..app_transactions import AppTransaction
 from ..tls_certs import Certs
 from .raw_storage import Raw
 
@@ -194,6 +195,10 @@ class Backend:
     """Options under which an idle wait ends within the wake-up tests' bound only by being
     woken, for a driver that also polls: its poll pushed out to a minute. Empty where
     nothing but a wake-up ends a wait anyway."""
+    transaction: Callable[[Path], Coroutine[Any, Any, AppTransaction]] | None = None
+    """Open the application's own connection to the store (given the per-test temp dir),
+    with a transaction open on it, for a driver that declares `transactional_enqueue`
+    (test_transactional_enqueue.py). None for the rest."""
     lacks: Mapping[str, str] = field(default_factory=dict)
     """Hook (or ability, such as `processes`: being opened by another process) -> why this
     driver cannot give it. The tests that need it are skipped here with that reason."""

@@ -44,6 +44,7 @@ COMMANDS = {
     "pause": "pausing",
     "provision": "provision",
     "reencrypt": "encryption",
+    "relay": "relay",
     "resume": "pausing",
     "retry": "admin",
     "schedule": "schedule",

@@ -25,9 +25,12 @@ import click
 
 from ..errors import BrokerError
 from ..job import Job
+from ..outbox import Outbox
 from ..queue import (
     Capabilities,
+    Countable,
     Diagnosable,
+    FailedJobListing,
     Finding,
     HealthNotes,
     Migratable,
@@ -82,6 +85,9 @@ def doctor(state: State, schedule_spec: str | None) -> None:
             default = " (default)" if name == loaded.manager.default_connection else ""
             click.secho(f"connection `{name}`{default}: {queue.describe()}", bold=True)
             await _connection(loaded, name, queue, report)
+            outbox = loaded.manager.outbox(name)
+            if outbox is not None:
+                await _outbox(outbox, name, report)
         _locks(loaded, report)
         heading, findings = await schedule_findings(
             loaded, schedule_spec, state.settings.connection
@@ -189,6 +195,43 @@ async def _provisioning(loaded: Loaded, name: str, queue: Queue, report: Report)
             _with_fix(finding, f" --connection {name}" if several else ""),
         )
     return True
+
+
+async def _outbox(outbox: Outbox, name: str, report: Report) -> None:
+    """Whether the connection's outbox is in place, and what waits in it."""
+    store = outbox.store
+    try:
+        findings = await store.check_provisioned([name]) if isinstance(store, Provisionable) else []
+        # Counting would make missing tables (`migrate = true`): doctor only reads.
+        ready = not findings
+        counts = await store.counts(name) if ready and isinstance(store, Countable) else None
+        failed = (
+            await store.failed_jobs(queue=name, limit=100)
+            if ready and isinstance(store, FailedJobListing)
+            else []
+        )
+    except BrokerError as exc:
+        report.add("problem", f"{outbox.describe()} cannot be reached: {message_for(exc)}")
+        return
+    for finding in findings:
+        report.add(
+            "warn" if finding.fixed_on_first_use else "problem",
+            f"its outbox: {_with_fix(finding, f' --connection {name}')}",
+        )
+    if counts is not None:
+        report.add(
+            "ok",
+            f"{outbox.describe()}: {counts.waiting} row(s) waiting for a relay, "
+            f"{counts.reserved} held by relays, {counts.delayed} waiting for their queue to be "
+            "provisioned; run `rainier-queue relay` (or `work --with-relay`) to move them",
+        )
+    if failed:
+        more = "+" if len(failed) >= 100 else ""
+        report.add(
+            "warn",
+            f"{len(failed)}{more} outbox row(s) set aside in the outbox's failed table "
+            f"(tables {getattr(store, 'prefix', '')}*), the first because: {failed[0].error}",
+        )
 
 
 def _with_fix(finding: Finding, connection: str) -> str:

@@ -59,6 +59,11 @@ def _command(state: State, queue: tuple[str, ...]) -> None:
                 continue
             done.add(id(target))
             left += await _provision_one(name, target, queues)
+            outbox = loaded.manager.outbox(name)
+            if outbox is not None:
+                for line in await outbox.provision():
+                    echo(f"{name}: outbox: {line}")
+                echo(f"{name}: {outbox.describe()} is ready")
         return ExitCode.PROBLEMS if left else ExitCode.OK
 
     run_command(state, body)

@@ -35,6 +35,7 @@ from ..durations import format_duration, parse_duration
 from ..envelope import format_time
 from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
+from ..outbox import Relay
 from ..queue import Queue
 from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
 from .collector import StartUpPause
@@ -196,6 +197,13 @@ def _shown(value: timedelta | None) -> str:
     "the application.",
 )
 @click.option(
+    "--with-relay",
+    is_flag=True,
+    default=False,
+    help="Also relay the connection's outbox to it in this process (see `relay`); "
+    "safe on every worker: each row is claimed by one relay at a time.",
+)
+@click.option(
     "--progress/--no-progress",
     default=None,
     help="Progress with --stop-when-empty: a bar on a terminal, a line every few seconds "
@@ -209,6 +217,7 @@ def work(ctx: click.Context, /, **params: Any) -> None:
     progress: bool | None = params.pop("progress")
     with_scheduler: bool = params.pop("with_scheduler")
     schedule_spec: str | None = params.pop("schedule_spec")
+    with_relay: bool = params.pop("with_relay")
     queues = _parse_queues(params.pop("queues"))
     telemetry = TelemetryFlags(
         metrics_port=params.pop("metrics_port"),
@@ -226,7 +235,7 @@ def work(ctx: click.Context, /, **params: Any) -> None:
     if processes > 1:
         scheduling = (schedule_spec,) if with_scheduler else None
         raise click.exceptions.Exit(
-            _supervise(ctx, state, processes, queues, given, scheduling, telemetry)
+            _supervise(ctx, state, processes, queues, given, scheduling, telemetry, with_relay)
         )
 
     stranded: list[int] = []
@@ -241,6 +250,7 @@ def work(ctx: click.Context, /, **params: Any) -> None:
             from .schedule import build_scheduler  # only a scheduling worker loads the scheduler
 
             scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
+        relay = _relay_for(loaded, state, queue) if with_relay else None
         async with worker_instruments(telemetry, loaded, queue, options.queues) as instruments:
             return await _run_worker(
                 loaded,
@@ -249,6 +259,7 @@ def work(ctx: click.Context, /, **params: Any) -> None:
                 show_bar,
                 stranded,
                 scheduler,
+                relay,
                 started=pause.end,
                 instruments=instruments,
             )
@@ -329,6 +340,7 @@ async def _run_worker(
     show_bar: bool,
     stranded: list[int],
     scheduler: Scheduler | None = None,
+    relay: Relay | None = None,
     *,
     started: Callable[[], None] = lambda: None,
     instruments: Instruments | None = None,
@@ -368,6 +380,10 @@ async def _run_worker(
     if scheduler is not None:
         note(f"scheduling {len(scheduler.entries)} schedule(s) in this worker")
         scheduling = asyncio.create_task(scheduler.run(stop_scheduling))
+    relaying = None
+    if relay is not None:
+        note(f"relaying the {relay.outbox.describe()} in this worker")
+        relaying = asyncio.create_task(relay.run(stop_scheduling))
     with tally:
         try:
             started()
@@ -378,6 +394,8 @@ async def _run_worker(
             stop_scheduling.set()
             if scheduling is not None:
                 await scheduling
+            if relaying is not None:
+                await relaying
     if json_mode():
         fields = summary_fields(stats, clock.elapsed)
         say_json("info", summary(stats, clock.elapsed), fields, err=False)
@@ -408,6 +426,18 @@ async def _run_worker(
     return _code(stats)
 
 
+def _relay_for(loaded: Loaded, state: State, queue: Queue) -> Relay:
+    """The relay of the worker's connection's outbox; a `Problem` when it has none."""
+    name = loaded.connection_name(state.settings.connection)
+    outbox = loaded.manager.outbox(name)
+    if outbox is None:
+        raise Problem(
+            f"--with-relay: connection `{name}` has no outbox; give it an `outbox` key (the URL "
+            "of the application's database, docs/outbox.md), or leave --with-relay out"
+        )
+    return Relay(outbox, queue)
+
+
 def _code(stats: WorkerStats) -> int:
     if stats.interrupted or stats.abandoned:
         return ExitCode.INTERRUPTED
@@ -426,6 +456,7 @@ def _supervise(
     given: dict[str, Any],
     scheduling: tuple[str | None] | None,
     telemetry: TelemetryFlags,
+    with_relay: bool = False,
 ) -> int:
     """Check once, then run `processes` copies of this command under a Supervisor.
 
@@ -436,8 +467,10 @@ def _supervise(
     served: list[str] = []
 
     async def check(loaded: Loaded) -> int:
-        _, options = _prepare(loaded, state, queues, given)
+        queue, options = _prepare(loaded, state, queues, given)
         served.extend(options.queues)
+        if with_relay:
+            _relay_for(loaded, state, queue)
         if scheduling is not None:
             from .schedule import build_scheduler
 

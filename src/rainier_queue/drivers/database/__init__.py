@@ -238,7 +238,7 @@ class DatabaseQueue(Queue):
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         if not jobs:
             return []
-        rows = [_row_for(job) for job in jobs]
+        rows = [row_for(job) for job in jobs]
         queues = {job.queue for job in jobs}
 
         async def work(s: Session) -> None:
@@ -614,7 +614,8 @@ class DatabaseQueue(Queue):
         return Rewritten(jobs + failed)
 
 
-def _row_for(job: QueuedJob) -> tuple[object, ...]:
+def row_for(job: QueuedJob) -> tuple[object, ...]:
+    """`job` as the values of the seam's push statement, in order."""
     available = to_micros(job.available_at)
     return (
         job.id,
@@ -653,4 +654,4 @@ def _lost(reservation: Reservation) -> LeaseLost:
     )
 
 
-__all__ = ["DatabaseQueue", "Dialect", "Quarantined"]
+__all__ = ["DatabaseQueue", "Dialect", "Quarantined", "row_for"]

@@ -50,6 +50,7 @@ from ....errors import (
     BrokerRejected,
     BrokerUnavailable,
     ConfigurationError,
+    DuplicateJob,
     OutcomeUnknown,
     TLSVerificationError,
 )
@@ -264,6 +265,12 @@ def translate(exc: BaseException, address: ServerAddress) -> BaseException:
         )
     if isinstance(exc, pymysql.err.InterfaceError):
         return BrokerUnavailable(f"the connection to MySQL at {where} is gone: {exc}")
+    if (
+        isinstance(exc, pymysql.err.IntegrityError)
+        and _code(exc) == _DUPLICATE_KEY
+        and "jobs_id" in str(exc)
+    ):
+        return DuplicateJob(f"MySQL at {where} holds a job with that id already: {exc}")
     if isinstance(exc, pymysql.err.Error):
         return BrokerRejected(f"MySQL at {where} refused the operation: {exc}")
     if isinstance(exc, OSError | TimeoutError | EOFError):
@@ -287,6 +294,25 @@ class _QuietCursor(aiomysql.Cursor):  # type: ignore[misc]
 
     async def _show_warnings(self, conn: Any) -> None:
         return None
+
+
+class PlainCursors:
+    """The application's connection, handing out plain (tuple) cursors whatever its default.
+
+    An application may open its connections with `DictCursor`; the queue's
+    statements read rows by position.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        if not isinstance(conn, aiomysql.Connection):
+            raise TypeError(
+                "push_in on MySQL takes the application's aiomysql connection, "
+                f"not {type(conn).__name__}"
+            )
+        self._conn = conn
+
+    def cursor(self) -> Any:
+        return self._conn.cursor(aiomysql.Cursor)
 
 
 class Session:

@@ -31,8 +31,12 @@ workers never queue up behind each other's claims. What it costs:
   the migration steps run under a named lock (`GET_LOCK`) instead of inside
   one transaction, and each step tolerates finding its table or index made
   already: a migration cut short is finished by the next one.
-- **No transactional enqueue.** The queue has its own pool, so a push does
-  not join the application's transaction.
+- **Transactional enqueue on the application's own connection.** The queue
+  has its own pool, so `push` commits on its own; `push_in(conn, job)`
+  writes the job with the application's aiomysql connection instead, in the
+  transaction it has open, so the job exists exactly when the application's
+  rows do. Workers find it at their next poll (`poll_interval`): a wake-up
+  sent before the commit would find nothing.
 - **Statement-based binlogs** warn that SKIP LOCKED is unsafe to replicate;
   run the server with `binlog_format=ROW` (the default on MySQL 8).
 
@@ -48,12 +52,15 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar
 
+import pymysql  # type: ignore[import-untyped]
 from typing_extensions import override
 
 from ...._clock import from_micros
 from ....envelope import QueuedJob
+from ....envelope.packing import envelope_of
 from ....envelope.reading import Malformed, read_columns
 from ....errors import BrokerUnavailable, ConfigurationError
+from ....job import Job
 from ....queue import DEFAULT_LEASE, Capabilities, Reservation, new_token
 from .. import POLL_INTERVAL, DatabaseQueue, Quarantined, _lost
 from ..dialect import Dialect, Work
@@ -65,8 +72,10 @@ from .connection import (
     NOW_US,
     ClientTLS,
     MySQLPool,
+    PlainCursors,
     ServerAddress,
     Session,
+    translate,
     wakeup_for,
 )
 from .push import insert_jobs
@@ -154,7 +163,7 @@ class MySQLQueue(DatabaseQueue):
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,
-        transactional_enqueue=False,
+        transactional_enqueue=True,
         due_on_server_clock=True,
         pausable=True,
         job_lookup=True,
@@ -275,6 +284,29 @@ class MySQLQueue(DatabaseQueue):
         await self._run(work)
         self._dialect.pushed()
         return [job.id for job in jobs]
+
+    async def push_in(self, connection: Any, job: QueuedJob | Job) -> str:
+        """Push `job` in the transaction the application's aiomysql `connection` has open.
+
+        The job exists exactly when that transaction commits; a rollback takes
+        it back. The connection must reach this queue's database (the tables
+        are named as the queue names them). `job` is an envelope or a `Job`
+        (packed now with its own options); returns its id. A `Job` takes no
+        uniqueness lock this way.
+        """
+        return (await self.push_many_in(connection, [job]))[0]
+
+    async def push_many_in(self, connection: Any, jobs: Sequence[QueuedJob | Job]) -> list[str]:
+        """`push_in` for several jobs, in order, in as few statements as the server allows."""
+        envelopes = [envelope_of(job) for job in jobs]
+        if not envelopes:
+            return []
+        await self._ensure_schema()  # on the queue's own pool, outside the caller's transaction
+        try:
+            await insert_jobs(Session(PlainCursors(connection)), self._tables.jobs, envelopes)
+        except pymysql.err.Error as exc:
+            raise translate(exc, self._pool.address) from exc
+        return [job.id for job in envelopes]
 
     @override
     def _claim_pass(self, queue: str, limit: int) -> Work[tuple[list[Reservation], int]]:

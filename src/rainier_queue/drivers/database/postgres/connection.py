@@ -44,6 +44,7 @@ from ....errors import (
     BrokerRejected,
     BrokerUnavailable,
     ConfigurationError,
+    DuplicateJob,
     OutcomeUnknown,
     TLSVerificationError,
     UnknownOption,
@@ -221,6 +222,12 @@ def translated(where: str) -> Iterator[None]:
         raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
     except psycopg.InterfaceError as exc:  # a connection closed under us
         raise BrokerUnavailable(f"{where} is unavailable: {_first_line(exc)}") from exc
+    except psycopg.errors.UniqueViolation as exc:
+        if (exc.diag.constraint_name or "").endswith("jobs_id"):
+            raise DuplicateJob(
+                f"{where} holds a job with that id already: {_first_line(exc)}"
+            ) from exc
+        raise BrokerRejected(f"{where} refused the operation: {_first_line(exc)}") from exc
     except psycopg.Error as exc:
         raise BrokerRejected(f"{where} refused the operation: {_first_line(exc)}") from exc
 

@@ -27,7 +27,7 @@ from datetime import timedelta
 from typing import TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ....errors import BrokerRejected, BrokerUnavailable, ConfigurationError
+from ....errors import BrokerRejected, BrokerUnavailable, ConfigurationError, DuplicateJob
 from .one_thread import OneThread
 
 T = TypeVar("T")
@@ -78,6 +78,26 @@ def resolve_file(path: str | os.PathLike[str]) -> str:
     return full
 
 
+def check_same_file(connection: sqlite3.Connection, path: str) -> None:
+    """Refuse an application connection to another file than the queue's, naming both.
+
+    A job written into another file's tables would be committed where no
+    worker of this queue looks, so the mistake is refused before any write.
+    """
+    if not isinstance(connection, sqlite3.Connection):
+        raise TypeError(
+            "push_in on SQLite takes the application's sqlite3.Connection, "
+            f"not {type(connection).__name__}"
+        )
+    files = [row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"]
+    main = files[0] if files else ""
+    if not main or os.path.realpath(main) != os.path.realpath(path):
+        raise ConfigurationError(
+            f"push_in was given a connection to {main or 'an in-memory database'!r}, but this "
+            f"queue's file is {path!r}: open the application's connection on the queue's file"
+        )
+
+
 @contextlib.contextmanager
 def translated(path: str) -> Iterator[None]:
     """Turn sqlite3's exceptions into ours, keeping the original as the cause."""
@@ -95,7 +115,13 @@ def translated(path: str) -> Iterator[None]:
                 "run `rainier-queue provision` or open it with migrate = true"
             ) from exc
         raise BrokerRejected(f"SQLite refused the operation on {path}: {exc}") from exc
-    except (sqlite3.IntegrityError, sqlite3.DataError) as exc:
+    except sqlite3.IntegrityError as exc:
+        if str(exc).startswith("UNIQUE constraint failed") and str(exc).endswith("jobs.id"):
+            raise DuplicateJob(
+                f"SQLite file {path} holds a job with that id already: {exc}"
+            ) from exc
+        raise BrokerRejected(f"SQLite refused the write on {path}: {exc}") from exc
+    except sqlite3.DataError as exc:
         raise BrokerRejected(f"SQLite refused the write on {path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:  # "file is not a database", corruption
         raise BrokerRejected(f"SQLite cannot use {path}: {exc}") from exc

@@ -32,8 +32,13 @@ processes on one machine share the file safely. What it costs:
   user, a temp dir that cannot be used), at the cost of latency only.
   Each push lists that folder and sends one datagram per waiting process,
   and every idle process woken runs one indexed read.
-- **No transactional enqueue.** The queue has its own connection, so a push
-  does not join the application's transaction even on the same file.
+- **Transactional enqueue on the application's own connection.** The queue
+  has its own connection, so `push` commits on its own; `push_in(conn, job)`
+  writes the job with the application's `sqlite3` connection to the same
+  file instead, inside whatever transaction that connection has open, so
+  the job exists exactly when the application's rows do. Workers hear of it
+  at their next poll (`poll_interval`), since a wake-up sent before the
+  commit would find nothing.
 
 Each queue owns one connection on one thread of its own; `busy_timeout`
 says how long a claim waits for another process's write lock before the
@@ -52,12 +57,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, cast
 from typing_extensions import override
 
 from ...._wakeup import Wakeup
+from ....envelope import QueuedJob
+from ....envelope.packing import envelope_of
+from ....job import Job
 from ....queue import DEFAULT_LEASE, Capabilities, QueueCounts
-from .. import POLL_INTERVAL, DatabaseQueue
+from .. import POLL_INTERVAL, DatabaseQueue, row_for
 from ..dialect import Dialect, Row, Session, Work
 from ..nearby import Rendezvous, shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
-from .connection import SQLiteThread, resolve_file
+from .connection import SQLiteThread, check_same_file, resolve_file, translated
 from .settings import SQLiteSettings
 from .untyped import UntypedTimes, warn_repaired
 
@@ -213,7 +221,7 @@ class SQLiteQueue(DatabaseQueue):
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,
-        transactional_enqueue=False,
+        transactional_enqueue=True,
         pausable=True,
         job_lookup=True,
         records=True,
@@ -261,6 +269,45 @@ class SQLiteQueue(DatabaseQueue):
             poll_interval=poll_interval,
         )
         self._untyped = UntypedTimes(self._tables.jobs)
+
+    # -- inside the application's transaction --------------------------------------
+
+    async def push_in(self, connection: sqlite3.Connection, job: QueuedJob | Job) -> str:
+        """Push `job` with the application's own `sqlite3` connection to this queue's file.
+
+        The row is written in the transaction `connection` has open (Python's
+        `sqlite3` opens one before the first write unless told otherwise), so
+        it exists exactly when that transaction commits, and a rollback takes
+        it back. `job` is an envelope or a `Job` (packed now with its own
+        options); returns its id. A `Job` takes no uniqueness lock this way.
+        """
+        return (await self.push_many_in(connection, [job]))[0]
+
+    async def push_many_in(
+        self, connection: sqlite3.Connection, jobs: Sequence[QueuedJob | Job]
+    ) -> list[str]:
+        """`push_in` for several jobs, in order, in one statement batch."""
+        if not jobs:
+            return []
+        await self._ensure_schema()  # on the queue's own connection, outside the caller's
+        return self.push_many_in_sync(connection, jobs)
+
+    def push_in_sync(self, connection: sqlite3.Connection, job: QueuedJob | Job) -> str:
+        """`push_in` for code without an event loop; the tables must exist already."""
+        return self.push_many_in_sync(connection, [job])[0]
+
+    def push_many_in_sync(
+        self, connection: sqlite3.Connection, jobs: Sequence[QueuedJob | Job]
+    ) -> list[str]:
+        """`push_many_in` for code without an event loop; the tables must exist already."""
+        envelopes = [envelope_of(job) for job in jobs]
+        if not envelopes:
+            return []
+        rows = [row_for(job) for job in envelopes]
+        with translated(self.path):
+            check_same_file(connection, self.path)
+            connection.executemany(self._sql.push, rows)
+        return [job.id for job in envelopes]
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
