@@ -333,7 +333,9 @@ class QueueConfig:
         except ConfigurationError as exc:
             exc.args = (f"the outbox of connection `{name}`: {exc}", *exc.args[1:])
             raise
-        return Outbox(store, target=name)
+        encryption = conn.options.get(ENCRYPTION)
+        keys = None if encryption is None else key_ring_from_config(encryption)
+        return Outbox(store, target=name, keys=keys)
 
     def build(
         self,
@@ -501,7 +503,7 @@ def _outbox(name: str, value: Any, source: str) -> tuple[str | None, dict[str, A
     raise ConfigurationError(
         f"connection `{name}` ({source}): `outbox` must be the URL of the application's "
         'database, such as outbox = "postgresql://app@db/app", or a table with `url`'
-)
+    )
 
 
 def _environment_drivers() -> str:

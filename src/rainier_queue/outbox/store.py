@@ -23,6 +23,7 @@ from typing import Any
 
 from ..envelope import QueuedJob
 from ..envelope.packing import envelope_of
+from ..envelope.sealing import KeyRing
 from ..errors import ConfigurationError
 from ..job import Job
 from ..queue import Queue, TransactionalEnqueue
@@ -38,10 +39,12 @@ class Outbox:
 
     `store` is a database queue on the application's database (PostgreSQL,
     MySQL/MariaDB, SQLite) with its own table prefix; `target` is the name
-    of the connection its rows are bound for.
+    of the connection its rows are bound for; `keys`, the target's key ring
+    when it encrypts payloads (docs/encryption.md): a job is sealed under it
+    before its row is written, so no payload waits in the outbox in the clear.
     """
 
-    def __init__(self, store: Queue, *, target: str) -> None:
+    def __init__(self, store: Queue, *, target: str, keys: KeyRing | None = None) -> None:
         if not isinstance(store, TransactionalEnqueue):
             raise ConfigurationError(
                 f"the outbox of connection `{target}` is on {store.describe()}, which cannot "
@@ -50,6 +53,7 @@ class Outbox:
             )
         self.store = store
         self.target = target
+        self.keys = keys
 
     async def dispatch_in(self, connection: Any, job: Job | QueuedJob) -> str:
         """Write `job` to the outbox in `connection`'s open transaction; the job's id.
@@ -66,7 +70,7 @@ class Outbox:
 
     async def dispatch_many_in(self, connection: Any, jobs: Sequence[Job | QueuedJob]) -> list[str]:
         """`dispatch_in` for several jobs, in order, in one write."""
-        rows = [outbox_row(envelope_of(job), self.target) for job in jobs]
+        rows = [outbox_row(self._sealed(job), self.target) for job in jobs]
         if not rows:
             return []
         connection = await client_connection(connection)
@@ -87,9 +91,13 @@ class Outbox:
                 f"the outbox of connection `{self.target}` is on {self.store.name}, whose "
                 "client has no blocking form; use `await dispatch_in(...)` on its async connection"
             )
-        row = outbox_row(envelope_of(job), self.target)
+        row = outbox_row(self._sealed(job), self.target)
         push(client_connection_sync(connection), [row])
         return row.id
+
+    def _sealed(self, job: Job | QueuedJob) -> QueuedJob:
+        envelope = envelope_of(job)
+        return envelope if self.keys is None else self.keys.seal(envelope)
 
     async def provision(self) -> list[str]:
         """Make the outbox's tables, or bring them up to date; one line per change."""

@@ -298,7 +298,7 @@ class MySQLQueue(DatabaseQueue):
 
     async def push_many_in(self, connection: Any, jobs: Sequence[QueuedJob | Job]) -> list[str]:
         """`push_in` for several jobs, in order, in as few statements as the server allows."""
-        envelopes = [envelope_of(job) for job in jobs]
+        envelopes = list(self.sealed([envelope_of(job) for job in jobs]))
         if not envelopes:
             return []
         await self._ensure_schema()  # on the queue's own pool, outside the caller's transaction

@@ -300,7 +300,7 @@ class SQLiteQueue(DatabaseQueue):
         self, connection: sqlite3.Connection, jobs: Sequence[QueuedJob | Job]
     ) -> list[str]:
         """`push_many_in` for code without an event loop; the tables must exist already."""
-        envelopes = [envelope_of(job) for job in jobs]
+        envelopes = list(self.sealed([envelope_of(job) for job in jobs]))
         if not envelopes:
             return []
         rows = [row_for(job) for job in envelopes]
