@@ -120,20 +120,21 @@ async def test_run_skips_the_work_when_the_lock_is_taken(cache: Cache) -> None:
 
 
 async def test_run_renews_the_lease_while_the_work_outlives_it(cache: Cache) -> None:
-    # The work takes three of the lock's TTLs; another taker is shut out throughout.
+    # The work takes two of the lock's TTLs; another taker is shut out throughout. The
+    # TTL leaves a renewal (every third of it) a second of slack on a loaded machine.
     locks = LockManager(cache)
-    ttl = timedelta(milliseconds=600)
+    ttl = timedelta(milliseconds=1500)
     refused: list[bool] = []
 
     async def long_work() -> str:
-        for _ in range(3):
+        for _ in range(2):
             await asyncio.sleep(ttl.total_seconds())
             refused.append(await locks.acquire("job", ttl) is None)
         return "done"
 
     assert await locks.run("job", long_work, ttl=ttl) == "done"
 
-    assert refused == [True, True, True]
+    assert refused == [True, True]
     assert not await locks.is_held("job")
 
 

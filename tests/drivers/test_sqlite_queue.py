@@ -204,7 +204,7 @@ async def test_a_crash_between_recording_the_failure_and_deleting_the_job_loses_
 async def test_migrations_apply_once_and_the_version_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     queue = SQLiteQueue(path, migrate=False)
-    assert await queue.schema_status() == (0, 4)
+    assert await queue.schema_status() == (0, 5)
 
     assert await queue.migrate() == [
         "0001_jobs",
@@ -216,7 +216,7 @@ async def test_migrations_apply_once_and_the_version_is_reported(tmp_path: Path)
     assert await queue.migrate() == []
     other = SQLiteQueue(path)
     assert await other.migrate() == []
-    assert await other.schema_status() == (4, 4)
+    assert await other.schema_status() == (5, 5)
     assert {"rainier_jobs", "rainier_failed_jobs", "rainier_schema_version"} <= tables(path)
     await queue.aclose()
     await other.aclose()

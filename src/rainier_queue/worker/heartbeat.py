@@ -69,21 +69,30 @@ class Heartbeat:
         self._started_at = utcnow()
         self._key = worker_key(worker_id)
         self._failing = False
+        self._wall_starts: dict[tuple[str, float], datetime] = {}
+        """Each running job's start on the wall clock, worked out once from its slot's
+        monotonic start, so every beat reports the same time for it."""
 
     def snapshot(self) -> WorkerBeat:
         """This worker now, as its heartbeat says it."""
         now = utcnow()
         mono = time.monotonic()
+        starts: dict[tuple[str, float], datetime] = {}
+        for slot in list(self._slots.running.values()):
+            if slot.started:
+                key = (slot.reservation.job.id, slot.started)
+                starts[key] = self._wall_starts.get(key) or _wall(now, mono, slot.started)
+        self._wall_starts = starts
         running = tuple(
             RunningJob(
                 job_id=slot.reservation.job.id,
                 name=slot.reservation.job.name,
                 queue=slot.reservation.job.queue,
                 attempt=slot.reservation.job.attempts,
-                started_at=_wall(now, mono, slot.started),
+                started_at=starts[(slot.reservation.job.id, slot.started)],
             )
             for slot in list(self._slots.running.values())
-            if slot.started
+            if (slot.reservation.job.id, slot.started) in starts
         )
         return WorkerBeat(
             worker_id=self.worker_id,
