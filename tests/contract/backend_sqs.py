@@ -15,6 +15,7 @@ CLI worker in another process reaches the same queues from the URL alone.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,8 +76,8 @@ async def _client_do(port: int, work: Any) -> None:
 async def _delete_namespace(port: int, namespace: str) -> None:
     async def delete(client: Any) -> None:
         answer = await client.list_queues(QueueNamePrefix=f"{namespace}-", MaxResults=1000)
-        for url in answer.get("QueueUrls", []):
-            await client.delete_queue(QueueUrl=url)
+        urls = answer.get("QueueUrls", [])
+        await asyncio.gather(*(client.delete_queue(QueueUrl=url) for url in urls))
 
     await _client_do(port, delete)
     for key in [k for k in _provisioned if k[:2] == (port, namespace)]:

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""The failed store: a failed queue beside each queue, holding each failed job with its error.
+"""The failed store: one failed queue per connection, holding each failed job with its error.
 
 The upstream driver only logged a failed job and deleted it, which lost the
-error and the job. Here `fail` sends a record (the job's envelope, the error
-and when it failed, as JSON) to the queue's failed queue, and only once SQS
+error and the job. Here `fail` sends a record (the job's envelope, which names
+its queue, the error and when it failed, as JSON) to the failed queue, and only once SQS
 has taken it is the job deleted from its work queue: a crash between the
 two leaves it twice, never nowhere.
 
@@ -18,7 +18,6 @@ record now and then (moto holds every message in one place).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ from ...errors import BrokerRejected
 from ...queue import FailedJob, new_token
 from .connection import SQSConnection
 from .messages import fifo_id
-from .names import FAILED, FIFO
 from .provisioning import Queues
 
 LOOK = 30
@@ -76,28 +74,6 @@ class FailedStore:
     async def record_malformed(self, malformed: Malformed, *, queue: str, source: str) -> None:
         job = malformed.as_job(queue=queue, job_id=f"not-a-job-{source}")
         await self.record(job, malformed.error)
-
-    async def _failed_urls(self, queue: str | None) -> list[str]:
-        if queue is not None:
-            try:
-                return [await self._queues.failed_url(queue)]
-            except BrokerRejected:
-                return []
-        prefix = self._queues.names.prefix
-        args: dict[str, Any] = {"MaxResults": 1000}
-        if prefix:
-            args["QueueNamePrefix"] = prefix
-        urls: list[str] = []
-        while True:
-            answer = await self._connection.call("list_queues", "list the SQS queues", **args)
-            for url in answer.get("QueueUrls", []):
-                name = str(url).rsplit("/", 1)[-1]
-                if name.endswith((FAILED, FAILED + FIFO)):
-                    urls.append(str(url))
-            token = answer.get("NextToken")
-            if not token:
-                return urls
-            args["NextToken"] = token
 
     async def _scan(self, url: str) -> list[_Record]:
         """Every record of one failed queue, each hidden for `LOOK` seconds."""
@@ -150,20 +126,28 @@ class FailedStore:
                     Entries=entries,
                 )
 
-    async def _all(self, queue: str | None) -> list[_Record]:
-        urls = await self._failed_urls(queue)
-        scans = await asyncio.gather(*(self._scan(url) for url in urls))
-        return [record for scan in scans for record in scan]
+    async def _all(self) -> list[_Record]:
+        try:
+            url = await self._queues.failed_url("")
+        except BrokerRejected as exc:
+            if getattr(exc, "queue", None) == "":
+                return []  # never provisioned: nothing has failed here
+            raise
+        return await self._scan(url)
 
     async def listing(self, queue: str | None, limit: int) -> list[FailedJob]:
-        records = await self._all(queue)
+        records = await self._all()
         await self._put_back(records)
-        found = [r.failed for r in records if r.failed is not None]
+        found = [
+            r.failed
+            for r in records
+            if r.failed is not None and (queue is None or r.failed.job.queue == queue)
+        ]
         found.sort(key=lambda f: f.failed_at, reverse=True)
         return found[:limit]
 
     async def _take(self, job_id: str) -> tuple[list[_Record], list[_Record]]:
-        records = await self._all(None)
+        records = await self._all()
         wanted = [r for r in records if r.failed is not None and r.failed.job.id == job_id]
         rest = [r for r in records if r not in wanted]
         return wanted, rest
@@ -191,9 +175,14 @@ class FailedStore:
             await self._put_back(rest)
 
     async def flush(self, queue: str | None) -> int:
-        records = await self._all(queue)
-        await self._delete(records)
-        return len(records)
+        records = await self._all()
+        wanted = [r for r in records if queue is None or (r.failed and r.failed.job.queue == queue)]
+        rest = [r for r in records if r not in wanted]
+        try:
+            await self._delete(wanted)
+        finally:
+            await self._put_back(rest)
+        return len(wanted)
 
 
 def _read(body: object) -> FailedJob | None:

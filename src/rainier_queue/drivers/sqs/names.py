@@ -11,10 +11,11 @@ printable text. So:
   `-failed`, which is the failed queues' mark) is written with its other
   characters as `_`, cut short to fit, and ended by `-h` and twelve hex
   digits of its SHA-256, so two names never meet on one SQS queue;
-- the failed queue of a queue is its SQS name with `-failed` added (before
-  `.fifo` on a FIFO connection);
-- a name given an explicit URL (the `queue_urls` option) uses that queue,
-  and its failed queue is the one whose name adds `-failed` to that URL's.
+- the failed jobs of every queue of the connection are kept in one failed
+  queue, `{prefix}rq-failed` (`.fifo` added on a FIFO connection), where
+  each record names its queue; no queue name meets it, since a name ending
+  in `-failed` is always written the hashed way;
+- a name given an explicit URL (the `queue_urls` option) uses that queue.
 """
 
 from __future__ import annotations
@@ -45,18 +46,16 @@ class Names:
             return explicit.rstrip("/").rsplit("/", 1)[-1]
         return self._named(self._stem(queue))
 
-    def failed(self, queue: str) -> str:
-        """The SQS queue name that holds `queue`'s failed jobs."""
-        work = self.work(queue)
-        stem = work[: -len(FIFO)] if work.endswith(FIFO) else work
-        return self._named(stem + FAILED)
+    def failed(self) -> str:
+        """The SQS queue name that holds the connection's failed jobs."""
+        return self._named(self.prefix + "rq" + FAILED)
 
     def url_of(self, queue: str) -> str | None:
         """The explicit URL given for `queue`, if any."""
         return self.urls.get(queue)
 
     def _room(self) -> int:
-        return MAX_NAME - len(self.prefix) - len(FAILED) - (len(FIFO) if self.fifo else 0)
+        return MAX_NAME - len(self.prefix) - (len(FIFO) if self.fifo else 0)
 
     def _stem(self, queue: str) -> str:
         room = self._room()

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Each queue's two SQS queues, made by `provision`, looked up once and remembered.
 
-A queue here is two SQS queues: its work queue and its failed queue
-(names.py says which names). `provision` creates both with the attributes
+A queue here is an SQS queue (its work queue), and the connection's queues
+share one failed queue (names.py says which names). `provision` creates both with the attributes
 the driver needs (the visibility timeout of the connection's lease; FIFO
 and content-based deduplication off on a FIFO connection, since every job
 sends its own deduplication id) and brings the visibility timeout of one
@@ -45,11 +45,8 @@ class Queues:
         return await self._url(queue, self.names.work(queue), self.names.url_of(queue))
 
     async def failed_url(self, queue: str) -> str:
-        explicit = self.names.url_of(queue)
-        failed = self.names.failed(queue)
-        if explicit is not None:
-            explicit = explicit.rstrip("/").rsplit("/", 1)[0] + "/" + failed
-        return await self._url(queue, failed, explicit)
+        """The failed queue's URL (`queue` is named in the error if it does not exist)."""
+        return await self._url(queue, self.names.failed(), None)
 
     async def _url(self, queue: str, name: str, explicit: str | None) -> str:
         known = self._urls.get(name)
@@ -71,7 +68,7 @@ class Queues:
     def forget(self, queue: str) -> None:
         """Look the queue up again next time (it was deleted under us)."""
         self._urls.pop(self.names.work(queue), None)
-        self._urls.pop(self.names.failed(queue), None)
+        self._urls.pop(self.names.failed(), None)
 
     async def exists(self, queue: str) -> str | None:
         """The work queue's URL, or None where it does not exist."""
@@ -109,16 +106,37 @@ class Queues:
         )
         return {str(k): str(v) for k, v in got.get("Attributes", {}).items()}
 
-    async def provision(self, queues: Sequence[str]) -> list[str]:
-        done: list[str] = []
-        for queue in dict.fromkeys(queues):
-            for name in (self.names.failed(queue), self.names.work(queue)):
-                done += await self._provision_one(name)
-        return done
+    async def _existing(self) -> set[str]:
+        """The names of the SQS queues under the connection's prefix (one call a thousand)."""
+        args: dict[str, object] = {"MaxResults": 1000}
+        if self.names.prefix:
+            args["QueueNamePrefix"] = self.names.prefix
+        names: set[str] = set()
+        while True:
+            answer = await self._connection.call("list_queues", "list the SQS queues", **args)
+            for url in answer.get("QueueUrls", []):
+                name = str(url).rstrip("/").rsplit("/", 1)[-1]
+                names.add(name)
+                self._urls.setdefault(name, str(url))
+            token = answer.get("NextToken")
+            if not token:
+                return names
+            args["NextToken"] = token
 
-    async def _provision_one(self, name: str) -> list[str]:
+    def _names(self, queues: Sequence[str]) -> list[str]:
+        return [self.names.failed()] + [
+            self.names.work(q) for q in dict.fromkeys(queues) if self.names.url_of(q) is None
+        ]
+
+    async def provision(self, queues: Sequence[str]) -> list[str]:
+        existing = await self._existing()
+        names = self._names(queues)
+        done = await asyncio.gather(*(self._provision_one(n, n in existing) for n in names))
+        return [line for lines in done for line in lines]
+
+    async def _provision_one(self, name: str, exists: bool) -> list[str]:
         wanted = self._wanted()
-        have = await self._attributes(name)
+        have = await self._attributes(name) if exists else None
         if have is None:
             answer = await self._connection.call(
                 "create_queue",
@@ -148,35 +166,42 @@ class Queues:
     async def check(self, queues: Sequence[str]) -> list[Finding]:
         findings: list[Finding] = []
         wanted = self._wanted()
-        for queue in dict.fromkeys(queues):
-            pairs = [(self.names.work(queue), "its jobs"), (self.names.failed(queue), "its failed")]
-            found = await asyncio.gather(*(self._attributes(name) for name, _ in pairs))
-            for (name, holds), have in zip(pairs, found, strict=True):
-                if have is None:
-                    findings.append(
-                        Finding(
-                            subject=f"SQS queue `{name}`",
-                            problem=f"does not exist (it holds {holds} jobs)",
-                            queue=queue,
-                        )
+        existing = await self._existing()
+        names = self._names(queues)
+        found = await asyncio.gather(
+            *(self._attributes(n) if n in existing else _none() for n in names)
+        )
+        owners = [None, *(q for q in dict.fromkeys(queues) if self.names.url_of(q) is None)]
+        for name, have, queue in zip(names, found, owners, strict=True):
+            holds = "the failed jobs of every queue" if queue is None else "its jobs"
+            if have is None:
+                findings.append(
+                    Finding(
+                        subject=f"SQS queue `{name}`",
+                        problem=f"does not exist (it holds {holds})",
+                        queue=queue,
                     )
-                elif have.get("VisibilityTimeout") != wanted["VisibilityTimeout"]:
-                    findings.append(
-                        Finding(
-                            subject=f"SQS queue `{name}`",
-                            problem=(
-                                f"has a visibility timeout of {have.get('VisibilityTimeout')}s, "
-                                f"and the lease is {wanted['VisibilityTimeout']}s"
-                            ),
-                            queue=queue,
-                            fix=(
-                                "each receive asks for the lease itself, so jobs are safe; "
-                                "provisioning sets the queue's default to match for other "
-                                "consumers"
-                            ),
-                        )
+                )
+            elif have.get("VisibilityTimeout") != wanted["VisibilityTimeout"]:
+                findings.append(
+                    Finding(
+                        subject=f"SQS queue `{name}`",
+                        problem=(
+                            f"has a visibility timeout of {have.get('VisibilityTimeout')}s, "
+                            f"and the lease is {wanted['VisibilityTimeout']}s"
+                        ),
+                        queue=queue,
+                        fix=(
+                            "each receive asks for the lease itself, so jobs are safe; "
+                            "provisioning sets the queue's default to match for other consumers"
+                        ),
                     )
+                )
         return findings
+
+
+async def _none() -> None:
+    return None
 
 
 __all__ = ["Queues"]

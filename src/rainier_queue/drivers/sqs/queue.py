@@ -208,6 +208,11 @@ class SQSQueue(Queue):
         catch is kept for the next reserve (receiving.py)."""
         return await self._receiver.wait_and_reserve(queue, timeout, limit, asyncio.sleep)
 
+    @override
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        """Long polls on the queues; a job one brings is kept for the next reserve."""
+        await self._receiver.wait_for_work(queues, timeout)
+
     # -- settling ---------------------------------------------------------------------
 
     def _current(self, reservation: Reservation) -> Delivery:

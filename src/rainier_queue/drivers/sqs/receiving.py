@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -83,7 +83,7 @@ class Receiver:
     async def wait_and_reserve(
         self, queue: str, timeout: timedelta, limit: int, sleep: Callable[[float], Awaitable[None]]
     ) -> list[Reservation]:
-        """Long-poll for up to `timeout` (whole seconds, at most `wait`), then reserve the rest."""
+        """Long-poll for up to `timeout` (polls of at most `wait` each), then reserve the rest."""
         if limit < 1:
             return []
         await self.give_back_lapsed()
@@ -91,22 +91,68 @@ class Receiver:
         if out:
             return out
         url = await self._queues.url(queue)
-        most = int(self._connection.settings.wait.total_seconds())
-        seconds = min(int(timeout.total_seconds()), most)
-        poll = asyncio.ensure_future(self._receive(queue, url, min(limit, MOST), seconds))
-        self._polls.add(poll)
-        poll.add_done_callback(self._polls.discard)
-        try:
-            got, _ = await asyncio.shield(poll)
-        except asyncio.CancelledError:
-            poll.add_done_callback(lambda done: self._keep(queue, done))
-            raise
-        if not got and seconds == 0:
-            await sleep(timeout.total_seconds())  # a wait under a second: a short poll, then this
-            return []
+        if timeout.total_seconds() < 1:  # SQS waits in whole seconds: a short poll, then a sleep
+            got, _ = await self._kept_poll(queue, url, min(limit, MOST), 0)
+            if not got:
+                await sleep(timeout.total_seconds())
+            return got
+        got = await self._poll_until(queue, url, min(limit, MOST), timeout.total_seconds())
         if len(got) == MOST and limit > MOST:
             got += await self.reserve(queue, limit - MOST)
         return got
+
+    async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        """Long-poll each queue for one job, which is kept for the next reserve."""
+        await self.give_back_lapsed()
+        if any(self._leftovers.get(queue) for queue in queues):
+            return
+        if timeout.total_seconds() < 1:
+            await asyncio.sleep(timeout.total_seconds())
+            return
+        urls = [await self._queues.url(queue) for queue in queues]
+        polls = [
+            asyncio.ensure_future(self._poll_until(q, url, 1, timeout.total_seconds()))
+            for q, url in zip(queues, urls, strict=True)
+        ]
+        try:
+            done, _ = await asyncio.wait(polls, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for poll in polls:
+                poll.cancel()  # a poll under way finishes and keeps what it got
+            await asyncio.gather(*polls, return_exceptions=True)
+        for poll, queue in zip(polls, queues, strict=True):
+            if poll in done and not poll.cancelled() and poll.exception() is None:
+                self._leftovers.setdefault(queue, []).extend(poll.result())
+        for poll in done:
+            if not poll.cancelled() and poll.exception() is not None:
+                raise poll.exception()  # type: ignore[misc]
+
+    async def _poll_until(
+        self, queue: str, url: str, limit: int, timeout: float
+    ) -> list[Reservation]:
+        """Long polls, one after another, until one brings jobs or `timeout` seconds pass."""
+        end = time.monotonic() + timeout
+        most = int(self._connection.settings.wait.total_seconds())
+        while True:
+            seconds = min(int(end - time.monotonic()), most)
+            if seconds < 1:
+                return []
+            got, _ = await self._kept_poll(queue, url, limit, seconds)
+            if got:
+                return got
+
+    async def _kept_poll(
+        self, queue: str, url: str, limit: int, seconds: int
+    ) -> tuple[list[Reservation], int]:
+        """One receive that, if its caller is cancelled, finishes and keeps what it got."""
+        poll = asyncio.ensure_future(self._receive(queue, url, limit, seconds))
+        self._polls.add(poll)
+        poll.add_done_callback(self._polls.discard)
+        try:
+            return await asyncio.shield(poll)
+        except asyncio.CancelledError:
+            poll.add_done_callback(lambda done: self._keep(queue, done))
+            raise
 
     def _keep(self, queue: str, poll: asyncio.Future[Any]) -> None:
         """What a poll whose wait was given up received: kept for the next reserve."""
