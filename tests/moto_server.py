@@ -49,8 +49,15 @@ class MotoServer:
     def __init__(self, port: int) -> None:
         self.port = port
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from moto.server import main; main()"]
-            + ["-H", "127.0.0.1", "-p", str(port)],
+            [
+                sys.executable,
+                "-c",
+                "from moto.server import main; main()",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -187,4 +194,14 @@ class Outage:
         self.server.stop()
 
 
-__all__ = ["KEY", "MotoServer", "PORT", "REGION", "Outage", "Relay", "free_port", "shared", "start_server"]
+__all__ = [
+    "KEY",
+    "MotoServer",
+    "PORT",
+    "REGION",
+    "Outage",
+    "Relay",
+    "free_port",
+    "shared",
+    "start_server",
+]

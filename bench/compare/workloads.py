@@ -46,6 +46,8 @@ SYSTEMS: list[tuple[str, str, str]] = [
     (OURS, "rabbitmq", "bench.compare.ours"),
     ("celery", "rabbitmq", "bench.compare.peers.celery_rabbitmq"),
     ("dramatiq", "rabbitmq", "bench.compare.peers.dramatiq_rabbitmq"),
+    (OURS, "sqs", "bench.compare.ours"),
+    ("celery", "sqs", "bench.compare.peers.celery_sqs"),
 ]
 LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "nats", "rabbitmq")
 LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker by default

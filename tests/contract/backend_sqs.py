@@ -177,6 +177,7 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         ),
         private_server=lambda folder, listen: _Private(folder, listen, fifo),
         plant=_unicode_only(envelope_bodies(publish)),
+        dispatches=50,  # moto answers tens of requests a second here: 400 pushes, not 4,000
         lacks={
             "lock_store": (
                 "there is no SQS lock store (cache/stores.py): schedules and locks use "

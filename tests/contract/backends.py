@@ -190,6 +190,10 @@ class Backend:
     """Options under which an idle wait ends within the wake-up tests' bound only by being
     woken, for a driver that also polls: its poll pushed out to a minute. Empty where
     nothing but a wake-up ends a wait anyway."""
+    dispatches: int = 500
+    """Dispatches per request thread in the blocking facade's test (test_blocking.py): fewer
+    for a server that answers slowly (moto handles tens of requests a second on a loaded
+    machine), where eight threads of 500 single pushes outlast the test's timeout."""
     lacks: Mapping[str, str] = field(default_factory=dict)
     """Hook (or ability, such as `processes`: being opened by another process) -> why this
     driver cannot give it. The tests that need it are skipped here with that reason."""

@@ -22,21 +22,21 @@ import pytest
 
 pytest.importorskip("aiobotocore")
 
-from rainier_queue.drivers import open_queue  # noqa: E402
-from rainier_queue.drivers.sqs import SQSQueue  # noqa: E402
-from rainier_queue.drivers.sqs.leases import Delivery  # noqa: E402
-from rainier_queue.errors import (  # noqa: E402
+from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.sqs import SQSQueue
+from rainier_queue.drivers.sqs.leases import Delivery
+from rainier_queue.errors import (
     BrokerRejected,
     LeaseLost,
     NotProvisioned,
     PayloadError,
 )
-from rainier_queue.queue import Reservation  # noqa: E402
+from rainier_queue.queue import Reservation
 
-from ..contract.backends import BACKENDS  # noqa: E402  (before a backend module: it finds them)
-from ..contract.backend_sqs import _delete_namespace  # noqa: E402
-from ..contract.jobs import a_job, reserve_eventually, reserve_one  # noqa: E402
-from ..moto_server import KEY, REGION, shared  # noqa: E402
+from ..contract.backend_sqs import _delete_namespace
+from ..contract.backends import BACKENDS
+from ..contract.jobs import a_job, reserve_eventually, reserve_one
+from ..moto_server import KEY, REGION, shared
 
 Opener = Callable[..., SQSQueue]
 assert "sqs" in BACKENDS
@@ -118,7 +118,9 @@ async def test_a_raw_push_sends_the_bare_body_which_a_reserve_then_quarantines(
 
     assert await queue.reserve("default") == []
     [failed] = await queue.failed_jobs()
-    assert failed.job.payload == {"raw": "plain text for another consumer"} or "JSON" in failed.error
+    assert (
+        failed.job.payload == {"raw": "plain text for another consumer"} or "JSON" in failed.error
+    )
     assert await queue.size("default") == 0
 
 

@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("aiobotocore")
 
-from rainier_queue.drivers import open_queue  # noqa: E402
-from rainier_queue.drivers.sqs import SQSQueue  # noqa: E402
-from rainier_queue.drivers.sqs.names import MAX_NAME, Names  # noqa: E402
-from rainier_queue.errors import ConfigurationError, UnknownOption  # noqa: E402
+from rainier_queue.drivers import open_queue
+from rainier_queue.drivers.sqs import SQSQueue
+from rainier_queue.drivers.sqs.names import MAX_NAME, Names
+from rainier_queue.errors import ConfigurationError, UnknownOption
 
 
 def opened(url: str, **options: object) -> SQSQueue:

@@ -24,7 +24,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -88,7 +87,7 @@ def translated(what: str, *, write: bool = False) -> Any:
         ) from exc
     except (bx.ConnectionError, aiohttp.ClientConnectorError) as exc:
         raise BrokerUnavailable(f"SQS is unreachable while trying to {what}: {exc}") from exc
-    except (bx.HTTPClientError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, bx.HTTPClientError, aiohttp.ClientError, OSError) as exc:
         if write:
             raise OutcomeUnknown(
                 f"SQS did not answer while trying to {what} ({type(exc).__name__}), so its "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from ...queue import Finding
 from .connection import QueueMissing, SQSConnection, not_provisioned
@@ -108,7 +109,7 @@ class Queues:
 
     async def _existing(self) -> set[str]:
         """The names of the SQS queues under the connection's prefix (one call a thousand)."""
-        args: dict[str, object] = {"MaxResults": 1000}
+        args: dict[str, Any] = {"MaxResults": 1000}
         if self.names.prefix:
             args["QueueNamePrefix"] = self.names.prefix
         names: set[str] = set()

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`SQSQueue`: the Queue port over SQS queues (the package docstring says what choosing it costs)."""
+"""`SQSQueue`: the Queue port over SQS queues (the package docstring says what it costs)."""
 
 from __future__ import annotations
 
@@ -186,8 +186,7 @@ class SQSQueue(Queue):
         failed = answer.get("Failed", [])
         if failed:
             refused = ", ".join(
-                f"{batch[int(f['Id'])][0].id} ({f.get('Code')}: {f.get('Message')})"
-                for f in failed
+                f"{batch[int(f['Id'])][0].id} ({f.get('Code')}: {f.get('Message')})" for f in failed
             )
             raise BrokerRejected(
                 f"SQS stored {len(batch) - len(failed)} of {len(batch)} jobs of one batch and "
@@ -314,7 +313,7 @@ class SQSQueue(Queue):
             )
         except BrokerRejected as exc:
             cause = exc.__cause__
-            if cause is not None and "ReceiptHandle" in code_of(cause):  # type: ignore[arg-type]
+            if cause is not None and "ReceiptHandle" in code_of(cause):
                 raise LeaseLost(f"SQS no longer takes this delivery's receipt: {exc}") from exc
             raise
 
@@ -401,8 +400,10 @@ class SQSQueue(Queue):
             await self._connection.call("purge_queue", f"clear queue {queue!r}", QueueUrl=url)
         except BrokerRejected as exc:
             cause = exc.__cause__
-            if cause is not None and "PurgeQueueInProgress" in code_of(cause):  # type: ignore[arg-type]
-                raise BrokerRejected(f"queue {queue!r} was cleared less than a minute ago: {PURGE_FIX}") from exc
+            if cause is not None and "PurgeQueueInProgress" in code_of(cause):
+                raise BrokerRejected(
+                    f"queue {queue!r} was cleared less than a minute ago: {PURGE_FIX}"
+                ) from exc
             raise
         return before
 
