@@ -118,6 +118,13 @@ def _unicode_only(plant: Plant) -> Plant:
     return dataclasses.replace(plant, bad=bad)
 
 
+FIFO_DELAYS_COUNTED = (
+    "a FIFO queue takes no per-message delay, so a delayed job is carried (docs/drivers/sqs.md):"
+    " it waits visible until a worker first receives it and hides it until due, and SQS then"
+    " counts it in flight, so `size` and `counts` do not show it as delayed"
+)
+
+
 def make_backend(name: str, *, fifo: bool) -> Backend:
     def url(tmp: Path, namespace: str) -> str:
         port = shared()
@@ -178,6 +185,19 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         private_server=lambda folder, listen: _Private(folder, listen, fifo),
         plant=_unicode_only(envelope_bodies(publish)),
         dispatches=50,  # moto answers tens of requests a second here: 400 pushes, not 4,000
+        model_examples=8,  # each example's namespace is fifteen queues made and deleted
+        known_failures=(
+            {
+                "test_a_job_released_with_a_delay_is_not_handed_out_before_it_is_due": (
+                    FIFO_DELAYS_COUNTED
+                ),
+                "test_counts_tell_waiting_delayed_and_reserved_jobs_apart_with_the_next_due": (
+                    FIFO_DELAYS_COUNTED
+                ),
+            }
+            if fifo
+            else {}
+        ),
         lacks={
             "lock_store": (
                 "there is no SQS lock store (cache/stores.py): schedules and locks use "

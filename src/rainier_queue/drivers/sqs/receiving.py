@@ -222,7 +222,9 @@ class Receiver:
             )
         if hide:
             await self._hide(url, hide)
-        return out, malformed
+        # A message hidden until due took a place, as one that was not a job did: the reserve
+        # receives again for both (malformed.top_up), so a short answer means none are due.
+        return out, malformed + len(hide)
 
     async def _quarantine(self, queue: str, delivery: Delivery, found: Malformed) -> None:
         where = f"queue {queue!r}: SQS message {delivery.message_id}"
