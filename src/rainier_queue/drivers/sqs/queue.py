@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rainier_queue.sqs")
 
+BATCHES_IN_FLIGHT = 8
+"""`SendMessageBatch` calls a `push_many` has on their way at once: enough to hide the round
+trip, few enough that no call waits out its timeout behind the others."""
 PURGE_FIX = (
     "SQS allows one PurgeQueue per queue every 60 seconds: wait a minute and clear again, or "
     "let the workers run the jobs"
@@ -149,7 +152,7 @@ class SQSQueue(Queue):
 
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
-        """`SendMessageBatch`, ten a call (fewer when large), the calls side by side."""
+        """`SendMessageBatch`, ten a call (fewer when large), eight calls on their way at once."""
         batches: list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]] = []
         limit = self.settings.max_message_size
         for queue in dict.fromkeys(job.queue for job in jobs):
@@ -166,8 +169,14 @@ class SQSQueue(Queue):
                 size += length
             if batch:
                 batches.append((url, batch))
+        in_flight = asyncio.Semaphore(BATCHES_IN_FLIGHT)
+
+        async def send(url: str, batch: list[tuple[QueuedJob, dict[str, Any]]]) -> None:
+            async with in_flight:
+                await self._send_batch(url, batch)
+
         results = await asyncio.gather(
-            *(self._send_batch(url, batch) for url, batch in batches), return_exceptions=True
+            *(send(url, batch) for url, batch in batches), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException):
