@@ -204,8 +204,10 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
                 "another server's"
             ),
             "tls": (
-                "moto's server speaks plain HTTP here; HTTPS to SQS is botocore's, checked "
-                "against the system's authorities, with no option of this driver to weaken it"
+                "not built yet: the driver has no `tls_ca` or `insecure_skip_verify` option, so"
+                " HTTPS to an endpoint is botocore's, checked against the system's authorities"
+                " alone; moto's server can serve a test certificate (`moto_server -c -k`), which"
+                " is how these would run"
             ),
         },
     )
