@@ -194,6 +194,22 @@ class Outage:
         self.server.stop()
 
 
+async def delete_queues(port: int, prefix: str) -> None:
+    """Delete every queue on the moto server at `port` whose name starts with `prefix`."""
+    from aiobotocore.session import get_session
+
+    async with get_session().create_client(
+        "sqs",
+        region_name=REGION,
+        endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id=KEY,
+        aws_secret_access_key=KEY,
+    ) as client:
+        answer = await client.list_queues(QueueNamePrefix=prefix, MaxResults=1000)
+        for url in answer.get("QueueUrls", []):
+            await client.delete_queue(QueueUrl=url)
+
+
 __all__ = [
     "KEY",
     "MotoServer",
@@ -201,6 +217,7 @@ __all__ = [
     "REGION",
     "Outage",
     "Relay",
+    "delete_queues",
     "free_port",
     "shared",
     "start_server",

@@ -33,13 +33,10 @@ from rainier_queue.errors import (
 )
 from rainier_queue.queue import Reservation
 
-from ..contract.backend_sqs import _delete_namespace
-from ..contract.backends import BACKENDS
 from ..contract.jobs import a_job, reserve_eventually, reserve_one
-from ..moto_server import KEY, REGION, shared
+from ..moto_server import KEY, REGION, delete_queues, shared
 
 Opener = Callable[..., SQSQueue]
-assert "sqs" in BACKENDS
 
 
 @pytest.fixture
@@ -60,7 +57,7 @@ async def open_sqs() -> AsyncIterator[Opener]:
     yield opener
     for queue in opened:
         await queue.aclose()
-    await _delete_namespace(port, namespace)
+    await delete_queues(port, f"{namespace}-")
 
 
 async def provisioned(queue: SQSQueue, *queues: str) -> SQSQueue:
@@ -229,3 +226,25 @@ async def test_every_call_is_counted_so_a_bench_can_price_a_job(open_sqs: Opener
     # two batches of ten to send, two receives, two batches of ten to delete
     assert len(got) == 20
     assert queue.api_calls - before == 6
+
+
+async def test_doctor_finds_a_missing_queue_its_failed_queue_and_a_visibility_off_the_lease(
+    open_sqs: Opener,
+) -> None:
+    queue = open_sqs(lease="30s")
+
+    missing = await queue.check_provisioned(["emails"])
+    subjects = sorted(f.subject for f in missing)
+    assert len(subjects) == 2 and all("does not exist" in f.problem for f in missing)
+    assert any("rq-failed" in s for s in subjects), "the failed queue is checked too"
+
+    await queue.provision(["emails"])
+    other = open_sqs(lease="90s")  # a worker whose lease differs from the queues' timeout
+    findings = await other.check_provisioned(["emails"])
+    assert len(findings) == 2, "the queue and the failed queue"
+    for finding in findings:
+        assert "visibility timeout of 30s" in finding.problem
+        assert "90s" in finding.problem
+        assert finding.provisioning_fixes
+    assert await other.provision(["emails"]), "provisioning sets it"
+    assert await other.check_provisioned(["emails"]) == []
