@@ -235,7 +235,8 @@ async def test_doctor_finds_a_missing_queue_its_failed_queue_and_a_visibility_of
 
     missing = await queue.check_provisioned(["emails"])
     subjects = sorted(f.subject for f in missing)
-    assert len(subjects) == 2 and all("does not exist" in f.problem for f in missing)
+    assert len(subjects) == 2
+    assert all("does not exist" in f.problem for f in missing)
     assert any("rq-failed" in s for s in subjects), "the failed queue is checked too"
 
     await queue.provision(["emails"])
