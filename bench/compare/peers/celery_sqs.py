@@ -4,8 +4,9 @@
 Celery as its documentation tunes it for SQS, on the same moto endpoint as
 ours (peers/sqs.py, its relay counting the requests): a predefined queue
 (no `ListQueues`/`GetQueueUrl` on start), a 1 s long poll and no client
-sleep between polls while messages come, a prefetch of ten so each receive
-asks for SQS's most, and tasks acknowledged after they run (`task_acks_late`,
+sleep between polls while messages come, each receive asking for as many as
+the worker's threads (a prefetch multiplier of 1: with 10, messages held
+past their visibility timeout ran twice on a loaded machine), and tasks acknowledged after they run (`task_acks_late`,
 as our workers acknowledge after a job). kombu deletes each message on its
 own (SQS's `DeleteMessage`, no batch) and sends each task alone (no bulk
 enqueue: `apply_async` once per job).
@@ -37,7 +38,7 @@ def configure(port: str) -> None:
         task_default_queue=QUEUE,
         task_ignore_result=True,
         task_acks_late=True,
-        worker_prefetch_multiplier=10,
+        worker_prefetch_multiplier=1,  # receives of `concurrency` (see the module's doc)
         worker_hijack_root_logger=False,
         broker_connection_retry_on_startup=True,
         broker_transport_options={

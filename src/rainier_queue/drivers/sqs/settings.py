@@ -60,7 +60,7 @@ DEFAULT_MAX_MESSAGE = 256 * 1024
 queue may take up to 1 MiB, asked for with `max_message_size`)."""
 LARGEST_MESSAGE = 1024 * 1024
 DEFAULT_REGION = "us-east-1"
-DEFAULT_TIMEOUT = timedelta(seconds=10)
+DEFAULT_TIMEOUT = timedelta(seconds=30)
 """How long a call (other than a long poll, which adds its wait) waits for SQS's answer."""
 
 
