@@ -6,8 +6,9 @@ ours (peers/sqs.py, its relay counting the requests): a predefined queue
 (no `ListQueues`/`GetQueueUrl` on start), a 1 s long poll and no client
 sleep between polls while messages come, each receive asking for as many as
 the worker's threads (a prefetch multiplier of 1: with 10, messages held
-past their visibility timeout ran twice on a loaded machine), and tasks acknowledged after they run (`task_acks_late`,
-as our workers acknowledge after a job). kombu deletes each message on its
+past their visibility timeout ran twice on a loaded machine), and tasks
+acknowledged after they run (`task_acks_late`, as our workers acknowledge
+after a job). kombu deletes each message on its
 own (SQS's `DeleteMessage`, no batch) and sends each task alone (no bulk
 enqueue: `apply_async` once per job).
 """
