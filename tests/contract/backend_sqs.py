@@ -186,9 +186,6 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         plant=_unicode_only(envelope_bodies(publish)),
         dispatches=50,  # moto answers tens of requests a second here: 400 pushes, not 4,000
         model_examples=8,  # each example's namespace is fifteen queues made and deleted
-        # moto's queue slows with its length (a push of 20,000 jobs had not ended after ten
-        # minutes here, at a whole core): the same promise on 2,000 jobs and 4 processes.
-        backlog=(2_000, 4),
         known_failures=(
             {
                 "test_a_job_released_with_a_delay_is_not_handed_out_before_it_is_due": (
@@ -202,6 +199,14 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
             else {}
         ),
         lacks={
+            "backlog": (
+                "moto's ReceiveMessage is not atomic between its request threads (moto/sqs/"
+                "models.py walks `queue.messages` and marks each received without a lock), so"
+                " four processes receiving at once were handed the same message twice within"
+                " seconds (its receive count 2), which the test counts as a job run twice; and"
+                " moto's queue slows with its length (a push of 20,000 jobs had not ended after"
+                " ten minutes). The SIGKILL, restart, network-cut, Ctrl-C and drain tests run"
+            ),
             "lock_store": (
                 "there is no SQS lock store (cache/stores.py): schedules and locks use "
                 "another server's"
