@@ -26,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 OURS = "rainier-queue"
-ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats", "rabbitmq")
+ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats", "rabbitmq", "sqs")
 NAMES = {
     "memory": "memory\n(in-process)",
     "sqlite": "SQLite",
@@ -36,6 +36,7 @@ NAMES = {
     "kafka": "Kafka",
     "nats": "NATS\nJetStream",
     "rabbitmq": "RabbitMQ",
+    "sqs": "SQS\n(moto)",
 }
 OURS_COLOUR = "#d62728"
 

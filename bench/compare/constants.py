@@ -15,7 +15,17 @@ ROOT = Path(__file__).resolve().parents[2]
 README_CHART = ROOT / "bench" / "results" / "compare.png"
 """The chart the README shows: tracked by git, written only with the README's numbers."""
 OURS = "rainier-queue"
-BACKEND_ORDER = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats", "rabbitmq")
+BACKEND_ORDER = (
+    "memory",
+    "sqlite",
+    "postgres",
+    "mysql",
+    "redis",
+    "kafka",
+    "nats",
+    "rabbitmq",
+    "sqs",
+)
 BACKEND_NAMES = {
     "memory": "memory (in-process)",
     "sqlite": "SQLite",
@@ -25,6 +35,7 @@ BACKEND_NAMES = {
     "kafka": "Kafka",
     "nats": "NATS JetStream",
     "rabbitmq": "RabbitMQ",
+    "sqs": "SQS (moto)",
 }
 DISPLAY = {
     "pgqueuer": "PgQueuer",

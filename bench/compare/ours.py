@@ -13,7 +13,10 @@ needs a broker started for the run and a lock store beside it; its adapter
 is `bench.compare.ours_kafka`, built on this one. A NATS queue is made by
 provisioning (`rainier-queue provision` does the same), before the clock
 starts: its stream and the queue's consumers; so is a RabbitMQ queue (its
-work queue, one delay tier and the failed queue).
+work queue, one delay tier and the failed queue), and an SQS queue (its
+queue and the failed queue), on a moto endpoint started for the run
+(`peers/sqs.py`), whose relay counts the requests: the row reports SQS
+requests per job, enqueue and drain together.
 """
 
 from __future__ import annotations
@@ -47,7 +50,17 @@ from .peers._common import (
 )
 
 BATCH = 1000
-BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "kafka", "nats", "rabbitmq")
+BACKENDS = (
+    "memory",
+    "sqlite",
+    "postgres",
+    "mysql",
+    "redis",
+    "kafka",
+    "nats",
+    "rabbitmq",
+    "sqs",
+)
 
 
 def sqlite_path() -> Path:
@@ -61,6 +74,13 @@ def kafka_locks() -> str:
 
 def kafka_prefix() -> str:
     return f"rqcmp.{tag()}."
+
+
+def sqs_url(endpoint: str) -> str:
+    """The SQS row's URL: the run's moto endpoint (through the counting relay), a 1 s long poll
+    so `--stop-when-empty` workers notice the end soon (a 20 s poll only delays their exit)."""
+    host = endpoint.split("://", 1)[1]
+    return f"sqs://testing:testing@{host}/?tls=false&region=us-east-1&prefix=rqcmp-{tag()}-&wait=1s"
 
 
 def url_for(backend: str, *, brokers: str | None = None) -> str:
@@ -91,7 +111,19 @@ def url_for(backend: str, *, brokers: str | None = None) -> str:
 
 
 class Ours(Adapter):
+    endpoint: Any = None
+    """The SQS row's moto endpoint (peers/sqs.py), started in `setup`."""
+    counted: tuple[int, int] = (0, 0)
+
+    def setup(self) -> None:
+        if self.backend == "sqs":
+            from .peers.sqs import Endpoint
+
+            self.endpoint = Endpoint()
+
     def url(self) -> str:
+        if self.backend == "sqs":
+            return sqs_url(self.endpoint.url)
         return url_for(self.backend)
 
     def enqueue(self) -> float | None:
@@ -105,6 +137,8 @@ class Ours(Adapter):
             if isinstance(queue, Provisionable):
                 await queue.provision(["default"])
             await queue.size("default")  # connect (and create tables) outside the timing
+            if self.endpoint is not None:
+                self.counted = (self.endpoint.requests, 0)
             way = os.environ.get(ENQUEUE_ENV)
             if way == "dispatch_many":
                 return await self._dispatch_many(QueueManager(queue))
@@ -114,7 +148,10 @@ class Ours(Adapter):
             started = time.perf_counter()
             for i in range(0, len(jobs), BATCH):
                 await queue.push_many(jobs[i : i + BATCH])
-            return time.perf_counter() - started
+            took = time.perf_counter() - started
+            if self.endpoint is not None:
+                self.counted = (self.counted[0], self.endpoint.requests)
+            return took
         finally:
             await queue.aclose()
 
@@ -144,6 +181,8 @@ class Ours(Adapter):
         if self.backend == "sqlite":
             files = [Path(f"{sqlite_path()}{suffix}") for suffix in ("", "-wal")]
             return {"file_bytes": sum(f.stat().st_size for f in files if f.exists())}
+        if self.endpoint is not None:
+            return sqs_requests(self.endpoint.requests, self.counted, self.jobs)
         return {}
 
     def worker_commands(self) -> list[list[str]]:
@@ -161,12 +200,26 @@ class Ours(Adapter):
         return [command] * self.processes
 
     def teardown(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.stop()  # its queues go with it
+            return
         if self.backend == "sqlite":
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     Path(f"{sqlite_path()}{suffix}").unlink()
         elif self.backend != "memory":
             asyncio.run(cleanup(self.url()))
+
+
+def sqs_requests(now: int, counted: tuple[int, int], jobs: int) -> dict[str, Any]:
+    """SQS requests per job: of the enqueue, of the drain (workers' start and idle tail
+    included, so above the steady state's), and of both."""
+    before, enqueued = counted
+    return {
+        "sqs_requests_per_job_enqueue": round((enqueued - before) / jobs, 3),
+        "sqs_requests_per_job_drain": round((now - enqueued) / jobs, 3),
+        "sqs_requests_per_job": round((now - before) / jobs, 3),
+    }
 
 
 async def _postgres_sizes(url: str) -> dict[str, Any]:

@@ -110,7 +110,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-peers", action="store_true", help="ours only (no peers' venv)")
     parser.add_argument(
         "--backend",
-        help="comma-separated backends (memory,sqlite,postgres,mysql,redis,kafka,nats,rabbitmq)"
+        help="comma-separated backends (memory,sqlite,postgres,mysql,redis,kafka,nats,rabbitmq,sqs)"
         " [all]",
     )
     parser.add_argument("--latency-rate", type=float, default=50.0, help="[%(default)s]/s")

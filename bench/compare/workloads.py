@@ -46,8 +46,15 @@ SYSTEMS: list[tuple[str, str, str]] = [
     (OURS, "rabbitmq", "bench.compare.ours"),
     ("celery", "rabbitmq", "bench.compare.peers.celery_rabbitmq"),
     ("dramatiq", "rabbitmq", "bench.compare.peers.dramatiq_rabbitmq"),
+    (OURS, "sqs", "bench.compare.ours"),
+    ("celery", "sqs", "bench.compare.peers.celery_sqs"),
 ]
 LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "nats", "rabbitmq")
+SQS_REQUESTS = (
+    "sqs_requests_per_job",
+    "sqs_requests_per_job_enqueue",
+    "sqs_requests_per_job_drain",
+)
 LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker by default
 MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
 
@@ -247,6 +254,15 @@ def throughput(
                         row[key] = entry.last[key] = result[key]
                 if "file_bytes" in result:
                     row["file_bytes"] = entry.last["file_bytes"] = result["file_bytes"]
+                for key in SQS_REQUESTS:  # the SQS row: requests a job, what SQS bills
+                    if key in result:
+                        row[key] = entry.last[key] = result[key]
+                if "sqs_requests_per_job" in result:
+                    console.print(
+                        f"{system} (sqs): {result['sqs_requests_per_job']} SQS requests a job "
+                        f"(enqueue {result['sqs_requests_per_job_enqueue']}, drain "
+                        f"{result['sqs_requests_per_job_drain']})"
+                    )
             elif peer and timeout < args.timeout and str(result.get("error")).startswith("timed"):
                 # Stopped by FAR: not a failure, a bound (what it did in the time it had).
                 row["stopped_below_jobs_s"] = round(jobs / timeout, 1)

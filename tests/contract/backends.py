@@ -199,6 +199,13 @@ class Backend:
     """Open the application's own connection to the store (given the per-test temp dir),
     with a transaction open on it, for a driver that declares `transactional_enqueue`
     (test_transactional_enqueue.py). None for the rest."""
+    dispatches: int = 500
+    """Dispatches per request thread in the blocking facade's test (test_blocking.py): fewer
+    for a server that answers slowly (moto handles tens of requests a second on a loaded
+    machine), where eight threads of 500 single pushes outlast the test's timeout."""
+    model_examples: int = 25
+    """Examples the model test (test_model.py) runs, each on a namespace of its own: fewer
+    for a server that answers slowly and whose namespaces cost many calls to make (SQS)."""
     lacks: Mapping[str, str] = field(default_factory=dict)
     """Hook (or ability, such as `processes`: being opened by another process) -> why this
     driver cannot give it. The tests that need it are skipped here with that reason."""

@@ -19,7 +19,6 @@ from rainier_queue import Job, JobContext, QueueManager
 from .backends import Backend
 
 THREADS = 8
-DISPATCHES_PER_THREAD = 500
 
 
 class Ping(Job):
@@ -38,10 +37,11 @@ def test_request_threads_share_one_blocking_facade_and_queue_every_job_once(
     ids: list[str | None] = []
     errors: list[BaseException] = []
     start = threading.Barrier(THREADS)
+    per_thread = backend.dispatches
 
     def request_thread(thread: int) -> None:
         start.wait()
-        for n in range(DISPATCHES_PER_THREAD):
+        for n in range(per_thread):
             try:
                 ids.append(manager.blocking().dispatch(Ping(n=thread * 1000 + n)))
             except Exception as exc:
@@ -54,8 +54,8 @@ def test_request_threads_share_one_blocking_facade_and_queue_every_job_once(
         thread.join()
     try:
         assert not errors, f"{len(errors)} dispatches failed; the first: {errors[0]!r}"
-        assert len(ids) == len(set(ids)) == THREADS * DISPATCHES_PER_THREAD
-        assert manager.blocking().size("default") == THREADS * DISPATCHES_PER_THREAD
+        assert len(ids) == len(set(ids)) == THREADS * per_thread
+        assert manager.blocking().size("default") == THREADS * per_thread
         # The facade's loop thread, and at most one thread a driver keeps for its connection.
         assert threading.active_count() <= threads_before + 2
     finally:

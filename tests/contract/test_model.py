@@ -111,7 +111,7 @@ def machine_for(backend: Backend) -> type[RuleBasedStateMachine]:
 def test_random_operation_sequences_agree_with_the_model(backend: Backend) -> None:
     machine = machine_for(backend)
     machine.TestCase.settings = settings(
-        max_examples=25,
+        max_examples=backend.model_examples,
         stateful_step_count=30,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

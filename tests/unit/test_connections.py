@@ -82,16 +82,22 @@ def test_a_driver_whose_extra_is_missing_says_which_pip_install_fixes_it() -> No
     assert "secret" not in str(caught.value)
 
 
-@pytest.mark.parametrize("url", ["sqs://app:secret@localhost/queue"])
 def test_a_scheme_whose_driver_this_version_lacks_says_so_rather_than_naming_an_extra(
-    url: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # No driver is announced and unbuilt today (SQS was the last); the rule is kept for the
+    # next one, with a scheme reserved for a module that does not exist.
+    from rainier_queue import drivers
+
+    planned = drivers._Entry("rainier_queue.drivers.not_yet", "Later", "later", "later_client")
+    monkeypatch.setitem(drivers._SCHEMES, "later", planned)
     with pytest.raises(ConfigurationError, match="planned and not built yet") as caught:
-        open_queue(url)
+        open_queue("later://app:secret@localhost/queue")
 
     assert not isinstance(caught.value, MissingDependency)
     assert "pip install" not in str(caught.value)
     assert "secret" not in str(caught.value)
+    assert "later" not in drivers.known_schemes(), "a planned scheme is never offered"
 
 
 def test_credentials_never_appear_in_errors_or_reprs() -> None:

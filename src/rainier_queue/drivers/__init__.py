@@ -121,9 +121,9 @@ def known_schemes() -> list[str]:
 def _built() -> dict[str, _Entry]:
     """The schemes whose driver module ships in this version.
 
-    A driver still to come (SQS) has its scheme reserved here before it
-    lands, so its URLs get "not built yet" rather than a "did you mean"
-    towards another driver; they are never offered as choices.
+    A driver still to come has its scheme reserved here before it lands, so
+    its URLs get "not built yet" rather than a "did you mean" towards another
+    driver; they are never offered as choices.
     """
     return {
         name: entry
@@ -165,7 +165,7 @@ def check_driver_name(driver: str, url: str, *, where: str) -> None:
         )
 
 
-_PLANNED = {"sqs": "SQS"}
+_PLANNED: dict[str, str] = {}
 
 
 def _not_available(scheme: str) -> str:

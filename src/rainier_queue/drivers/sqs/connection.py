@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: MIT
+"""aiobotocore underneath: one client per queue, and the one place its errors are translated.
+
+The client is made on first use and kept; it keeps its own pool of HTTP
+connections (as many as a worker has receives, deletes and sends in
+flight). botocore's own retries are off (one attempt per call): a send
+retried by botocore after its answer was lost would be a second job on a
+standard queue, so the worker's backoff does the retrying, and a push whose
+answer never came is `OutcomeUnknown` rather than a silent second copy.
+
+Every call goes through `call`, which counts it (`calls`, the figure that
+prices a deployment: SQS bills per request) and turns botocore's exceptions
+into the error tree: `BrokerUnavailable` for an endpoint that does not
+answer, throttles or fails on its side; `OutcomeUnknown` for a write whose
+answer was lost; `NotProvisioned` for a queue that does not exist;
+`BrokerRejected` for a refusal (credentials, a bad parameter). The server's
+clock comes back with every answer (its `Date`), and delays carried past
+what SQS holds a message for are measured against it (receiving.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+import botocore.exceptions as bx
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+
+from ...errors import BrokerRejected, BrokerUnavailable, NotProvisioned, OutcomeUnknown
+from .settings import SQSSettings
+
+log = logging.getLogger("rainier_queue.sqs")
+
+MISSING = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
+"""The error codes of a queue that does not exist (the query and JSON protocols' names)."""
+UNAVAILABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "RequestThrottled",
+        "ServiceUnavailable",
+        "InternalError",
+        "InternalFailure",
+        "KmsThrottled",
+    }
+)
+POOL = 50
+"""HTTP connections the client keeps: receives, deletes and sends of a busy worker at once."""
+
+
+class QueueMissing(BrokerRejected):
+    """The queue a call named does not exist (the caller, knowing which, says `NotProvisioned`)."""
+
+
+def code_of(exc: bx.ClientError) -> str:
+    error = exc.response.get("Error", {})
+    return str(error.get("QueryErrorCode") or error.get("Code") or "")
+
+
+@contextlib.contextmanager
+def translated(what: str, *, write: bool = False) -> Any:
+    """Turn botocore's exceptions into this library's, naming what was being done.
+
+    `write`: the call stores something (a send), so an answer lost after the
+    request went out is `OutcomeUnknown`, not a plain outage.
+    """
+    try:
+        yield
+    except bx.ClientError as exc:
+        code = code_of(exc)
+        if code in MISSING:
+            raise QueueMissing(f"SQS: the queue to {what} does not exist ({code})") from exc
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
+        if code in UNAVAILABLE_CODES or int(status) >= 500:
+            raise BrokerUnavailable(f"SQS could not {what} just now: {code} {exc}") from exc
+        raise BrokerRejected(f"SQS refused to {what}: {code}: {_message(exc)}") from exc
+    except bx.NoCredentialsError as exc:
+        raise BrokerRejected(
+            f"SQS: no credentials to {what} with: give `key` and `secret` (or the URL's user "
+            "and password), or set up the ambient chain (AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, a profile, an instance role)"
+        ) from exc
+    except (bx.ConnectionError, aiohttp.ClientConnectorError) as exc:
+        raise BrokerUnavailable(f"SQS is unreachable while trying to {what}: {exc}") from exc
+    except (TimeoutError, bx.HTTPClientError, aiohttp.ClientError, OSError) as exc:
+        if write:
+            raise OutcomeUnknown(
+                f"SQS did not answer while trying to {what} ({type(exc).__name__}), so its "
+                "outcome is unknown: it may be stored (on a FIFO queue a push repeated within "
+                "5 minutes is stored once; on a standard queue it would be a second copy)"
+            ) from exc
+        raise BrokerUnavailable(
+            f"SQS is unreachable while trying to {what}: {type(exc).__name__} {exc}"
+        ) from exc
+    except bx.BotoCoreError as exc:
+        raise BrokerRejected(f"SQS: could not {what}: {exc}") from exc
+
+
+def _message(exc: bx.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Message") or exc)
+
+
+def server_time(answer: Any) -> float | None:
+    """The server's clock when it answered (its `Date`, to the second, so never ahead)."""
+    date = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if not date:
+        return None
+    try:
+        return parsedate_to_datetime(str(date)).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def not_provisioned(queue: str, name: str) -> NotProvisioned:
+    return NotProvisioned(
+        f"the SQS queue {name!r} (queue {queue!r}) does not exist, and this driver never makes "
+        "one on a push, since a queue's type, visibility timeout and failed queue are "
+        f"decisions: run `rainier-queue provision --queue {queue}`",
+        queue=queue,
+    )
+
+
+class SQSConnection:
+    """The aiobotocore client, made on first use and shared by the parts; counts every call."""
+
+    def __init__(self, settings: SQSSettings) -> None:
+        self.settings = settings
+        self._client: Any = None
+        self._context: Any = None
+        self._connecting = asyncio.Lock()
+        self.calls: collections.Counter[str] = collections.Counter()
+        """Requests made, by operation: what SQS bills."""
+
+    async def client(self) -> Any:
+        if self._client is None:
+            async with self._connecting:
+                if self._client is None:
+                    self._client = await self._connect()
+        return self._client
+
+    async def _connect(self) -> Any:
+        s = self.settings
+        timeout = s.timeout.total_seconds()
+        config = AioConfig(
+            retries={"total_max_attempts": 1},
+            connect_timeout=min(timeout, 5.0),
+            read_timeout=timeout + s.wait.total_seconds(),
+            max_pool_connections=POOL,
+        )
+        args: dict[str, Any] = {"region_name": s.region, "config": config}
+        if s.endpoint is not None:
+            args["endpoint_url"] = s.endpoint
+        if s.key is not None:
+            args["aws_access_key_id"] = s.key
+            args["aws_secret_access_key"] = s.secret
+            if s.session_token is not None:
+                args["aws_session_token"] = s.session_token
+        context = get_session().create_client("sqs", **args)
+        with translated("connect"):
+            client = await context.__aenter__()
+        self._context = context
+        return client
+
+    async def call(self, operation: str, what: str, *, write: bool = False, **args: Any) -> Any:
+        """`operation` (`send_message`, ...) with `args`, counted and translated."""
+        client = await self.client()
+        self.calls[operation] += 1
+        with translated(what, write=write):
+            return await getattr(client, operation)(**args)
+
+    async def aclose(self) -> None:
+        context, self._context, self._client = self._context, None, None
+        if context is not None:
+            with contextlib.suppress(Exception):
+                await context.__aexit__(None, None, None)
+
+
+__all__ = [
+    "QueueMissing",
+    "SQSConnection",
+    "code_of",
+    "not_provisioned",
+    "server_time",
+    "translated",
+]
