@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""A connection's URL from the variable its platform already sets (`REDIS_URL`, `KAFKA_BROKERS`).
+"""A connection's URL from the variable its platform already sets (`REDIS_URL`, `KAFKA_BROKERS`,
+`SQS_QUEUE_URL`).
 
 Why: hosting platforms and container setups hand a service's address to
 the application in a variable of a well-known name, and the upstream booted
@@ -25,9 +26,10 @@ value becomes that driver's URL. A driver that adds one adds its line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from .errors import ConfigurationError
 from .redact import redact_url
@@ -74,9 +76,42 @@ def _kafka(value: str, variable: str) -> str:
     return f"kafka://{','.join(brokers)}"
 
 
+_AWS_SQS_HOST = re.compile(r"sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
+
+
+def _sqs(value: str, variable: str) -> str:
+    """`SQS_QUEUE_URL`: one queue's URL, which becomes the connection's `default` queue.
+
+    On AWS the region is read from the host and botocore's regional endpoint
+    is used; another host (a local emulator) becomes the endpoint. Other
+    queues are named by the connection's `prefix`, as always; credentials
+    come from the ambient AWS chain unless the table gives them.
+    """
+    url = value.strip()
+    parts = urlsplit(url)
+    account_and_name = [p for p in parts.path.split("/") if p]
+    if parts.scheme not in ("https", "http") or not parts.hostname or len(account_and_name) != 2:
+        raise ConfigurationError(
+            "it is not an SQS queue URL; write https://sqs.<region>.amazonaws.com/<account>/<queue>"
+        )
+    query = {"queue_urls": f"default={url}"}
+    aws = _AWS_SQS_HOST.fullmatch(parts.hostname)
+    if aws is not None:
+        query["region"] = aws.group(1)
+        netloc = ""
+    else:
+        netloc = parts.netloc
+        if parts.scheme == "http":
+            query["tls"] = "false"
+    if account_and_name[1].endswith(".fifo"):
+        query["fifo"] = "true"
+    return f"sqs://{netloc}/?{urlencode(query)}"
+
+
 ENVIRONMENT_URLS: dict[str, EnvironmentURL] = {
     "redis": EnvironmentURL("REDIS_URL", _redis),
     "kafka": EnvironmentURL("KAFKA_BROKERS", _kafka),
+    "sqs": EnvironmentURL("SQS_QUEUE_URL", _sqs),
 }
 """Driver scheme -> the variable a connection without a `url` reads, one line a driver."""
 

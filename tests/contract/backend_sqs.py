@@ -157,6 +157,37 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
 
         await _client_do(shared(), send)
 
+    async def raw(tmp: Path, namespace: str, queue: str) -> list[bytes]:
+        """Every message body on the queue's work queue and the connection's failed queue,
+        received by another client and made visible again at once (each receive counts in
+        its `ApproximateReceiveCount`: read only at the end of a test)."""
+        from rainier_queue.drivers.sqs.names import Names
+
+        names = Names(f"{namespace}-", fifo=fifo, urls={})
+        found: list[bytes] = []
+
+        async def read(client: Any) -> None:
+            for sqs_name in (names.work(queue), names.failed()):
+                url = (await client.get_queue_url(QueueName=sqs_name))["QueueUrl"]
+                handles: list[str] = []
+                while True:
+                    answer = await client.receive_message(
+                        QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60
+                    )
+                    messages = answer.get("Messages", [])
+                    if not messages:
+                        break
+                    for message in messages:
+                        found.append(message["Body"].encode())
+                        handles.append(message["ReceiptHandle"])
+                for handle in handles:
+                    await client.change_message_visibility(
+                        QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0
+                    )
+
+        await _client_do(shared(), read)
+        return found
+
     def relayed(tmp: Path, namespace: str, port: int) -> str:
         _provision(shared(), namespace, QUEUES, fifo)
         return _url(port, namespace, fifo)
@@ -184,6 +215,7 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         ),
         private_server=lambda folder, listen: _Private(folder, listen, fifo),
         plant=_unicode_only(envelope_bodies(publish)),
+        raw=raw,
         dispatches=50,  # moto answers tens of requests a second here: 400 pushes, not 4,000
         model_examples=8,  # each example's namespace is fifteen queues made and deleted
         known_failures=(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rainier_queue import QueueConfig
+from rainier_queue.drivers.sqs.settings import SQSSettings
 from rainier_queue.errors import ConfigurationError
 from rainier_queue.unresolved import UnresolvedQueue
 
@@ -113,3 +114,34 @@ def test_a_file_reads_the_variable_from_the_environment_it_is_handed(tmp_path: P
 
     assert loaded is not None
     assert loaded.connections["hot"].url == "kafka://k:9092"
+
+
+def test_an_sqs_queue_url_becomes_the_default_queue_of_an_sqs_connection_in_its_region() -> None:
+    queue_url = "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"
+
+    hot = config({"driver": "sqs", "prefix": "app-"}, {"SQS_QUEUE_URL": queue_url})
+
+    url = hot.connections["hot"].url
+    assert url.startswith("sqs:///?")
+
+    settings, _ = SQSSettings.read(url, dict(hot.connections["hot"].options), who="sqs")
+    assert settings.region == "eu-west-1"
+    assert settings.fifo is True
+    assert settings.queue_urls == {"default": queue_url}
+    assert settings.endpoint is None, "on AWS, botocore's regional endpoint"
+
+
+def test_an_sqs_queue_url_on_another_host_makes_that_host_the_endpoint() -> None:
+    hot = config({"driver": "sqs"}, {"SQS_QUEUE_URL": "http://127.0.0.1:4566/000000000000/jobs"})
+
+    assert hot.connections["hot"].url.startswith("sqs://127.0.0.1:4566/?")
+    assert "tls=false" in hot.connections["hot"].url
+
+
+def test_a_value_that_is_no_sqs_queue_url_is_refused_when_used_naming_the_form() -> None:
+    hot = config({"driver": "sqs"}, {"SQS_QUEUE_URL": "orders"})
+
+    problem = hot.connections["hot"].unresolved
+    assert problem is not None
+    assert "SQS_QUEUE_URL" in problem
+    assert "https://sqs.<region>.amazonaws.com/<account>/<queue>" in problem

@@ -27,6 +27,7 @@ SCHEMES = {
     "Kafka": "kafka",
     "NATS": "nats",
     "RabbitMQ": "amqp",
+    "SQS": "sqs",
 }
 
 

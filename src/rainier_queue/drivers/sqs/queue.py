@@ -48,9 +48,14 @@ PURGE_FIX = (
 
 
 class SQSQueue(Queue):
-    """Jobs as messages on SQS queues, one work queue and one failed queue per queue name."""
+    """Jobs as messages on SQS queues: one work queue per queue name, one failed queue per
+    connection."""
 
     name: ClassVar[str] = "sqs"
+    idle_wait: ClassVar[str] = (
+        "a long poll (`ReceiveMessage` with `WaitTimeSeconds`, the `wait` option, at most 20 s) "
+        "that SQS answers as soon as a job arrives"
+    )
     capabilities: ClassVar[Capabilities] = Capabilities(
         survives_restart=True,
         shared_between_processes=True,
