@@ -177,7 +177,9 @@ async def test_a_job_held_by_a_live_worker_names_it_and_a_job_elsewhere_names_wh
     held = await manager.dispatch(Held())
     waiting = await manager.dispatch(Plain())
     elsewhere = await manager.dispatch(Plain(), queue="elsewhere")
-    assert held and waiting and elsewhere
+    assert held
+    assert waiting
+    assert elsewhere
     worker = Worker(
         queue,
         REGISTRY,
