@@ -18,7 +18,7 @@ which names one thing that keeps a due job from a worker. A future limit
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -128,6 +128,9 @@ async def explain(queue: Queue, job_id: str) -> Explanation:
     state = await status(queue, job_id)
     beats = await workers(queue) if records_of(queue) is not None else None
     seen = Seen(queue=queue, state=state, beats=beats, now=utcnow())
+    holder = _holder(seen) if lookup_of(queue) is None else None
+    if state.status == "unknown" and holder is not None:
+        return _held_by_heartbeat(seen, holder)
     if state.status == "unknown":
         return _unknown(seen)
     if state.status == "failed":
@@ -177,9 +180,14 @@ async def _no_worker(seen: Seen) -> Cause | None:
     if any(name in beat.queues for beat in live):
         return None
     says = f"no live worker serves queue `{name}`"
+    stopping = [b for b in seen.beats if b.stopping and not b.is_gone(seen.now)]
     if live:
         served = sorted({q for beat in live for q in beat.queues})
         says += "; live workers serve " + ", ".join(f"`{q}`" for q in served)
+    elif stopping:
+        says += "; the workers still beating are stopping: " + ", ".join(
+            b.worker_id for b in stopping
+        )
     elif seen.beats:
         newest = max(beat.last_beat for beat in seen.beats)
         says += f"; no worker has beaten in {_after(newest, seen.now)}"
@@ -238,11 +246,12 @@ async def _in_line(seen: Seen) -> Cause:
 
 def _held(seen: Seen) -> Cause:
     state = seen.state
-    ends = (
-        f"when its lease ends at {_when(state.lease_until)}"
-        if state.lease_until is not None
-        else "when the broker sees the worker's connection close"
-    )
+    if state.lease_until is not None:
+        ends = f"when its lease ends at {_when(state.lease_until)}"
+    elif seen.queue.lease is not None:
+        ends = "when its lease ends"
+    else:
+        ends = "when the broker sees the worker's connection close"
     holder = _holder(seen)
     if holder is not None:
         since = state.since or next(
@@ -277,6 +286,28 @@ def _held(seen: Seen) -> Cause:
         "beat, or its worker is gone and its record expired)",
         fix=f"if no worker holds it, it comes back {ends}",
     )
+
+
+def _held_by_heartbeat(seen: Seen, holder: WorkerBeat) -> Explanation:
+    """On a driver that keeps heartbeats but cannot look a job up (NATS): the worker
+    whose heartbeat lists the job is the one answer there is."""
+    running = next(r for r in holder.running if r.job_id == seen.state.job_id)
+    state = replace(
+        seen.state,
+        status="running",
+        name=running.name,
+        queue=running.queue,
+        attempts=running.attempt,
+        worker=holder.worker_id,
+        since=running.started_at,
+        reason=None,
+    )
+    seen = replace(seen, state=state)
+    note = (
+        f"the {seen.queue.name} driver cannot look a job up by id: this is what the "
+        "worker's heartbeat last said"
+    )
+    return Explanation(job_id=state.job_id, state=state, causes=(_held(seen),), notes=(note,))
 
 
 def _holder(seen: Seen) -> WorkerBeat | None:
