@@ -46,6 +46,8 @@ class Stranded:
 class Overview:
     """What `doctor` reports of the connection as a whole."""
 
+    beats: tuple[WorkerBeat, ...]
+    """Every heartbeat kept, gone workers' included."""
     live: tuple[WorkerBeat, ...]
     unserved: tuple[Unserved, ...]
     stranded: tuple[Stranded, ...]
@@ -78,6 +80,7 @@ async def overview(queue: Queue, queues: Sequence[str]) -> Overview | None:
             unserved.append(Unserved(queue=name, jobs=jobs))
     stranded = await _stranded(queue, beats, live, now)
     return Overview(
+        beats=tuple(beats),
         live=live,
         unserved=tuple(unserved),
         stranded=tuple(stranded),

@@ -35,6 +35,7 @@ def test_explain_says_why_a_waiting_job_waits_and_what_would_change_it(cli: Cli)
     paused = cli("explain", now, "--json")
     cli("resume", "default")
     unknown = cli("explain", "01234567-89ab-7def-8123-456789abcdef")
+    doctor = cli("doctor")
 
     assert not_due.code == 0, not_due.output
     assert "not due until" in not_due.stdout
@@ -49,6 +50,12 @@ def test_explain_says_why_a_waiting_job_waits_and_what_would_change_it(cli: Cli)
     assert unknown.code == 4, unknown.output
     assert "no such job" in unknown.stdout
     assert no_traceback(unknown)
+    # No worker ever started: said, not warned (a deployment that has not started one yet).
+    assert doctor.code == 0, doctor.output
+    assert (
+        "no worker has a heartbeat on this connection; jobs wait on `default` (2) "
+        "until one is started"
+    ) in doctor.stdout
 
 
 def test_explain_a_failed_job_gives_its_error_and_the_retry_command(cli: Cli) -> None:

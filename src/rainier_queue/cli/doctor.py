@@ -184,6 +184,16 @@ async def _system(loaded: Loaded, queue: Queue, report: Report) -> None:
             "and which jobs dead workers hold cannot be told from here",
         )
         return
+    if not seen.beats:
+        # No worker ever beat here (or not within the hour): a deployment whose workers
+        # are not started yet, not one that forgot a queue. Said, not warned.
+        waiting = ", ".join(f"`{u.queue}` ({u.jobs})" for u in seen.unserved)
+        report.add(
+            "ok",
+            "no worker has a heartbeat on this connection"
+            + (f"; jobs wait on {waiting} until one is started" if waiting else ""),
+        )
+        return
     served = ", ".join(f"`{q}`" for q in seen.served) or "no queue"
     report.add("ok", f"{len(seen.live)} live worker(s), serving {served}")
     for unserved in seen.unserved:
