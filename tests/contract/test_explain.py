@@ -11,6 +11,7 @@ pause marks (`pausable`). A driver that cannot look a job up gets the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -158,6 +159,10 @@ async def test_a_job_no_live_worker_serves_says_so_with_or_without_gone_workers(
         worker_key("dead:1:x"), _beat("dead:1:x", minutes_ago=5).to_json(), timedelta(minutes=5)
     )
     after_a_death = await explain(queue, job.id)
+    leaving = dataclasses.replace(_beat("leaving:1:z", minutes_ago=0), stopping=True)
+    await queue.put_record(worker_key(leaving.worker_id), leaving.to_json(), timedelta(minutes=5))
+    while_one_stops = await explain(queue, job.id)
+    await queue.forget_record(worker_key(leaving.worker_id))
 
     assert nobody.code == "no_worker"
     assert "no live worker serves queue `lonely`" in text(nobody)
@@ -165,6 +170,8 @@ async def test_a_job_no_live_worker_serves_says_so_with_or_without_gone_workers(
     assert "`rainier-queue work --queue lonely`" in text(nobody)
     assert after_a_death.code == "no_worker"
     assert "no worker has beaten in 5m" in text(after_a_death)
+    assert while_one_stops.code == "no_worker"
+    assert "the workers still beating are stopping: leaving:1:z" in text(while_one_stops)
     await queue.forget_record(worker_key("dead:1:x"))
 
 
