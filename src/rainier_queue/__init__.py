@@ -50,6 +50,7 @@ from .errors import (
     UnsupportedOperation,
 )
 from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
+from .explain import Explanation
 from .job import Job, JobFunction, job
 from .jobstate import JobState, WorkerBeat
 from .listeners import QueuedListeners
@@ -103,6 +104,7 @@ __all__ = [
     "Dependencies",
     "DuplicateJob",
     "EventDispatcher",
+    "Explanation",
     "FailedJob",
     "FailedJobStore",
     "Finding",

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from . import explain as explaining
 from . import lookup
 from .blocking import BlockingManager
 from .context import Dependencies
@@ -57,6 +58,7 @@ from .envelope.packing import (
     unique_lock_name,
 )
 from .errors import ConfigurationError, OutcomeUnknown, UnknownConnection, UnsupportedOperation
+from .explain import Explanation
 from .instrument import PushScope, QueueObserver, instrumented
 from .job import Job
 from .jobstate import JobState, WorkerBeat
@@ -430,6 +432,14 @@ class QueueManager:
         done in time.
         """
         return await lookup.result(self.connection(connection), job_id, timeout=timeout)
+
+    async def explain(self, job_id: str, connection: str | None = None) -> Explanation:
+        """Why job `job_id` is not running, in plain words, and what would change that.
+
+        `Explanation.code` is the deciding reason for a script, `lines` the answer
+        for a person (`rainier-queue explain`, docs/operations.md).
+        """
+        return await explaining.explain(self.connection(connection), job_id)
 
     async def workers(self, connection: str | None = None) -> list[WorkerBeat]:
         """The heartbeats of the workers on a connection, gone ones included (`is_gone`)."""

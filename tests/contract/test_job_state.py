@@ -106,3 +106,13 @@ async def test_a_job_nobody_knows_is_unknown_and_says_why(queue: Queue) -> None:
         assert state.status == "unknown"
         assert state.reason is not None
         assert "no such job" in state.reason
+
+
+async def test_a_delayed_job_alone_on_its_queue_is_found(queue: Queue) -> None:
+    manager = looking(queue)
+    later = a_job(queue="only-later", delay=timedelta(hours=1))
+    await queue.push(later)
+
+    state = await manager.status(later.id)
+
+    assert (state.status, state.queue) == ("delayed", "only-later")

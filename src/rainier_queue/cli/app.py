@@ -35,6 +35,7 @@ COMMANDS = {
     "dispatch": "dispatch",
     "doctor": "doctor",
     "encryption-key": "encryption",
+    "explain": "explaining",
     "failed": "inspection",
     "flush": "admin",
     "forget": "admin",

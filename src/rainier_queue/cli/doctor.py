@@ -20,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
 
 import click
 
 from ..errors import BrokerError
 from ..job import Job
 from ..outbox import Outbox
+from ..overview import overview
 from ..queue import (
     Capabilities,
     Countable,
@@ -44,6 +47,8 @@ from .loading import Loaded
 from .provision import queues_to_provision
 from .runtime import State, message_for, run_command
 from .schedule_option import SCHEDULE_OPTION
+
+Reached = Literal["unreachable", "incomplete", "ready"]
 
 _STYLE = {"ok": "green", "warn": "yellow", "problem": "red"}
 
@@ -84,7 +89,8 @@ def doctor(state: State, schedule_spec: str | None) -> None:
             queue = loaded.queue(name)
             default = " (default)" if name == loaded.manager.default_connection else ""
             click.secho(f"connection `{name}`{default}: {queue.describe()}", bold=True)
-            await _connection(loaded, name, queue, report)
+            if await _connection(loaded, name, queue, report):
+                await _system(loaded, queue, report)
             outbox = loaded.manager.outbox(name)
             if outbox is not None:
                 await _outbox(outbox, name, report)
@@ -124,9 +130,12 @@ def _jobs(loaded: Loaded, report: Report) -> None:
             )
 
 
-async def _connection(loaded: Loaded, name: str, queue: Queue, report: Report) -> None:
-    if not await _provisioning(loaded, name, queue, report):
-        return
+async def _connection(loaded: Loaded, name: str, queue: Queue, report: Report) -> bool:
+    """Check one connection; True when it is reachable with nothing missing, so reading
+    its jobs and heartbeats creates nothing (doctor only reads)."""
+    reached = await _provisioning(loaded, name, queue, report)
+    if reached == "unreachable":
+        return False
     report.add("ok", _capabilities(queue.capabilities))
     if isinstance(queue, HealthNotes):
         try:
@@ -156,33 +165,89 @@ async def _connection(loaded: Loaded, name: str, queue: Queue, report: Report) -
     if not problems:
         lease = f"the {queue.lease.total_seconds():g}s lease" if queue.lease else "no lease"
         report.add("ok", f"{which} fit {lease}")
+    return reached == "ready"
 
 
-async def _provisioning(loaded: Loaded, name: str, queue: Queue, report: Report) -> bool:
+async def _system(loaded: Loaded, queue: Queue, report: Report) -> None:
+    """The connection as a whole: queues with jobs no live worker serves, and the jobs
+    of workers that are gone (`overview.py`); said to be unknowable without heartbeats."""
+    queues = [*loaded.manager.default_queues(), *(loaded.registry.queues() if loaded.app else ())]
+    try:
+        seen = await overview(queue, list(dict.fromkeys(queues)))
+    except BrokerError as exc:
+        report.add("warn", f"could not read its jobs and heartbeats: {message_for(exc)}")
+        return
+    if seen is None:
+        report.add(
+            "ok",
+            f"the {queue.name} driver keeps no worker heartbeats, so which queues are served "
+            "and which jobs dead workers hold cannot be told from here",
+        )
+        return
+    if not seen.beats:
+        # No worker ever beat here (or not within the hour): a deployment whose workers
+        # are not started yet, not one that forgot a queue. Said, not warned.
+        waiting = ", ".join(f"`{u.queue}` ({u.jobs})" for u in seen.unserved)
+        report.add(
+            "ok",
+            "no worker has a heartbeat on this connection"
+            + (f"; jobs wait on {waiting} until one is started" if waiting else ""),
+        )
+        return
+    served = ", ".join(f"`{q}`" for q in seen.served) or "no queue"
+    report.add("ok", f"{len(seen.live)} live worker(s), serving {served}")
+    for unserved in seen.unserved:
+        report.add(
+            "warn",
+            f"queue `{unserved.queue}` has {unserved.jobs} job(s) waiting and no live worker "
+            f"serves it; start one: `rainier-queue work --queue {unserved.queue}`",
+        )
+    for held in seen.stranded:
+        beat = held.worker
+        back = (
+            f"it comes back when its lease ends at {_when(held.lease_until)}"
+            if held.lease_until is not None
+            else "it comes back when its lease ends"
+        )
+        listed = "" if seen.looked_up else " (as its last heartbeat listed it)"
+        report.add(
+            "warn",
+            f"job {held.job_id} (`{held.name}` on `{held.queue}`) is held by worker "
+            f"{beat.worker_id} on host {beat.host}, gone since {_when(beat.last_beat)}"
+            f"{listed}; {back}",
+        )
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+async def _provisioning(loaded: Loaded, name: str, queue: Queue, report: Report) -> Reached:
     """Whether the server answers, and what the queues need that is missing or not as asked.
 
     Each finding names the command that fixes it (or what a person must do);
     one the driver puts right on first use is a warning, any other a problem.
-    False when the server could not be reached.
+    `unreachable` when the server could not be reached, `incomplete` when
+    something is missing.
     """
     if not isinstance(queue, Provisionable):
         try:
             await queue.size(loaded.manager.default_queues()[0])
         except BrokerError as exc:
             report.add("problem", f"cannot reach it: {message_for(exc)}")
-            return False
+            return "unreachable"
         except Exception as exc:  # a driver that cannot count (inline) is still usable
             report.add("warn", f"cannot count its jobs: {exc}")
         else:
             report.add("ok", "reachable; what a queue needs is made when it is first used")
-        return True
+        return "ready"
     queues = queues_to_provision(loaded, ())
     try:
         findings = await queue.check_provisioned(queues)
         version = await queue.schema_status() if isinstance(queue, Migratable) else None
     except BrokerError as exc:
         report.add("problem", f"cannot reach it: {message_for(exc)}")
-        return False
+        return "unreachable"
     if version is not None and not findings:
         report.add("ok", f"reachable; schema version {version[0]} (this code expects {version[1]})")
     elif not findings:
@@ -194,7 +259,7 @@ async def _provisioning(loaded: Loaded, name: str, queue: Queue, report: Report)
             "warn" if finding.fixed_on_first_use else "problem",
             _with_fix(finding, f" --connection {name}" if several else ""),
         )
-    return True
+    return "incomplete" if findings else "ready"
 
 
 async def _outbox(outbox: Outbox, name: str, report: Report) -> None:

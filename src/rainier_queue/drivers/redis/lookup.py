@@ -63,13 +63,17 @@ class RedisLookup:
         return Found(job=failed.job, where="failed", error=failed.error, failed_at=failed.failed_at)
 
     async def _queues(self) -> list[str]:
-        """Every queue with a stream in this namespace (on a cluster, on every primary)."""
-        pattern = _glob_escape(self._keys.prefix) + "{*}:stream"
+        """Every queue with a stream or a delayed set in this namespace (on a cluster, on
+        every primary): a queue whose only jobs were dispatched with a delay has no stream."""
         client = await self._ready()
-        async with translated("list queues"):
-            names = {key async for key in client.scan_iter(match=pattern, count=1000)}
+        names: set[str] = set()
         start = len(self._keys.prefix) + 1
-        return sorted(Keys.decode_queue(str(name)[start : -len("}:stream")]) for name in names)
+        for suffix in ("}:stream", "}:delayed"):
+            pattern = _glob_escape(self._keys.prefix) + "{*" + suffix
+            async with translated("list queues"):
+                found = {str(key) async for key in client.scan_iter(match=pattern, count=1000)}
+            names.update(Keys.decode_queue(key[start : -len(suffix)]) for key in found)
+        return sorted(names)
 
     async def _in_stream(
         self, keys: QueueKeys, queue: str, job_id: str, needle: str
