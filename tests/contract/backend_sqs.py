@@ -39,9 +39,17 @@ def _query(namespace: str, fifo: bool) -> str:
     return f"region={REGION}&tls=false&prefix={namespace}-&wait=1s" + ("&fifo=true" if fifo else "")
 
 
-def _url(port: int, namespace: str, fifo: bool, *, host: str = "127.0.0.1", user: str = "") -> str:
+def _url(
+    port: int,
+    namespace: str,
+    fifo: bool,
+    *,
+    host: str = "127.0.0.1",
+    user: str = "",
+    extra: str = "",
+) -> str:
     who = user or f"{KEY}:{KEY}"
-    return f"sqs://{who}@{host}:{port}/?{_query(namespace, fifo)}"
+    return f"sqs://{who}@{host}:{port}/?{_query(namespace, fifo)}{extra}"
 
 
 def _provision(port: int, namespace: str, queues: Sequence[str], fifo: bool) -> None:
@@ -96,7 +104,12 @@ class _Private:
 
     def url(self, tmp: Path, namespace: str) -> str:
         _provision(self.outage_server.target, namespace, ["default"], self.fifo)
-        return _url(self.outage_server.port, namespace, self.fifo, host=self.host)
+        # A call's answer is awaited 5 s, not 30 (plus the long poll): a network that goes
+        # silent (the partition tests) is then an outage the worker sees and rides out,
+        # rather than a hang that outlasts the cut.
+        return _url(
+            self.outage_server.port, namespace, self.fifo, host=self.host, extra="&timeout=5s"
+        )
 
     def crash(self) -> None:
         self.outage_server.crash()

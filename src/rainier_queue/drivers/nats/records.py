@@ -121,7 +121,7 @@ class NATSRecords:
     async def records(self, prefix: str) -> list[bytes]:
         kind, _, start = prefix.partition(":")
         kv = await self._bucket()
-        out: list[bytes] = []
+        latest: dict[str, bytes | None] = {}
         async with translated("list records"):
             # A watch on one subject filter: the keys of one kind only (a server before
             # 2.10 takes a single filter, which is all this needs).
@@ -130,12 +130,13 @@ class NATSRecords:
                 async for entry in watcher:
                     if entry is None:
                         break  # the values there were when the watch began: all read
-                    body = _live(entry.value)
-                    if body is not None and (not start or _decoded(entry.key).startswith(start)):
-                        out.append(body)
+                    if not start or _decoded(entry.key).startswith(start):
+                        # A key written again while the watch delivers comes twice: the
+                        # later revision wins, so each record is listed once.
+                        latest[entry.key] = _live(entry.value)
             finally:
                 await watcher.stop()  # type: ignore[no-untyped-call]
-        return out
+        return [body for body in latest.values() if body is not None]
 
 
 def _decoded(name: str) -> str:
