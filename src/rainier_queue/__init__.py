@@ -49,7 +49,14 @@ from .errors import (
     UnknownOption,
     UnsupportedOperation,
 )
-from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
+from .events import (
+    EventDispatcher,
+    JobCancelled,
+    JobFailed,
+    JobProcessed,
+    JobProcessing,
+    JobReleased,
+)
 from .job import Job, JobFunction, job
 from .jobstate import JobState, WorkerBeat
 from .listeners import QueuedListeners
@@ -111,6 +118,7 @@ __all__ = [
     "Job",
     "JobContext",
     "JobError",
+    "JobCancelled",
     "JobFailed",
     "JobFailedError",
     "JobFunction",

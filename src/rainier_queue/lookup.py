@@ -27,6 +27,7 @@ from ._clock import utcnow
 from .errors import JobError, UnsupportedOperation
 from .jobstate import (
     WORKER_KEY,
+    CancelledJob,
     Found,
     JobLookup,
     JobState,
@@ -36,6 +37,7 @@ from .jobstate import (
     WorkerBeat,
     attempts_from_json,
     attempts_key,
+    cancelled_key,
     job_key,
 )
 from .queue import Queue
@@ -114,6 +116,17 @@ async def _status(queue: Queue, job_id: str) -> JobState:
         if found is not None:
             return await _from_storage(queue, found)
     store = records_of(queue)
+    cancelled = await _cancelled(store, job_id) if store is not None else None
+    if cancelled is not None:
+        return JobState(
+            job_id=job_id,
+            status="cancelled",
+            name=cancelled.name,
+            queue=cancelled.queue,
+            finished_at=cancelled.at,
+            worker=cancelled.worker,
+            reason=f"cancelled {cancelled.how}",
+        )
     outcome = await _outcome(store, job_id) if store is not None else None
     if outcome is None and lookup is None:
         return JobState(
@@ -193,6 +206,16 @@ async def _history(store: RecordStore, job_id: str) -> list[PastAttempt]:
         return attempts_from_json(raw)
     except (ValueError, KeyError, TypeError):
         return []
+
+
+async def _cancelled(store: RecordStore, job_id: str) -> CancelledJob | None:
+    raw = await store.get_record(cancelled_key(job_id))
+    if raw is None:
+        return None
+    try:
+        return CancelledJob.from_json(raw)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 async def _outcome(store: RecordStore, job_id: str) -> Outcome | None:
