@@ -47,7 +47,8 @@ class Cancellation:
     how: How
     """`removed`: it waited and is gone. `marked`: a worker holds it (or the driver cannot
     remove a waiting one), and workers stop or skip it within their `pause_check`.
-    `not found`: the driver holds no such job. `finished`: it succeeded, failed or was
+    `not found`: the driver found no such job; it is marked all the same, so it does not
+    run if it turns up (a push on its way) while the mark lasts. `finished`: it succeeded, failed or was
     cancelled already; nothing changed."""
 
     def describe(self) -> str:
@@ -61,7 +62,11 @@ class Cancellation:
             )
         if self.how == "finished":
             return f"job {self.job_id} has finished already; nothing was cancelled"
-        return f"no job {self.job_id} is queued, delayed or running here; nothing was cancelled"
+        return (
+            f"no job {self.job_id} was found queued, delayed or running; it is marked "
+            f"cancelled all the same, so it does not run if it turns up within "
+            f"{CANCEL_KEPT.days} days"
+        )
 
 
 def cancellable(queue: Queue) -> RecordStore:
@@ -84,13 +89,17 @@ async def cancel(queue: Queue, job_id: str) -> Cancellation:
         raise ValueError(f"a job to cancel needs its id, not {job_id!r}")
     store = cancellable(queue)
     lookup = lookup_of(queue)
+    missing = False
     if lookup is not None:
         found = await lookup.find_job(job_id)
-        if found is None:
-            done = await store.get_record(cancelled_key(job_id))
-            return Cancellation(job_id, "not found" if done is None else "finished")
-        if found.where == "failed":
+        if found is not None and found.where == "failed":
             return Cancellation(job_id, "finished")
+        if found is None:
+            if await store.get_record(cancelled_key(job_id)) is not None:
+                return Cancellation(job_id, "finished")
+            # Not found is not proof of absence (a push on its way, a lookup that cannot
+            # see every corner): the mark is left all the same, and costs one record.
+            missing = True
     if isinstance(queue, JobRemover):
         removed = await queue.remove_job(job_id)
         if removed is not None:
@@ -104,7 +113,7 @@ async def cancel(queue: Queue, job_id: str) -> Cancellation:
             await store.put_record(cancelled_key(job_id), record.to_json(), CANCELLED_KEPT)
             return Cancellation(job_id, "removed")
     await store.put_record(cancel_key(job_id), job_id.encode(), CANCEL_KEPT)
-    return Cancellation(job_id, "marked")
+    return Cancellation(job_id, "not found" if missing else "marked")
 
 
 __all__ = ["Cancellation", "cancel", "cancellable"]

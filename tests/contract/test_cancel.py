@@ -231,12 +231,23 @@ async def test_a_running_plain_def_job_polling_the_flag_ends_cancelled(
     assert await cancellable_queue.size("default") == 0
 
 
-async def test_cancelling_a_job_nobody_pushed_says_so(cancellable_queue: Queue) -> None:
+async def test_cancelling_a_job_nobody_pushed_says_so_and_it_never_runs_if_it_comes(
+    cancellable_queue: Queue,
+) -> None:
     manager = QueueManager(cancellable_queue)
-    if not cancellable_queue.capabilities.job_lookup:
-        pytest.skip(f"{cancellable_queue.name} cannot look a job up: it marks any id")
+    early = noted(1)
+    if cancellable_queue.capabilities.job_lookup:
+        assert (await manager.cancel(early.id)).how == "not found"
+    else:
+        assert (await manager.cancel(early.id)).how == "marked", "nothing to look it up by"
+    seen = Seen()
+    await cancellable_queue.push(early)
+    await cancellable_queue.push(noted(2))
+    async with _Running(cancellable_queue, seen):
+        await _until(lambda: _ran(seen, 2))
+        await _until(lambda: _cancelled(manager, early.id))
 
-    assert (await manager.cancel("no-such-job")).how == "not found"
+    assert seen.ran == [2], "the job marked before it was pushed never ran"
 
 
 async def _ran(seen: Seen, n: int) -> bool:

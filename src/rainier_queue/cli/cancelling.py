@@ -28,12 +28,9 @@ def cancel(state: State, job_ids: tuple[str, ...]) -> None:
     async def body(loaded: Loaded) -> int:
         target = loaded.queue(state.settings.connection)
         warn_if_private(target)
-        missing = 0
         for job_id in job_ids:
-            done = await cancel_job(target, job_id)
-            missing += done.how == "not found"
-            echo(done.describe())
-        return 1 if missing else 0
+            echo((await cancel_job(target, job_id)).describe())
+        return 0
 
     run_command(state, body)
 
