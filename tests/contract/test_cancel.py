@@ -133,9 +133,9 @@ class _Running:
 
 async def test_a_driver_can_cancel_exactly_when_it_says_so(queue: Queue) -> None:
     if queue.capabilities.cancellable:
-        assert queue.capabilities.records and isinstance(queue, RecordStore), (
-            f"{queue.name} declares cancellable=True: its workers read the marks from its records"
-        )
+        reason = f"{queue.name} declares cancellable=True: its workers read marks from its records"
+        assert queue.capabilities.records, reason
+        assert isinstance(queue, RecordStore), reason
     if isinstance(queue, JobRemover):
         assert queue.capabilities.cancellable, f"{queue.name} removes jobs but cannot cancel"
 
