@@ -133,7 +133,7 @@ class _Running:
 
 async def test_a_driver_can_cancel_exactly_when_it_says_so(queue: Queue) -> None:
     if queue.capabilities.cancellable:
-        reason = f"{queue.name} declares cancellable=True: its workers read marks from its records"
+        reason = f"{queue.name} declares cancellable=True: workers read marks from its records"
         assert queue.capabilities.records, reason
         assert isinstance(queue, RecordStore), reason
     if isinstance(queue, JobRemover):
