@@ -48,8 +48,9 @@ class Cancellation:
     """`removed`: it waited and is gone. `marked`: a worker holds it (or the driver cannot
     remove a waiting one), and workers stop or skip it within their `pause_check`.
     `not found`: the driver found no such job; it is marked all the same, so it does not
-    run if it turns up (a push on its way) while the mark lasts. `finished`: it succeeded, failed or was
-    cancelled already; nothing changed."""
+    run if it turns up (a push on its way) while the mark lasts. `finished`: it is in the
+    failed store or was cancelled already; nothing changed. (A success leaves no trace to
+    tell from a job never pushed unless it was recorded, so it reads as `not found`.)"""
 
     def describe(self) -> str:
         if self.how == "removed":
@@ -61,7 +62,7 @@ class Cancellation:
                 "does not run it; it ends as cancelled, not retried"
             )
         if self.how == "finished":
-            return f"job {self.job_id} has finished already; nothing was cancelled"
+            return f"job {self.job_id} failed or was cancelled already; nothing was cancelled"
         return (
             f"no job {self.job_id} was found queued, delayed or running; it is marked "
             f"cancelled all the same, so it does not run if it turns up within "
