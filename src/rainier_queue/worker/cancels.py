@@ -61,12 +61,19 @@ class CancelWatch:
         self.marked: frozenset[str] = frozenset()
         """The ids of the jobs cancelled, as last read."""
         self._failing = False
+        self._stopped = False
+
+    def stop(self) -> None:
+        """End `run` after its current read, even if that read swallows the task's
+        cancellation (the NATS client's key-value watch, which a read uses, can)."""
+        self._stopped = True
 
     async def run(self) -> None:
-        """Read the marks every `every`, until cancelled."""
-        while True:
+        """Read the marks every `every`, until cancelled or stopped."""
+        while not self._stopped:
             await asyncio.sleep(self._every)
-            await self.check()
+            if not self._stopped:
+                await self.check()
 
     async def check(self) -> None:
         """Read the marks once, and ask each running job they name to stop."""

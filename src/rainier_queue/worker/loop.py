@@ -241,6 +241,8 @@ class Worker:
                 await self._tell_queue_we_stopped()
             finally:
                 keeper.cancel()
+                if self._cancels is not None:
+                    self._cancels.stop()
                 side = [task for task in (watching, watching_cancels) if task is not None]
                 for task in side:
                     task.cancel()
