@@ -358,7 +358,7 @@ class Runner:
             )
         if control.is_interrupted():
             return _ended(made, Verdict.INTERRUPTED)
-        if control.stop_asked:  # cancelled before it started: it never runs
+        if control.asked_to_stop():  # cancelled before it started: it never runs
             never_ran = _ended(made, Verdict.CANCELLED)
             never_ran.before_start = True
             return never_ran
@@ -404,18 +404,18 @@ class Runner:
                 return self._timed_out(made, timeout)
             if control.cancelled:
                 return _ended(made, Verdict.INTERRUPTED)
-            if control.asked_to_stop():
+            if control.stop_asked:
                 return _ended(made, Verdict.CANCELLED)
             return _ended(made, Verdict.RAISED, RuntimeError("the handler cancelled itself"))
         except Retry as exc:
-            if control.asked_to_stop():
+            if control.stop_asked:
                 return _ended(made, Verdict.CANCELLED)
             return _ended(made, Verdict.RETRY, exc, exc.delay)
         except (Exception, HandlerInterrupted) as exc:
-            if control.asked_to_stop():  # it stopped because it was asked to, however it said so
+            if control.stop_asked:  # it stopped because it was asked to, however it said so
                 return _ended(made, Verdict.CANCELLED, exc)
             return _ended(made, Verdict.RAISED, exc)
-        if control.asked_to_stop():
+        if control.stop_asked:
             # Cancelled while it ran: whatever it returned, the job ends cancelled.
             for _ in range(control.stop_cancels):
                 task.uncancel()  # an `async def` handler that swallowed the cancellation
