@@ -61,7 +61,7 @@ from .job import Job, JobFunction, job
 from .jobstate import JobState, WorkerBeat
 from .listeners import QueuedListeners
 from .locks import Cache, Lock, LockManager
-from .lookup import JobFailedError, ResultNotKept
+from .lookup import JobCancelledError, JobFailedError, ResultNotKept
 from .manager import QueueManager
 from .outbox import Outbox, Relay, RelaySettings
 from .queue import (
@@ -117,6 +117,7 @@ __all__ = [
     "HandlerTimedOut",
     "Job",
     "JobCancelled",
+    "JobCancelledError",
     "JobContext",
     "JobError",
     "JobFailed",

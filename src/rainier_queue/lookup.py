@@ -62,6 +62,14 @@ class JobFailedError(JobError):
         self.state = state
 
 
+class JobCancelledError(JobError):
+    """`result()` was asked for a job that was cancelled: it has no result, and never will."""
+
+    def __init__(self, state: JobState) -> None:
+        super().__init__(f"job {state.job_id} was {state.reason or 'cancelled'}; it has no result")
+        self.state = state
+
+
 def lookup_of(queue: Queue) -> JobLookup | None:
     """`queue` as a `JobLookup`, if it declares and has one."""
     if queue.capabilities.job_lookup and isinstance(queue, JobLookup):
@@ -164,7 +172,8 @@ async def _status(queue: Queue, job_id: str) -> JobState:
 async def result(queue: Queue, job_id: str, *, timeout: timedelta | float | None) -> Any:
     """The return value job `job_id` recorded, waiting up to `timeout` for it to finish.
 
-    Raises `JobFailedError` for a job in the failed store, `ResultNotKept`
+    Raises `JobFailedError` for a job in the failed store, `JobCancelledError` for
+    one cancelled, `ResultNotKept`
     for a success without a recorded value, `TimeoutError` when the job is
     not done in time (it may still be), `UnsupportedOperation` on a driver
     that keeps no records.
@@ -188,6 +197,8 @@ async def result(queue: Queue, job_id: str, *, timeout: timedelta | float | None
             return state.result
         if state.status == "failed":
             raise JobFailedError(state)
+        if state.status == "cancelled":
+            raise JobCancelledError(state)
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(
                 f"job {job_id} is {state.status} after {seconds:g}s; it may still finish "
@@ -272,6 +283,7 @@ def describe_result(value: Any) -> str:
 
 
 __all__ = [
+    "JobCancelledError",
     "JobFailedError",
     "ResultNotKept",
     "describe_result",

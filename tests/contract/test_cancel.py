@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rainier_queue import Job, JobContext, JobRegistry, QueueManager
+from rainier_queue import Job, JobCancelledError, JobContext, JobRegistry, QueueManager
 from rainier_queue.context import Dependencies
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import UnsupportedOperation
@@ -211,6 +211,8 @@ async def test_a_running_async_job_cancelled_ends_cancelled_and_is_not_retried(
     assert (running.stats.failed, running.stats.released) == (0, 0)
     assert await cancellable_queue.size("default") == 0, "nothing left to retry"
     assert (await manager.status(job_id)).reason == "cancelled while it ran"
+    with pytest.raises(JobCancelledError, match="cancelled while it ran; it has no result"):
+        await manager.result(job_id, timeout=30)
 
 
 async def test_a_running_plain_def_job_polling_the_flag_ends_cancelled(
