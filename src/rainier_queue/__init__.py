@@ -49,13 +49,20 @@ from .errors import (
     UnknownOption,
     UnsupportedOperation,
 )
-from .events import EventDispatcher, JobFailed, JobProcessed, JobProcessing, JobReleased
+from .events import (
+    EventDispatcher,
+    JobCancelled,
+    JobFailed,
+    JobProcessed,
+    JobProcessing,
+    JobReleased,
+)
 from .explain import Explanation
 from .job import Job, JobFunction, job
 from .jobstate import JobState, WorkerBeat
 from .listeners import QueuedListeners
 from .locks import Cache, Lock, LockManager
-from .lookup import JobFailedError, ResultNotKept
+from .lookup import JobCancelledError, JobFailedError, ResultNotKept
 from .manager import QueueManager
 from .outbox import Outbox, Relay, RelaySettings
 from .queue import (
@@ -111,6 +118,8 @@ __all__ = [
     "HandlerInterrupted",
     "HandlerTimedOut",
     "Job",
+    "JobCancelled",
+    "JobCancelledError",
     "JobContext",
     "JobError",
     "JobFailed",

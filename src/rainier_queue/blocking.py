@@ -42,7 +42,8 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from . import lookup
+from . import cancelling, lookup
+from .cancelling import Cancellation
 from .context import Dependencies
 from .dispatch import PendingDispatch
 from .errors import OutcomeUnknown
@@ -225,6 +226,12 @@ class BlockingManager:
     def size(self, queue: str = "default", connection: str | None = None) -> int:
         """Jobs waiting on `queue`."""
         return self._call(lambda: self.manager.connection(connection).size(queue), sends=False)
+
+    def cancel(self, job_id: str, *, connection: str | None = None) -> Cancellation:
+        """Cancel job `job_id` (`QueueManager.cancel`)."""
+        return self._call(
+            lambda: cancelling.cancel(self.manager.connection(connection), job_id), sends=False
+        )
 
     def status(self, job_id: str, connection: str | None = None) -> JobState:
         """Where job `job_id` is (`QueueManager.status`)."""

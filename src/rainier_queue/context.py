@@ -8,7 +8,7 @@ an HTTP client) without importing globals. Both come in the context.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -68,6 +68,24 @@ class JobContext:
     """The attempts this job may use, after the worker's `tries` floor."""
     headers: Mapping[str, str] = field(default_factory=dict)
     dependencies: Dependencies = field(default_factory=Dependencies)
+    asked_to_stop: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
+    """Set by the worker: whether someone cancelled this job while it runs."""
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether this job was cancelled (`QueueManager.cancel`) while it runs.
+
+        A plain `def` handler polls this (or `cancel_requested()`) and returns
+        early: Python cannot stop a thread from outside, so a handler that never
+        looks runs to its end, and the job still ends as cancelled. An `async
+        def` handler gets `asyncio.CancelledError` instead, and sees this too.
+        """
+        asked = self.asked_to_stop
+        return asked is not None and asked()
+
+    def cancel_requested(self) -> bool:
+        """The same as `cancelled`, as a call."""
+        return self.cancelled
 
     @property
     def is_last_attempt(self) -> bool:

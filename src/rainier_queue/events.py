@@ -51,7 +51,17 @@ class JobFailed:
     error: str
 
 
-Event = JobProcessing | JobProcessed | JobReleased | JobFailed
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobCancelled:
+    """The job was cancelled (`QueueManager.cancel`) before or while it ran, and acknowledged:
+    neither failed nor to be retried."""
+
+    job: QueuedJob
+    while_running: bool
+    """True if its handler had started (and was asked to stop); False if it never ran."""
+
+
+Event = JobProcessing | JobProcessed | JobReleased | JobFailed | JobCancelled
 Listener = Callable[[Event], Awaitable[None] | None]
 
 

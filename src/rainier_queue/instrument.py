@@ -88,7 +88,7 @@ class PortCall:
 QueueObserver = Callable[[PortCall], None]
 """An instrument: called once for each `PortCall`, on the caller's task."""
 
-Outcome = Literal["succeeded", "retried", "failed", "interrupted", "lost"]
+Outcome = Literal["succeeded", "retried", "failed", "interrupted", "lost", "cancelled"]
 """What the worker decided about one run: acknowledge it, release it for another attempt,
 move it to the failed store, hand it back unfinished at a stop (or leave a thread that
 would not stop to its lease), or record nothing because its lease was lost meanwhile."""

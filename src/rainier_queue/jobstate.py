@@ -33,9 +33,9 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 from ._clock import utcnow
 from .envelope import QueuedJob, format_time, parse_time
 
-Status = Literal["queued", "delayed", "running", "succeeded", "failed", "unknown"]
+Status = Literal["queued", "delayed", "running", "succeeded", "failed", "cancelled", "unknown"]
 """Where a job is: waiting and due, waiting until a time, held by a worker, done for good
-(succeeded, or in the failed store), or not found."""
+(succeeded, in the failed store, or cancelled), or not found."""
 
 Stored = Literal["queued", "delayed", "reserved", "failed"]
 """Where a driver found a job in its own storage."""
@@ -57,6 +57,16 @@ by id after it ran)."""
 WORKER_KEY = "worker:"
 JOB_KEY = "job:"
 ATTEMPTS_KEY = "attempts:"
+CANCEL_KEY = "cancel:"
+"""A cancellation asked for and not yet carried out: workers read these on a cadence."""
+CANCELLED_KEY = "cancelled:"
+"""A job that ended cancelled, for `status`."""
+
+CANCEL_KEPT = timedelta(days=7)
+"""How long a cancellation mark waits for its job (a delayed one included) to be reserved."""
+
+CANCELLED_KEPT = timedelta(days=1)
+"""How long the record of a cancelled job is kept for `status`."""
 
 ATTEMPTS_KEPT = timedelta(days=7)
 """How long the errors of a job's earlier attempts are kept after its last one."""
@@ -86,6 +96,16 @@ class JobLookup(Protocol):
 
     async def find_job(self, job_id: str) -> Found | None:
         """The job as stored, or None when the driver holds no job with that id."""
+        ...
+
+
+@runtime_checkable
+class JobRemover(Protocol):
+    """A driver that can take one waiting or delayed job out of its storage by id."""
+
+    async def remove_job(self, job_id: str) -> QueuedJob | None:
+        """Delete the job if it waits (due or delayed) and no worker holds it; the job
+        removed, or None (no such job, or reserved: a worker holds it)."""
         ...
 
 
@@ -257,6 +277,42 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CancelledJob:
+    """The record of a job that ended cancelled: which, when, and how."""
+
+    job_id: str
+    name: str | None
+    queue: str | None
+    at: datetime
+    how: str
+    """"removed while it waited", "before it ran" or "while it ran"."""
+    worker: str | None = None
+
+    def to_json(self) -> bytes:
+        data = {
+            "id": self.job_id,
+            "name": self.name,
+            "queue": self.queue,
+            "at": format_time(self.at),
+            "how": self.how,
+            "worker": self.worker,
+        }
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Self:
+        data = json.loads(raw)
+        return cls(
+            job_id=str(data["id"]),
+            name=data.get("name"),
+            queue=data.get("queue"),
+            at=parse_time(str(data["at"])),
+            how=str(data.get("how", "")),
+            worker=data.get("worker"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PastAttempt:
     """One attempt that did not succeed: which, when, where, and its error's account."""
 
@@ -342,6 +398,14 @@ def attempts_key(job_id: str) -> str:
     return ATTEMPTS_KEY + job_id
 
 
+def cancel_key(job_id: str) -> str:
+    return CANCEL_KEY + job_id
+
+
+def cancelled_key(job_id: str) -> str:
+    return CANCELLED_KEY + job_id
+
+
 def keep_record_for(headers: Mapping[str, str]) -> timedelta | None:
     """The retention `KEEP_RECORD_HEADER` asks for, or None (absent or not a number)."""
     text = headers.get(KEEP_RECORD_HEADER)
@@ -355,12 +419,18 @@ def keep_record_for(headers: Mapping[str, str]) -> timedelta | None:
 
 
 __all__ = [
+    "CANCELLED_KEPT",
+    "CANCELLED_KEY",
+    "CANCEL_KEPT",
+    "CANCEL_KEY",
     "GONE_AFTER",
     "GONE_KEPT_FOR",
     "HEARTBEAT_EVERY",
     "KEEP_RECORD_HEADER",
+    "CancelledJob",
     "Found",
     "JobLookup",
+    "JobRemover",
     "JobState",
     "Outcome",
     "PastAttempt",
@@ -372,6 +442,8 @@ __all__ = [
     "attempts_from_json",
     "attempts_key",
     "attempts_to_json",
+    "cancel_key",
+    "cancelled_key",
     "job_key",
     "keep_record_for",
     "worker_key",

@@ -27,6 +27,7 @@ from ._clock import utcnow
 from .errors import JobError, UnsupportedOperation
 from .jobstate import (
     WORKER_KEY,
+    CancelledJob,
     Found,
     JobLookup,
     JobState,
@@ -36,6 +37,7 @@ from .jobstate import (
     WorkerBeat,
     attempts_from_json,
     attempts_key,
+    cancelled_key,
     job_key,
 )
 from .queue import Queue
@@ -57,6 +59,14 @@ class JobFailedError(JobError):
             f"job {state.job_id} failed after {state.attempts} attempt(s): {first}; "
             f"`rainier-queue failed {state.job_id}` shows the whole record"
         )
+        self.state = state
+
+
+class JobCancelledError(JobError):
+    """`result()` was asked for a job that was cancelled: it has no result, and never will."""
+
+    def __init__(self, state: JobState) -> None:
+        super().__init__(f"job {state.job_id} was {state.reason or 'cancelled'}; it has no result")
         self.state = state
 
 
@@ -114,6 +124,17 @@ async def _status(queue: Queue, job_id: str) -> JobState:
         if found is not None:
             return await _from_storage(queue, found)
     store = records_of(queue)
+    cancelled = await _cancelled(store, job_id) if store is not None else None
+    if cancelled is not None:
+        return JobState(
+            job_id=job_id,
+            status="cancelled",
+            name=cancelled.name,
+            queue=cancelled.queue,
+            finished_at=cancelled.at,
+            worker=cancelled.worker,
+            reason=f"cancelled {cancelled.how}",
+        )
     outcome = await _outcome(store, job_id) if store is not None else None
     if outcome is None and lookup is None:
         return JobState(
@@ -151,7 +172,8 @@ async def _status(queue: Queue, job_id: str) -> JobState:
 async def result(queue: Queue, job_id: str, *, timeout: timedelta | float | None) -> Any:
     """The return value job `job_id` recorded, waiting up to `timeout` for it to finish.
 
-    Raises `JobFailedError` for a job in the failed store, `ResultNotKept`
+    Raises `JobFailedError` for a job in the failed store, `JobCancelledError` for
+    one cancelled, `ResultNotKept`
     for a success without a recorded value, `TimeoutError` when the job is
     not done in time (it may still be), `UnsupportedOperation` on a driver
     that keeps no records.
@@ -175,6 +197,8 @@ async def result(queue: Queue, job_id: str, *, timeout: timedelta | float | None
             return state.result
         if state.status == "failed":
             raise JobFailedError(state)
+        if state.status == "cancelled":
+            raise JobCancelledError(state)
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(
                 f"job {job_id} is {state.status} after {seconds:g}s; it may still finish "
@@ -193,6 +217,16 @@ async def _history(store: RecordStore, job_id: str) -> list[PastAttempt]:
         return attempts_from_json(raw)
     except (ValueError, KeyError, TypeError):
         return []
+
+
+async def _cancelled(store: RecordStore, job_id: str) -> CancelledJob | None:
+    raw = await store.get_record(cancelled_key(job_id))
+    if raw is None:
+        return None
+    try:
+        return CancelledJob.from_json(raw)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 async def _outcome(store: RecordStore, job_id: str) -> Outcome | None:
@@ -249,6 +283,7 @@ def describe_result(value: Any) -> str:
 
 
 __all__ = [
+    "JobCancelledError",
     "JobFailedError",
     "ResultNotKept",
     "describe_result",

@@ -42,9 +42,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from . import cancelling, lookup
 from . import explain as explaining
-from . import lookup
 from .blocking import BlockingManager
+from .cancelling import Cancellation
 from .context import Dependencies
 from .dispatch import PendingDispatch
 from .drivers.inline import InlineQueue
@@ -405,6 +406,16 @@ class QueueManager:
     ) -> frozenset[str]:
         """Which of `queues` are paused on a connection."""
         return await pausable(self.connection(connection)).paused(list(queues))
+
+    async def cancel(self, job_id: str, *, connection: str | None = None) -> Cancellation:
+        """Cancel job `job_id`: removed if it waits (where the driver can remove one job),
+        else marked, and a worker running it asks its handler to stop within its
+        `pause_check`. It ends as cancelled, neither failed nor retried.
+
+        `UnsupportedOperation`, storing nothing, on a driver that cannot
+        (`Capabilities.cancellable`); see docs/flow-control.md.
+        """
+        return await cancelling.cancel(self.connection(connection), job_id)
 
     # -- seeing the system (lookup.py) --------------------------------------------------
 

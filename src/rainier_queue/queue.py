@@ -100,6 +100,12 @@ class Capabilities:
     """`find_job` finds a job by id in the driver's own storage (`jobstate.JobLookup`):
     queued, delayed, reserved or failed. False for a log or broker that cannot look a
     message up; `QueueManager.status` then answers `unknown` and says why."""
+    cancellable: bool = False
+    """A job can be cancelled by id (`QueueManager.cancel`): a waiting or delayed one is
+    removed where the driver can remove one job by id (`jobstate.JobRemover`), else
+    marked; a running one is asked to stop through a mark in the connection's record
+    store, which every worker reads on its `pause_check`. False: `cancel` is refused with
+    `UnsupportedOperation`, naming the driver, and nothing is stored."""
     records: bool = False
     """Small records with a time to live are kept beside the jobs (`jobstate.RecordStore`):
     worker heartbeats, succeeded records and results. False: workers are not listed and

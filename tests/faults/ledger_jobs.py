@@ -9,6 +9,7 @@ times each job really ran and whether two runs of one job ever overlapped.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import threading
@@ -145,4 +146,21 @@ class Naps(Job):
         record(ctx, self.n, "finish")
 
 
-registry = JobRegistry([Count, Slow, Overrun, Naps])
+class Lingering(Job):
+    """An `async def` job that runs until it is cancelled (or two minutes pass)."""
+
+    name = "lingering"
+    tries = 3
+    n: int
+
+    async def handle(self, ctx: JobContext) -> None:
+        record(ctx, self.n, "start")
+        try:
+            await asyncio.sleep(120)
+        except asyncio.CancelledError:
+            record(ctx, self.n, "cancelled")
+            raise
+        record(ctx, self.n, "finish")
+
+
+registry = JobRegistry([Count, Slow, Overrun, Naps, Lingering])

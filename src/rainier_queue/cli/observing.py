@@ -187,7 +187,7 @@ def jobs(state: State, running: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the job's state as JSON.")
 @click.pass_obj
 def job(state: State, job_id: str, as_json: bool) -> None:
-    """Show where job ID is: queued, delayed, running, succeeded, failed, or unknown (and why).
+    """Show where job ID is: queued, delayed, running, succeeded, failed, cancelled, or unknown.
 
     Exits 0 when the job is found, 1 when it failed, and 4 when it is unknown.
     """

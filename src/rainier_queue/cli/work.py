@@ -145,8 +145,9 @@ def _shown(value: timedelta | None) -> str:
 @click.option(
     "--pause-check",
     **DURATION,
-    help="How often to read which queues are paused (`pause`): the longest a worker goes "
-    f"on taking a paused queue's jobs [{_shown(DEFAULTS.pause_check)}].",
+    help="How often to read which queues are paused (`pause`) and which jobs cancelled "
+    "(`cancel`): the longest a worker goes on taking a paused queue's jobs, or running "
+    f"a cancelled one [{_shown(DEFAULTS.pause_check)}].",
 )
 @click.option(
     "--heartbeat",

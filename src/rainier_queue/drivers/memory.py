@@ -74,6 +74,7 @@ class MemoryQueue(Queue):
         pausable=True,
         job_lookup=True,
         records=True,
+        cancellable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease"})
@@ -259,6 +260,22 @@ class MemoryQueue(Queue):
         with self._lock:
             lane = self._lanes.pop(queue, None)
             return 0 if lane is None else len(lane.ready) + len(lane.delayed)
+
+    # -- JobRemover: cancelling a waiting job takes it out of its lane --
+
+    async def remove_job(self, job_id: str) -> QueuedJob | None:
+        with self._lock:
+            for lane in self._lanes.values():
+                for job in lane.ready:
+                    if job.id == job_id:
+                        lane.ready.remove(job)
+                        return job
+                for i, (_, _, job) in enumerate(lane.delayed):
+                    if job.id == job_id:
+                        del lane.delayed[i]
+                        heapq.heapify(lane.delayed)
+                        return job
+        return None
 
     # -- Pausable: a set in this process, which is where every worker of it runs --
 

@@ -62,6 +62,7 @@ from ..queue import Pausable, Queue
 from ..registry import JobRegistry
 from . import drain, shutdown, signals
 from .acks import AckBatcher
+from .cancels import CancelWatch
 from .heartbeat import Heartbeat, new_worker_id
 from .leases import LeaseKeeper
 from .options import WorkerOptions, WorkerStats
@@ -145,6 +146,8 @@ class Worker:
         self._records = _records_of(queue)
         """Where heartbeats and succeeded records go; None on a driver that keeps none."""
         self._heartbeat: Heartbeat | None = None
+        self._cancels: CancelWatch | None = None
+        """Reads which jobs were cancelled; None on a driver that cannot cancel one."""
         # Created per run, on the running loop.
         self._changed = asyncio.Event()
         self._stop_event = asyncio.Event()
@@ -209,6 +212,13 @@ class Worker:
         if self._watch is not None:
             await self._watch.check()  # a queue paused before the worker starts is never served
             watching = asyncio.create_task(self._watch.run(), name="rainier-queue pause watch")
+        if self._cancels is not None:
+            await self._cancels.check()  # a job cancelled before the worker starts never runs
+            watching_cancels = asyncio.create_task(
+                self._cancels.run(), name="rainier-queue cancel watch"
+            )
+        else:
+            watching_cancels = None
         beating = (
             asyncio.create_task(self._heartbeat.run(), name="rainier-queue heartbeat")
             if self._heartbeat is not None
@@ -231,11 +241,12 @@ class Worker:
                 await self._tell_queue_we_stopped()
             finally:
                 keeper.cancel()
-                if watching is not None:
-                    watching.cancel()
-                await asyncio.gather(
-                    keeper, *([watching] if watching else []), return_exceptions=True
-                )
+                if self._cancels is not None:
+                    self._cancels.stop()
+                side = [task for task in (watching, watching_cancels) if task is not None]
+                for task in side:
+                    task.cancel()
+                await asyncio.gather(keeper, *side, return_exceptions=True)
                 if beating is not None and self._heartbeat is not None:
                     beating.cancel()
                     await asyncio.gather(beating, return_exceptions=True)
@@ -268,6 +279,13 @@ class Worker:
             self.registry, self.options, self._dependencies, keys=self.queue.payload_keys
         )
         self._keeper = LeaseKeeper(self._port, self._stats)
+        if self._records is not None and self.queue.capabilities.cancellable:
+            self._cancels = CancelWatch(
+                self._records,
+                self.options.pause_check,
+                self._slots.running.values,
+                worker_id=self.worker_id,
+            )
         # The loop's next reserve carries the acknowledgements when it can;
         # they go on their own only if it has not come by then.
         acks = AckBatcher(
@@ -285,6 +303,7 @@ class Worker:
             give_up=self._give_up,
             acks=acks,
             outcomes=self._outcomes(),
+            cancels=self._cancels,
         )
         if self._records is not None and self.options.heartbeat is not None:
             self._heartbeat = Heartbeat(
@@ -507,6 +526,9 @@ class Worker:
         job = slot.reservation.job
         loop = self._loop
         assert loop is not None, "set by run()"
+        cancels = self._cancels
+        if cancels is not None and cancels.marked and job.id in cancels.marked:
+            slot.control.cancel_job()  # it is settled as cancelled, never run
         slot.started = time.monotonic()
         slot.task = loop.create_task(self._work(slot), name=f"rainier-queue {job.name} {job.id}")
 

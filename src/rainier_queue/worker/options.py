@@ -79,7 +79,9 @@ class WorkerOptions:
     pause_check: timedelta = timedelta(seconds=1)
     """How often the worker reads which of its queues are paused, on a driver that can
     pause (`Capabilities.pausable`): the bound on how long a worker goes on taking jobs
-    from a queue after `rainier-queue pause`, or leaves them after `resume`. Read on this
+    from a queue after `rainier-queue pause`, or leaves them after `resume`. The same
+    cadence reads which jobs were cancelled (`Capabilities.cancellable`): the bound on how
+    long a running job goes on after `rainier-queue cancel`. Read on this
     cadence, never per job. Jobs already running finish; jobs held ahead and not started
     are handed back when the pause is seen."""
 
@@ -124,6 +126,8 @@ class WorkerStats:
     interrupted: int = 0
     """Jobs handed back unfinished at shutdown, or held ahead unstarted when their queue
     was paused."""
+    cancelled: int = 0
+    """Jobs cancelled (`QueueManager.cancel`) before or while they ran, and acknowledged."""
     abandoned: int = 0
     """Jobs left reserved at a stop because their plain `def` handler still ran in its
     thread after being interrupted: not handed back, so no other worker starts them

@@ -93,6 +93,9 @@ class Verdict(enum.Enum):
     ABANDONED = "abandoned"
     """A plain `def` handler still running in its thread after a stop interrupted it:
     left reserved, not settled, so no one else starts it while the thread may run."""
+    CANCELLED = "cancelled"
+    """Someone cancelled the job (`QueueManager.cancel`) before or while it ran:
+    acknowledged and recorded as cancelled, neither failed nor retried."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -118,6 +121,8 @@ class Attempt:
     """Monotonic time just before the run."""
     value: object = None
     """What the handler returned (SUCCEEDED only); kept only if its class asks."""
+    before_start: bool = False
+    """CANCELLED only: the job was cancelled before its handler started, and never ran."""
 
     @property
     def number(self) -> int:
@@ -156,8 +161,27 @@ class Interruptible:
     def __init__(self) -> None:
         self._interrupted = False
         self._task: asyncio.Task[Any] | None = None
+        self._async = False
         self.cancelled = False
         """Whether `interrupt` cancelled the handler's task (once at most)."""
+        self.stop_asked = False
+        """Whether the job was cancelled (`cancel_job`): it ends as cancelled."""
+        self.stop_cancels = 0
+        """How often `cancel_job` cancelled the handler's task (once at most)."""
+
+    def asked_to_stop(self) -> bool:
+        """Whether the job was cancelled; what `JobContext.cancelled` reads."""
+        return self.stop_asked
+
+    def cancel_job(self) -> None:
+        """The job was cancelled: an `async def` handler's task is cancelled; a plain `def`
+        handler's thread cannot be, and sees `ctx.cancelled` turn true instead."""
+        if self.stop_asked:
+            return
+        self.stop_asked = True
+        if self._task is not None and self._async:
+            self.stop_cancels += 1
+            self._task.cancel()
 
     def is_interrupted(self) -> bool:
         """Whether the worker asked this job to stop."""
@@ -172,9 +196,10 @@ class Interruptible:
             self.cancelled = True
             self._task.cancel()
 
-    def attach(self, task: asyncio.Task[Any]) -> None:
-        """`task` is about to run the handler."""
+    def attach(self, task: asyncio.Task[Any], *, is_async: bool = True) -> None:
+        """`task` is about to run the handler (an `async def` one if `is_async`)."""
         self._task = task
+        self._async = is_async
         if self._interrupted:
             self.cancelled = True
             task.cancel()
@@ -226,7 +251,9 @@ class Runner:
 
     # -- one attempt ---------------------------------------------------------------
 
-    def context_for(self, reservation: Reservation) -> JobContext:
+    def context_for(
+        self, reservation: Reservation, control: Interruptible | None = None
+    ) -> JobContext:
         queued = reservation.job
         floor = self._floor
         return JobContext(
@@ -237,6 +264,7 @@ class Runner:
             max_attempts=queued.max_attempts if queued.max_attempts > floor else floor,
             headers=queued.headers,
             dependencies=self._dependencies,
+            asked_to_stop=None if control is None else control.asked_to_stop,
         )
 
     def timeout_for(self, job_class: type[Job]) -> timedelta | None:
@@ -294,7 +322,7 @@ class Runner:
         `task` is the task this is awaited from, when the caller has it at hand.
         """
         queued = reservation.job
-        ctx = self.context_for(reservation)
+        ctx = self.context_for(reservation, control)
         started = time.monotonic()
         try:
             job = self._build(queued)
@@ -330,6 +358,10 @@ class Runner:
             )
         if control.is_interrupted():
             return _ended(made, Verdict.INTERRUPTED)
+        if control.asked_to_stop():  # cancelled before it started: it never runs
+            never_ran = _ended(made, Verdict.CANCELLED)
+            never_ran.before_start = True
+            return never_ran
 
         # The handler runs in this task, not in one of its own: a task and a
         # wait per job were a fifth of the worker's cost per job. A time limit
@@ -340,7 +372,7 @@ class Runner:
             assert task is not None  # run() is always awaited from a task
         seconds = facts.seconds
         limit = None if seconds is None else self._deadlines.start(task, seconds)
-        control.attach(task)
+        control.attach(task, is_async=facts.is_async)
         thread: ThreadCall[Any] | None = None
         value: object = None
         try:
@@ -362,7 +394,7 @@ class Runner:
         except asyncio.CancelledError:
             # Take back the cancellations the limit and the stop made, and only those.
             expired = limit is not None and limit.expired
-            for _ in range(expired + control.cancelled):
+            for _ in range(expired + control.cancelled + control.stop_cancels):
                 task.uncancel()
             if task.cancelling():
                 raise  # the worker itself is being cancelled
@@ -372,11 +404,22 @@ class Runner:
                 return self._timed_out(made, timeout)
             if control.cancelled:
                 return _ended(made, Verdict.INTERRUPTED)
+            if control.stop_asked:
+                return _ended(made, Verdict.CANCELLED)
             return _ended(made, Verdict.RAISED, RuntimeError("the handler cancelled itself"))
         except Retry as exc:
+            if control.stop_asked:
+                return _ended(made, Verdict.CANCELLED)
             return _ended(made, Verdict.RETRY, exc, exc.delay)
         except (Exception, HandlerInterrupted) as exc:
+            if control.stop_asked:  # it stopped because it was asked to, however it said so
+                return _ended(made, Verdict.CANCELLED, exc)
             return _ended(made, Verdict.RAISED, exc)
+        if control.stop_asked:
+            # Cancelled while it ran: whatever it returned, the job ends cancelled.
+            for _ in range(control.stop_cancels):
+                task.uncancel()  # an `async def` handler that swallowed the cancellation
+            return _ended(made, Verdict.CANCELLED)
         if limit is not None and limit.expired:
             # The handler swallowed the cancellation and returned anyway.
             task.uncancel()
@@ -478,6 +521,8 @@ def outcome_of(attempt: Attempt) -> Outcome:
         return "succeeded"
     if verdict is Verdict.INTERRUPTED or verdict is Verdict.ABANDONED:
         return "interrupted"
+    if verdict is Verdict.CANCELLED:
+        return "cancelled"
     if verdict is Verdict.UNRUNNABLE or verdict is Verdict.EXHAUSTED or attempt.is_last:
         return "failed"
     return "retried"

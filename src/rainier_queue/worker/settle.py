@@ -48,11 +48,19 @@ from ..durations import human_duration
 from ..envelope import QueuedJob
 from ..envelope.sealing import SealedPayloadError
 from ..errors import BrokerError, JobError, LeaseLost, NotProvisioned
-from ..events import Event, EventDispatcher, JobFailed, JobProcessed, JobReleased
+from ..events import (
+    Event,
+    EventDispatcher,
+    JobCancelled,
+    JobFailed,
+    JobProcessed,
+    JobReleased,
+)
 from ..job import Job
 from ..locks import LockManager
 from ..queue import Queue, Reservation
 from .acks import AckBatcher
+from .cancels import CancelWatch
 from .leases import Lease
 from .options import WorkerStats
 from .outage import Outage
@@ -113,8 +121,11 @@ class Settler:
         give_up: Callable[[BrokerError], None],
         acks: AckBatcher,
         outcomes: OutcomeRecorder | None = None,
+        cancels: CancelWatch | None = None,
     ) -> None:
         self._queue = queue
+        self._cancels = cancels
+        """Where cancellations are recorded; None on a driver that cannot cancel."""
         self._outcomes = outcomes
         """Records successes someone asked for; None on a driver that keeps no records."""
         self._runner = runner
@@ -140,6 +151,8 @@ class Settler:
             await self._hand_back(attempt, lease)
         elif verdict is Verdict.ABANDONED:
             self._leave_to_lapse(attempt)
+        elif verdict is Verdict.CANCELLED:
+            await self._cancelled(attempt, lease)
         elif verdict in (Verdict.UNRUNNABLE, Verdict.EXHAUSTED):
             await self._failed(attempt, lease, _error_of(attempt))
         elif attempt.is_last:
@@ -382,6 +395,26 @@ class Settler:
         await self._runner.call_failed_hook(dataclasses.replace(attempt, error=error))
         if self._events:
             await self._emit(JobFailed(job=queued, error=summary))
+
+    async def _cancelled(self, attempt: Attempt, lease: Lease) -> None:
+        """Cancelled before or while it ran: acknowledged, neither failed nor retried."""
+        queued = attempt.reservation.job
+        if not await self._apply(lease, "acknowledge", self._queue.acknowledge):
+            return
+        while_running = not attempt.before_start
+        if self._cancels is not None:
+            await self._cancels.carried_out(attempt, while_running=while_running)
+        await self._release_unique(queued)
+        self._stats.cancelled += 1
+        log.warning(
+            "job `%s` %s cancelled %s; acknowledged, not retried",
+            queued.name,
+            queued.id,
+            "while it ran" if while_running else "before it ran",
+            extra=job_fields(queued, attempt.number),
+        )
+        if self._events:
+            await self._emit(JobCancelled(job=queued, while_running=while_running))
 
     async def _hand_back(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job

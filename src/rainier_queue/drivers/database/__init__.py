@@ -121,6 +121,7 @@ class DatabaseQueue(Queue):
         pausable=True,
         job_lookup=True,
         records=True,
+        cancellable=True,
     )
 
     def __init__(
@@ -550,6 +551,10 @@ class DatabaseQueue(Queue):
     async def find_job(self, job_id: str) -> Found | None:
         """The job's row, or its newest failed record; None if neither."""
         return await self._records.find_job(job_id)
+
+    async def remove_job(self, job_id: str) -> QueuedJob | None:
+        """`JobRemover`: delete the job's row unless a worker holds it."""
+        return await self._records.remove_job(job_id)
 
     async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
         await self._records.put_record(key, value, ttl)

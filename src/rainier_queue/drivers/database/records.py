@@ -6,6 +6,7 @@ reads and small writes beside the queue's hot path, written once in portable
 SQL for SQLite, PostgreSQL and MySQL alike, and kept out of `DatabaseQueue`
 so the queue's own module stays about pushing and settling.
 
+- `remove_job` deletes a job's row unless a worker holds it (`cancel`).
 - `find_job` reads the job's row (`id` has a unique index), or else its
   newest failed record: one indexed read each, on the database's clock.
 - The records live in `{prefix}records` (migration 5): a name, a body, and
@@ -27,6 +28,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..._clock import from_micros, to_micros, utcnow
+from ...envelope import QueuedJob
 from ...envelope.reading import Malformed, read_columns
 from ...jobstate import Found
 from .dialect import Dialect, Row, Session
@@ -54,6 +56,10 @@ class DatabaseRecords:
             f"SELECT {ENVELOPE}, error, failed_at FROM {tables.failed} WHERE id = ? "
             "ORDER BY failed_at DESC, seq DESC LIMIT 1"
         )
+        self._unheld = sql(
+            f"SELECT {ENVELOPE} FROM {tables.jobs} WHERE id = ? AND reservation_token IS NULL"
+        )
+        self._remove = sql(f"DELETE FROM {tables.jobs} WHERE id = ? AND reservation_token IS NULL")
         records = tables.records
         self._records = records
         self._delete = sql(f"DELETE FROM {records} WHERE name = ?")
@@ -79,6 +85,23 @@ class DatabaseRecords:
 
         found: Found | None = await self._run(work, write=False)
         return found
+
+    async def remove_job(self, job_id: str) -> QueuedJob | None:
+        """Delete the job's row unless a worker holds it (its reservation token is set).
+
+        The delete repeats the condition, so a reserve that takes the row
+        between the read and the delete wins, and nothing is removed.
+        """
+
+        async def work(s: Session) -> QueuedJob | None:
+            rows = await s.fetchall(self._unheld, (job_id,))
+            if not rows or not await s.execute(self._remove, (job_id,)):
+                return None
+            job: QueuedJob = _job(rows[0], job_id)
+            return job
+
+        removed: QueuedJob | None = await self._run(work)
+        return removed
 
     async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
         purge = time.monotonic() - self._purged > PURGE_EVERY

@@ -64,6 +64,7 @@ class NATSQueue(Queue):
         push_creates_resources=False,
         pausable=True,
         records=True,
+        cancellable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = NATSSettings.OPTIONS
@@ -558,6 +559,7 @@ class NATSMemoryQueue(NATSQueue):
         push_creates_resources=False,
         pausable=True,
         records=True,
+        cancellable=True,
     )
 
 

@@ -9,9 +9,13 @@ instead: each stream (in pages), each delayed set, then the failed lists.
 Its cost grows with the jobs waiting (about a millisecond per thousand on
 a local server); pushes and settles pay nothing for it.
 
-Records (heartbeats, succeeded records, results) are plain keys with a
-time to live under the hash tag `{_records}`: Redis expires them itself,
-and on a cluster they share one slot.
+Records (heartbeats, succeeded records, results, cancellation marks) are
+plain keys with a time to live under the hash tag `{_records}`: Redis
+expires them itself, and on a cluster they share one slot. Each kind of
+record (the part of its key before the first `:`) also has a sorted set
+naming its keys by when they expire, which every write trims, so listing a
+kind (workers, or the cancellations a worker checks every second) reads
+that set and never scans the keyspace.
 """
 
 from __future__ import annotations
@@ -139,10 +143,23 @@ class RedisLookup:
     def _record(self, key: str) -> str:
         return f"{self._keys.prefix}{{_records}}:{key}"
 
+    def _index(self, key: str) -> str:
+        """The sorted set naming every record of `key`'s kind (`worker:`, `cancel:`, ...), each
+        scored by when it expires: what `records` reads instead of scanning the keyspace."""
+        kind = key.partition(":")[0]
+        return f"{self._keys.prefix}{{_records}}#{kind}"
+
     async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
         client = await self._ready()
+        ms = max(1, int(ttl / _MS))
+        name = self._record(key)
         async with translated("write a record"):
-            await client.set(self._record(key), value.decode(), px=max(1, int(ttl / _MS)))
+            pipe = client.pipeline(transaction=False)  # one slot: the hash tag `{_records}`
+            now = _now_ms()
+            pipe.set(name, value.decode(), px=ms)
+            pipe.zadd(self._index(key), {name: now + ms})
+            pipe.zremrangebyscore(self._index(key), "-inf", now)  # the index never outgrows
+            await pipe.execute()
 
     async def get_record(self, key: str) -> bytes | None:
         client = await self._ready()
@@ -152,20 +169,33 @@ class RedisLookup:
 
     async def forget_record(self, key: str) -> bool:
         client = await self._ready()
+        name = self._record(key)
         async with translated("delete a record"):
-            return bool(await client.delete(self._record(key)))
+            pipe = client.pipeline(transaction=False)
+            pipe.delete(name)
+            pipe.zrem(self._index(key), name)
+            deleted, _ = await pipe.execute()
+        return bool(deleted)
 
     async def records(self, prefix: str) -> list[bytes]:
+        """The records whose keys start with `prefix` (which names their kind, `cancel:`), read
+        through the kind's index: a cost in the records of that kind, not in the keyspace,
+        so a worker's check for cancellations each second stays cheap on a large database."""
         client = await self._ready()
-        pattern = _glob_escape(self._record(prefix)) + "*"
-        out: list[bytes] = []
+        index, start = self._index(prefix), self._record(prefix)
         async with translated("list records"):
-            names = [key async for key in client.scan_iter(match=pattern, count=1000)]
-            for name in names:
-                value = await client.get(name)
-                if value is not None:  # expired between the scan and the read
-                    out.append(str(value).encode())
-        return out
+            pipe = client.pipeline(transaction=False)
+            pipe.zremrangebyscore(index, "-inf", _now_ms())  # expired: Redis dropped the key
+            pipe.zrange(index, 0, -1)
+            _, members = await pipe.execute()
+            names = [str(m) for m in members if str(m).startswith(start)]
+            values = await client.mget(names) if names else []
+        # A key may expire between the index's read and the values'.
+        return [str(value).encode() for value in values if value is not None]
+
+
+def _now_ms() -> int:
+    return int(utcnow().timestamp() * 1000)
 
 
 _MS = timedelta(milliseconds=1)

@@ -96,6 +96,7 @@ class RedisQueue(Queue):
         pausable=True,
         job_lookup=True,
         records=True,
+        cancellable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = RedisSettings.OPTIONS | QUEUE_OPTIONS

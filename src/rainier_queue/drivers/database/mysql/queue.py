@@ -168,6 +168,7 @@ class MySQLQueue(DatabaseQueue):
         pausable=True,
         job_lookup=True,
         records=True,
+        cancellable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = MySQLSettings.OPTIONS | QUEUE_OPTIONS

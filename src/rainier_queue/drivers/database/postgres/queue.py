@@ -96,6 +96,7 @@ class PostgresQueue(DatabaseQueue):
         pausable=True,
         job_lookup=True,
         records=True,
+        cancellable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = PostgresSettings.OPTIONS | QUEUE_OPTIONS

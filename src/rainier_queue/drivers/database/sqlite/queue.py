@@ -225,6 +225,7 @@ class SQLiteQueue(DatabaseQueue):
         pausable=True,
         job_lookup=True,
         records=True,
+        cancellable=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = SQLiteSettings.OPTIONS | QUEUE_OPTIONS
