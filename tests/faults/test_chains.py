@@ -60,10 +60,13 @@ async def test_a_worker_killed_between_a_step_and_its_acknowledgement_loses_no_s
     died = await asyncio.to_thread(dying.wait, 120)
     printed = (tmp_path / "dying.log").read_text(errors="replace")
     assert died == 9, f"the worker should die right after pushing step 2:\n{printed}"
-    before = [(n, e) for _, n, _, _, e in events(ledger)]
+    died_with = [(n, e) for _, n, _, _, e in events(ledger)]
     # A worker whose reserve is already waiting (a long poll, a consumer) may be handed
     # step 2 and start it in the instant before its push's answer comes back and it dies.
-    assert before in ([(1, "start"), (1, "finish")], [(1, "start"), (1, "finish"), (2, "start")])
+    assert died_with in (
+        [(1, "start"), (1, "finish")],
+        [(1, "start"), (1, "finish"), (2, "start")],
+    )
 
     settings = ("--sleep", "0.2s", "--timeout", "1.5s")
     rescuer = worker(config(tmp_path, url, lease=LEASE), ledger, *settings)
