@@ -59,18 +59,24 @@ class ThrowawayServer:
         self.options: list[str] = []
         """More `mariadbd` options for `start` (TLS, say)."""
         self._root_anywhere = False
-        subprocess.run(
-            [
-                "mariadb-install-db",
-                "--no-defaults",
-                f"--datadir={self.data}",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-                f"--user={getpass.getuser()}",
-            ],
-            check=True,
-            capture_output=True,
-        )
+        command = [
+            "mariadb-install-db",
+            "--no-defaults",
+            f"--datadir={self.data}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            f"--user={getpass.getuser()}",
+        ]
+        # Seen once failing on a loaded machine with its output unread: tried twice, and a
+        # second failure says what the tool printed.
+        for attempt in (1, 2):
+            done = subprocess.run(command, capture_output=True, check=False)
+            if done.returncode == 0:
+                break
+            if attempt == 2:
+                printed = (done.stdout + done.stderr).decode(errors="replace")[-3000:]
+                raise RuntimeError(f"mariadb-install-db exited {done.returncode}:\n{printed}")
+            shutil.rmtree(self.data, ignore_errors=True)
 
     @property
     def url(self) -> str:
