@@ -101,15 +101,16 @@ class _Private:
         self.fifo = fifo
         self.outage_server = Outage(host="0.0.0.0" if listen is not None else "127.0.0.1")
         self.host = listen.host if listen is not None else "127.0.0.1"
+        self.extra = "&timeout=5s" if listen is not None else ""
 
     def url(self, tmp: Path, namespace: str) -> str:
         _provision(self.outage_server.target, namespace, ["default"], self.fifo)
-        # A call's answer is awaited 5 s, not 30 (plus the long poll): a network that goes
-        # silent (the partition tests) is then an outage the worker sees and rides out,
-        # rather than a hang that outlasts the cut.
-        return _url(
-            self.outage_server.port, namespace, self.fifo, host=self.host, extra="&timeout=5s"
-        )
+        # Behind a network partition (`listen` given), a call's answer is awaited 5 s, not
+        # 30 (plus the long poll), so a network gone silent is an outage the worker sees and
+        # rides out rather than a hang that outlasts the cut. A crash closes connections,
+        # which the default sees at once; there a short timeout would only fail in-flight
+        # acknowledgements that a longer wait lets land inside their leases.
+        return _url(self.outage_server.port, namespace, self.fifo, host=self.host, extra=self.extra)
 
     def crash(self) -> None:
         self.outage_server.crash()
