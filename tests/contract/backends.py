@@ -211,6 +211,11 @@ class Backend:
     driver cannot give it. The tests that need it are skipped here with that reason."""
     known_failures: Mapping[str, str] = field(default_factory=dict)
     """Test function name -> why it fails on this driver today: run as a strict xfail."""
+    crash_forgets: tuple[float, str] | None = None
+    """For a server that, SIGKILLed, forgets acknowledgements it had already answered:
+    (seconds, why). The crash test (tests/faults/test_restarts.py) then lets a job
+    finished within that many seconds before the crash run again, and no other.
+    None: a crash forgets no answered acknowledgement."""
 
     def open(
         self, tmp: Path, namespace: str, *, lease: timedelta | None = None, **extra: Any

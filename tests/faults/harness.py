@@ -135,6 +135,29 @@ def each_finished_once(ledger: Path, numbers: Iterable[int]) -> None:
     assert set(finished) == set(numbers)
 
 
+def finished_again_only_after(ledger: Path, numbers: Iterable[int], since: float) -> None:
+    """Assert that exactly the jobs in `numbers` finished, and any that finished twice had
+    first finished at or after `since` (wall-clock seconds, as the ledger writes them)."""
+    first: dict[int, float] = {}
+    twice: list[int] = []
+    for n, at in _finishes(ledger):
+        if n in first:
+            twice.append(n)
+        else:
+            first[n] = at
+    early = sorted(n for n in set(twice) if first[n] < since)
+    assert early == [], f"jobs finished before the window yet run to the end again: {early}"
+    assert set(first) == set(numbers)
+
+
+def _finishes(ledger: Path) -> list[tuple[int, float]]:
+    conn = sqlite3.connect(ledger, timeout=30)
+    try:
+        return list(conn.execute("SELECT n, at FROM runs WHERE event = 'finish' ORDER BY rowid"))
+    finally:
+        conn.close()
+
+
 async def assert_drained(url: str, queue_name: str = "default") -> None:
     """Assert that the queue at `url` holds no job and its failed store none either."""
     queue = open_queue(url)

@@ -144,6 +144,17 @@ class Fetcher:
                 self._connection.require_connected("wait for jobs")
             return self._taken(1)
 
+    def put_back(self, arrivals: list[Arrival]) -> None:
+        """Keep messages taken by a call that was cancelled before it handed them out.
+
+        They go back in front, with their arrival stamps (their leases still run),
+        for the next call: dropped, each would wait out its ack wait unseen and
+        come back counted as one more delivery, an attempt no handler ran.
+        """
+        self._arrivals.extendleft(reversed(arrivals))
+        if arrivals:
+            self._news.set()
+
     def leftovers(self) -> list[Arrival]:
         """Messages that arrived for nobody (after their request was given up)."""
         return self._taken(len(self._arrivals))

@@ -336,8 +336,13 @@ class NATSQueue(Queue):
     ) -> list[Reservation]:
         got = await served.fetcher.wait(max(timeout.total_seconds(), 0.01))
         if got and limit > 1:
-            with contextlib.suppress(NoAnswer):
-                got += await served.fetcher.take(limit - 1)
+            try:
+                with contextlib.suppress(NoAnswer):
+                    got += await served.fetcher.take(limit - 1)
+            except asyncio.CancelledError:
+                # The wait's message is in hand and no reservation holds it yet.
+                served.fetcher.put_back(got)
+                raise
         reservations, _ = await self._hand_out(queue, served, got)
         return reservations
 
