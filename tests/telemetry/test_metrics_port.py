@@ -111,6 +111,28 @@ def test_a_scope_that_raises_is_left_out_and_the_others_still_run() -> None:
     assert value(samples, "rainier_queue_jobs_succeeded_total", job="fine", queue="default") == 1
 
 
+def test_each_outcome_of_a_run_is_counted_under_its_own_name() -> None:
+    from rainier_queue.envelope import QueuedJob
+    from rainier_queue.instrument import Outcome, quietly
+
+    metrics = Metrics()
+    outcomes: list[Outcome] = ["succeeded", "retried", "failed", "interrupted", "cancelled"]
+    for outcome in outcomes:
+        run = JobRun(job=QueuedJob.create("fine", None))
+        with quietly([metrics.job_scope], run):
+            run.outcome = outcome
+    run = JobRun(job=QueuedJob.create("fine", None))
+    with quietly([metrics.job_scope], run):
+        run.outcome = "lost"  # counted where the lease was found lost, not here
+
+    samples = read(metrics)
+    for outcome in outcomes:
+        assert (
+            value(samples, f"rainier_queue_jobs_{outcome}_total", job="fine", queue="default") == 1
+        )
+    assert value(samples, "rainier_queue_jobs_started_total", job="fine", queue="default") == 6
+
+
 def test_wait_time_starts_when_the_job_falls_due() -> None:
     from rainier_queue.envelope import QueuedJob
     from rainier_queue.telemetry.metrics import waited

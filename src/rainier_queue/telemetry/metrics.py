@@ -87,6 +87,11 @@ class Metrics:
         self.interrupted = counter(
             "jobs_interrupted", "Runs stopped by a worker's shutdown, handed back unfinished."
         )
+        self.cancelled = counter(
+            "jobs_cancelled",
+            "Jobs cancelled (`rainier-queue cancel`): stopped while they ran, or taken"
+            " and dropped before their run; neither failed nor retried.",
+        )
         self.lease_losses = counter(
             "lease_losses",
             "Reservations lost: a renew or settle refused because another worker had the job.",
@@ -124,6 +129,7 @@ class Metrics:
                     "retried": self.retried.labels(*key),
                     "failed": self.failed.labels(*key),
                     "interrupted": self.interrupted.labels(*key),
+                    "cancelled": self.cancelled.labels(*key),
                     # "lost": the lost lease was counted where it was found
                 },
             )
