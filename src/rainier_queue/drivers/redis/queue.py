@@ -440,6 +440,15 @@ class RedisQueue(Queue):
             next_due=utcnow() + timedelta(milliseconds=soonest_ms) if known else None,
         )
 
+    async def oldest_wait(self, queue: str) -> timedelta | None:
+        """`OldestWaiting`: read in one script, on the server's clock (scripts.OLDEST)."""
+        keys = self.keys.queue(queue)
+        answer = await self._calls.run(
+            scripts.OLDEST, [keys.stream, keys.delayed], [GROUP], "read the oldest job"
+        )
+        waited = int(answer)
+        return None if waited < 0 else timedelta(milliseconds=waited)
+
     @override
     async def clear(self, queue: str) -> int:
         keys = self.keys.queue(queue)

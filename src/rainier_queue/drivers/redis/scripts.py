@@ -310,6 +310,37 @@ return {length - reserved + due, later, reserved, known, soonest}
 """
 )
 
+OLDEST = (
+    _CLOCK
+    + """
+-- KEYS: stream, delayed
+-- ARGV: group
+-- Answers how many ms the job due longest ago and not delivered has been due, or -1:
+-- the first entry the group has not delivered (its id is the server's time when it was
+-- added: pushed due, or moved in from the delayed set), or the earliest delayed job due
+-- but not moved in yet (its score), whichever is older. Delivered entries are not
+-- counted, a lapsed lease's included, as on the other drivers.
+local now = server_ms()
+local oldest = -1
+local last = '0-0'
+local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])
+if type(groups) == 'table' and not groups.err then
+  for _, group in ipairs(groups) do
+    local fields = {}
+    for i = 1, #group, 2 do fields[group[i]] = group[i + 1] end
+    if fields['name'] == ARGV[1] then last = fields['last-delivered-id'] end
+  end
+end
+local first = redis.call('XRANGE', KEYS[1], '(' .. last, '+', 'COUNT', 1)
+if #first > 0 then
+  oldest = math.max(0, now - tonumber(string.match(first[1][1], '^(%d+)')))
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+if #due > 0 and now - tonumber(due[2]) > oldest then oldest = now - tonumber(due[2]) end
+return oldest
+"""
+)
+
 CLEAR = """
 -- KEYS: stream, delayed, leases
 -- Waiting entries go; delivered ones stay, so their holders can still settle them.
@@ -361,6 +392,7 @@ __all__ = [
     "ACKNOWLEDGE_AND_RESERVE",
     "CLEAR",
     "FAIL",
+    "OLDEST",
     "PUSH",
     "RELEASE",
     "RENEW",
