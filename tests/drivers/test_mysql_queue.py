@@ -23,12 +23,12 @@ from rainier_queue.dispatch import MAX_QUEUE_NAME, check_queue_name
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.database.mysql import MySQLQueue
 from rainier_queue.drivers.database.mysql import push as push_module
-from rainier_queue.drivers.database.mysql.connection import (
+from rainier_queue.drivers.database.mysql.address import (
     ServerAddress,
     check_version,
     parse_version,
-    translate,
 )
+from rainier_queue.drivers.database.mysql.connection import translate
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import (
     BrokerRejected,

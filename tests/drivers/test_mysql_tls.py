@@ -94,7 +94,8 @@ async def test_the_queue_s_connections_speak_tls_when_asked_to(
 
 
 def test_a_query_error_that_reads_like_a_certificate_failure_is_not_one() -> None:
-    from rainier_queue.drivers.database.mysql.connection import ServerAddress, translate
+    from rainier_queue.drivers.database.mysql.address import ServerAddress
+    from rainier_queue.drivers.database.mysql.connection import translate
 
     address, _ = ServerAddress.from_url("mysql://root@db.example:3306/app", what="test")
 

@@ -30,13 +30,8 @@ from typing import Self
 
 from typing_extensions import override
 
-from ..drivers.database.mysql.connection import (
-    NOW_US,
-    ClientTLS,
-    MySQLPool,
-    ServerAddress,
-    Session,
-)
+from ..drivers.database.mysql.address import ClientTLS, ServerAddress
+from ..drivers.database.mysql.connection import NOW_US, MySQLPool, Session
 from ..drivers.database.mysql.settings import MySQLSettings
 from ..drivers.database.schema import check_prefix
 from ..locks import Cache

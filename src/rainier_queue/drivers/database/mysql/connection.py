@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""What the MySQL queue and the MySQL cache share: the URL, the pool, one error translation.
+"""What the MySQL queue and the MySQL cache share: the pool and one error translation.
 
 Both stores talk to the server through an aiomysql pool set up the same way,
 and the worker has to tell an outage (wait) from a refusal (tell a human)
-whichever of them failed. So the URL is read, the pool is opened, the server
-is checked and every pymysql/aiomysql exception is translated here, at the
-one place both stores call through.
+whichever of them failed. So the pool is opened, the server's version is
+checked and every pymysql/aiomysql exception is translated here, at the one
+place both stores call through; the URL and the TLS options are read into
+a `ServerAddress` and a `ClientTLS` first (address.py).
 
 Every connection is opened with:
 
@@ -31,15 +32,11 @@ server does not offer it; the pool refuses such a connection instead.
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
-import ssl
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 import aiomysql  # type: ignore[import-untyped]
 import pymysql  # type: ignore[import-untyped]
@@ -54,17 +51,11 @@ from ....errors import (
     OutcomeUnknown,
     TLSVerificationError,
 )
-from ....flags import parse_flag
-from ....redact import redact_url
 from ... import tls
 from ..dialect import Row
+from .address import TLS_FIX, ClientTLS, ServerAddress, check_version
 
 T = TypeVar("T")
-
-MARIADB_MINIMUM = (10, 6)
-"""The first MariaDB with `SELECT ... FOR UPDATE SKIP LOCKED`."""
-MYSQL_MINIMUM = (8, 0, 1)
-"""The first MySQL with it."""
 
 NOW_US = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 """The server's clock in microseconds since the epoch, whatever its time zone."""
@@ -106,138 +97,6 @@ _NO_TABLE = 1146
 _DUPLICATE_KEY = 1062
 _ALREADY_THERE = frozenset({1050, 1060, 1061, 1826})  # table, column, index, check
 """Table exists, index name exists."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ServerAddress:
-    """Where the server is and who to log in as, read from a `mysql://` URL."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str
-    url: str
-    """The URL without its query, for `describe` (always through `redact_url`)."""
-
-    @classmethod
-    def from_url(cls, url: str, *, what: str) -> tuple[ServerAddress, dict[str, str]]:
-        """The address and the query options of `mysql://user:password@host:port/database`."""
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("mysql", "mariadb"):
-            raise ConfigurationError(f"{what} takes a `mysql://` or `mariadb://` URL")
-        database = unquote(parts.path).lstrip("/")
-        if not database or "/" in database:
-            raise ConfigurationError(
-                f"{what} needs a database in its URL, such as "
-                f"`mysql://user@127.0.0.1:3306/app`; got {redact_url(url)!r}"
-            )
-        try:
-            port = parts.port or 3306
-        except ValueError as exc:
-            raise ConfigurationError(f"{what}: bad port in {redact_url(url)!r}") from exc
-        address = cls(
-            host=parts.hostname or "localhost",
-            port=port,
-            user=unquote(parts.username or "root"),
-            password=unquote(parts.password or ""),
-            database=database,
-            url=url.split("?", 1)[0],
-        )
-        return address, dict(parse_qsl(parts.query, keep_blank_values=True))
-
-    def describe(self) -> str:
-        return redact_url(self.url)
-
-    @property
-    def endpoint(self) -> str:
-        """`host:port`, as a `TLSVerificationError` names the server."""
-        return f"{self.host}:{self.port}"
-
-
-TLS_OPTIONS = frozenset({"ssl", "ssl_ca", "ssl_cert", "ssl_key", tls.INSECURE})
-"""The URL options that ask for TLS and say how to check the server."""
-
-TLS_FIX = (
-    "give the client the certificate authority that signed the server's certificate "
-    "(ssl_ca=/path/to/ca.pem in the URL), make the URL's host one the certificate names, or, "
-    f"to accept any certificate knowingly, add {tls.INSECURE}=true"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class ClientTLS:
-    """How MySQL connections speak TLS: whom to trust, which client certificate, whether to check.
-
-    Built from the URL's options (`from_options`), so a missing file or a
-    contradiction is a `ConfigurationError` at startup, not a failed connect.
-    """
-
-    context: ssl.SSLContext
-    verify: bool
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any], *, where: str) -> ClientTLS | None:
-        """The TLS asked for by `ssl`, `ssl_ca`, `ssl_cert`/`ssl_key` and `insecure_skip_verify`.
-
-        None when none of them asks for TLS: the connection is then plain.
-        """
-        wanted = parse_flag(options.get("ssl", False), setting="ssl")
-        ca, cert, key = (options.get(name) or None for name in ("ssl_ca", "ssl_cert", "ssl_key"))
-        skip = tls.insecure(options.get(tls.INSECURE), where=where)
-        if wanted is False and "ssl" in options and (ca or cert or skip):
-            raise ConfigurationError(
-                f"{where}: ssl=false, but ssl_ca, ssl_cert or {tls.INSECURE} asks for TLS; "
-                "remove one of them"
-            )
-        if not (wanted or ca or cert or key or skip):
-            return None
-        if skip and ca:
-            raise ConfigurationError(
-                f"{where}: ssl_ca names an authority to check the server against, and "
-                f"{tls.INSECURE}=true says not to check it; remove one of them"
-            )
-        if bool(cert) != bool(key):
-            raise ConfigurationError(
-                f"{where}: a client certificate needs both ssl_cert and ssl_key (got only "
-                f"{'ssl_cert' if cert else 'ssl_key'})"
-            )
-        try:
-            context = ssl.create_default_context(cafile=str(ca) if ca else None)
-            if cert:
-                context.load_cert_chain(str(cert), str(key))
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigurationError(f"{where}: cannot load the TLS files: {exc}") from exc
-        if skip:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return cls(context=context, verify=not skip)
-
-
-def parse_version(text: str) -> tuple[str, tuple[int, ...]]:
-    """(`mariadb` or `mysql`, the version numbers) from `SELECT VERSION()`."""
-    flavour = "mariadb" if "mariadb" in text.lower() else "mysql"
-    # MariaDB once prefixed its version with `5.5.5-` for old clients.
-    text = text.removeprefix("5.5.5-")
-    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
-    if found is None:
-        raise BrokerRejected(f"cannot read the server version {text!r}")
-    return flavour, tuple(int(part) for part in found.groups() if part is not None)
-
-
-def check_version(text: str) -> None:
-    """Refuse a server without `SKIP LOCKED`, naming the version that has it."""
-    flavour, version = parse_version(text)
-    if flavour == "mariadb" and version < MARIADB_MINIMUM:
-        raise BrokerRejected(
-            f"MariaDB {text} is too old for the mysql driver: it needs MariaDB 10.6 or newer "
-            "(for SELECT ... FOR UPDATE SKIP LOCKED)"
-        )
-    if flavour == "mysql" and version < MYSQL_MINIMUM:
-        raise BrokerRejected(
-            f"MySQL {text} is too old for the mysql driver: it needs MySQL 8.0.1 or newer "
-            "(for SELECT ... FOR UPDATE SKIP LOCKED)"
-        )
 
 
 def translate(exc: BaseException, address: ServerAddress) -> BaseException:
@@ -590,15 +449,4 @@ async def _release_locks(conn: Any, session: Session) -> None:
     session.release_locks.clear()
 
 
-__all__ = [
-    "MARIADB_MINIMUM",
-    "MYSQL_MINIMUM",
-    "NOW_US",
-    "MySQLPool",
-    "ServerAddress",
-    "Session",
-    "check_version",
-    "parse_version",
-    "translate",
-    "wakeup_for",
-]
+__all__ = ["NOW_US", "MySQLPool", "PlainCursors", "Session", "translate", "wakeup_for"]

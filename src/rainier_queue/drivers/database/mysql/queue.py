@@ -68,16 +68,8 @@ from ..dialect import Session as SessionProtocol
 from ..nearby import shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
 from ..statements import ENVELOPE, UNLEASED
-from .connection import (
-    NOW_US,
-    ClientTLS,
-    MySQLPool,
-    PlainCursors,
-    ServerAddress,
-    Session,
-    translate,
-    wakeup_for,
-)
+from .address import ClientTLS, ServerAddress
+from .connection import NOW_US, MySQLPool, PlainCursors, Session, translate, wakeup_for
 from .push import insert_jobs
 from .settings import DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_MAX, MySQLSettings
 

@@ -18,7 +18,7 @@ from typing import ClassVar, Self, TypedDict
 
 from ...options import DriverSettings, Options
 from ..schema import DEFAULT_PREFIX, check_prefix
-from .connection import TLS_OPTIONS, ClientTLS, ServerAddress
+from .address import TLS_OPTIONS, ClientTLS, ServerAddress
 
 DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
 DEFAULT_POOL_MAX = 10
