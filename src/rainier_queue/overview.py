@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The system-wide view for `doctor`: queues with jobs and no live worker, and dead workers' jobs.
+"""The system-wide view for `doctor`: queues with jobs and no live worker, dead workers' jobs,
+and failed jobs no job class knows.
 
 Why: `explain` answers for one job, but an operator's first look is at the
 whole connection: is there a queue whose jobs nobody will take, and did a
@@ -7,18 +8,27 @@ worker die holding jobs that now wait out their leases? Both come from what
 the connection already keeps (job counts, heartbeats, the lookup by id),
 and only read it. On a driver that keeps no heartbeats neither can be told,
 and `overview` says so by returning None.
+
+A job whose name no class of the application knows (a typo in another
+service's dispatch, a class removed while its jobs were queued) is failed
+by the first worker that takes it, so it shows in the failed store, not in
+the queue: `unknown_names` groups the newest failed records by such names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from ._clock import utcnow
+from .envelope.reading import NOT_A_JOB
 from .jobstate import WorkerBeat
 from .lookup import lookup_of, records_of, workers
-from .queue import Countable, Queue
+from .queue import Countable, FailedJobListing, Queue
+
+FAILED_READ = 1000
+"""How many of the newest failed records `unknown_names` reads: one bounded read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,4 +136,47 @@ async def _stranded(
     return found
 
 
-__all__ = ["Overview", "Stranded", "Unserved", "overview"]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnknownName:
+    """Failed jobs under a name no job class of the application knows."""
+
+    name: str
+    failed: int
+    """How many of the newest `FAILED_READ` failed records have it."""
+    newest: datetime
+    queues: tuple[str, ...]
+
+
+async def unknown_names(queue: Queue, known: Collection[str]) -> list[UnknownName] | None:
+    """Failed jobs (of the newest `FAILED_READ`) whose name is not in `known`, most first;
+    entries that were never jobs are left out. None where failed jobs cannot be listed."""
+    if not isinstance(queue, FailedJobListing):
+        return None
+    found: dict[str, list[tuple[datetime, str]]] = {}
+    for record in await queue.failed_jobs(limit=FAILED_READ):
+        name = record.job.name
+        if name != NOT_A_JOB and name not in known:
+            found.setdefault(name, []).append((record.failed_at, record.job.queue))
+    return sorted(
+        (
+            UnknownName(
+                name=name,
+                failed=len(seen),
+                newest=max(at for at, _ in seen),
+                queues=tuple(sorted({q for _, q in seen})),
+            )
+            for name, seen in found.items()
+        ),
+        key=lambda unknown: (-unknown.failed, unknown.name),
+    )
+
+
+__all__ = [
+    "FAILED_READ",
+    "Overview",
+    "Stranded",
+    "UnknownName",
+    "Unserved",
+    "overview",
+    "unknown_names",
+]

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+
+from rainier_queue.connections import open_queue
+from rainier_queue.envelope import QueuedJob
 
 from ..redis_servers import standalone
 from ..services import require_port
@@ -135,6 +139,28 @@ def test_doctor_is_content_with_a_sound_setup(cli: Cli) -> None:
     assert result.code == 0, result.output
     assert "reachable; schema version" in result.stdout
     assert "no problems found" in result.stdout
+
+
+def test_doctor_names_failed_jobs_no_job_class_knows_and_what_to_do(cli: Cli, db_url: str) -> None:
+    async def pushed_by_another_service() -> None:
+        queue = open_queue(db_url)
+        try:
+            names = ("sned-welcome", "sned-welcome", "retired-report", "boom")
+            await queue.push_many([QueuedJob.create(name, {}, max_attempts=1) for name in names])
+        finally:
+            await queue.aclose()
+
+    cli("migrate")
+    asyncio.run(pushed_by_another_service())
+    worked = cli("work", "--stop-when-empty")
+    assert "failed 4" in worked.stdout, worked.output
+
+    result = cli("doctor")
+
+    assert "2 failed job(s) named `sned-welcome` (on `default`" in result.stdout, result.output
+    assert "1 failed job(s) named `retired-report`" in result.stdout
+    assert "register the class, then `rainier-queue retry ID`" in result.stdout
+    assert "named `boom`" not in result.stdout, "a known job that failed is not unknown"
 
 
 def test_doctor_reports_unique_jobs_without_a_lock_store(db_url: str) -> None:

@@ -28,7 +28,7 @@ import click
 from ..errors import BrokerError
 from ..job import Job
 from ..outbox import Outbox
-from ..overview import overview
+from ..overview import FAILED_READ, overview, unknown_names
 from ..queue import (
     Capabilities,
     Countable,
@@ -91,6 +91,7 @@ def doctor(state: State, schedule_spec: str | None) -> None:
             click.secho(f"connection `{name}`{default}: {queue.describe()}", bold=True)
             if await _connection(loaded, name, queue, report):
                 await _system(loaded, queue, report)
+                await _unknown_names(loaded, queue, report)
             outbox = loaded.manager.outbox(name)
             if outbox is not None:
                 await _outbox(outbox, name, report)
@@ -215,6 +216,27 @@ async def _system(loaded: Loaded, queue: Queue, report: Report) -> None:
             f"job {held.job_id} (`{held.name}` on `{held.queue}`) is held by worker "
             f"{beat.worker_id} on host {beat.host}, gone since {_when(beat.last_beat)}"
             f"{listed}; {back}",
+        )
+
+
+async def _unknown_names(loaded: Loaded, queue: Queue, report: Report) -> None:
+    """Failed jobs under names no job class of the app knows: a worker fails them at once."""
+    if loaded.app is None:
+        return  # without the app, no name is known: `_jobs` has said so
+    try:
+        unknown = await unknown_names(queue, set(loaded.registry.names()))
+    except BrokerError as exc:
+        report.add("warn", f"could not read its failed jobs: {message_for(exc)}")
+        return
+    for each in unknown or ():
+        on = ", ".join(f"`{q}`" for q in each.queues)
+        report.add(
+            "warn",
+            f"{each.failed} failed job(s) named `{each.name}` (on {on}, the newest at "
+            f"{_when(each.newest)}) have no job class in {loaded.app.spec}, so every worker "
+            "fails them at once: register the class, then `rainier-queue retry ID` them, or "
+            f"drop them with `rainier-queue forget ID` (the newest {FAILED_READ} failed jobs "
+            "were read)",
         )
 
 
