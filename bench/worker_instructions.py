@@ -19,6 +19,10 @@ alone and SQLite is the worker plus a real driver).
 the port observer and the job scope, as `work --metrics-port` does, less
 the HTTP server, which costs nothing per job), for their cost per job.
 
+`--encrypted` seals every payload with a key ring (the connection's
+`encryption` option, docs/encryption.md), so the worker opens each one,
+for what encryption costs per job on the worker's side.
+
 `--profile` runs the same worker under cProfile instead (no valgrind) and
 prints where the time goes by function, for attribution; its microseconds
 are inflated by the profiler, so read them as shares, not costs.
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import cProfile
 import os
 import pstats
@@ -40,23 +45,28 @@ from typing import Any
 
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
+from rainier_queue.queue import Queue
 from rainier_queue.worker import Worker, WorkerOptions
 
 from .noop_jobs import registry
 
+KEY_RING = {"encryption": {"keys": {"k1": base64.urlsafe_b64encode(bytes(range(32))).decode()}}}
+"""A fixed key: the runs are compared by instruction counts, and a random one changes none."""
 
-async def _enqueue(url: str, count: int) -> None:
-    queue = open_queue(url)
+
+def _open(url: str, encrypted: bool) -> Queue:
+    return open_queue(url, KEY_RING if encrypted else None)
+
+
+async def _enqueue(url: str, count: int, encrypted: bool = False) -> None:
+    queue = _open(url, encrypted)
     try:
         await _push(queue, count)
     finally:
         await queue.aclose()
 
 
-async def _push(queue: object, count: int) -> None:
-    from rainier_queue.queue import Queue
-
-    assert isinstance(queue, Queue)
+async def _push(queue: Queue, count: int) -> None:
     await queue.size("default")  # creates the tables where there are any
     jobs = [QueuedJob.create("bench-noop", {"n": n}, max_attempts=1) for n in range(count)]
     for i in range(0, count, 1000):
@@ -71,9 +81,10 @@ async def _work(
     run: bool,
     expect: int | None = None,
     metrics: bool = False,
+    encrypted: bool = False,
 ) -> None:
     """The measured process: enqueue in-process (memory://) if asked, then work if asked."""
-    queue = open_queue(url)
+    queue = _open(url, encrypted)
     try:
         if enqueue:
             await _push(queue, jobs)
@@ -110,14 +121,23 @@ def _callgrind(args: list[str], folder: Path) -> int:
     return int(found.group(1))
 
 
-def _per_job(url: str, jobs: int, concurrency: int, folder: Path, metrics: bool = False) -> float:
+def per_job(
+    url: str,
+    jobs: int,
+    concurrency: int,
+    folder: Path,
+    metrics: bool = False,
+    encrypted: bool = False,
+) -> float:
+    """Instructions the worker spends per job on `url` (`memory://` or `sqlite`)."""
     common = ["--jobs", str(jobs), "--concurrency", str(concurrency)]
     common += ["--metrics"] if metrics else []
+    common += ["--encrypted"] if encrypted else []
     if url == "sqlite":
         full = f"sqlite:///{folder / 'full.db'}"
         empty = f"sqlite:///{folder / 'empty.db'}"
-        asyncio.run(_enqueue(full, jobs))
-        asyncio.run(_enqueue(empty, 0))
+        asyncio.run(_enqueue(full, jobs, encrypted))
+        asyncio.run(_enqueue(empty, 0, encrypted))
         worked = _callgrind(["--url", full, "--run", *common], folder)
         base = _callgrind(["--url", empty, "--run", "--expect", "0", *common], folder)
         for name in ("full.db", "empty.db"):
@@ -153,6 +173,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--metrics", action="store_true", help="with the Prometheus instruments")
+    parser.add_argument("--encrypted", action="store_true", help="payloads sealed by a key ring")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--enqueue", action="store_true", help=argparse.SUPPRESS)
@@ -170,6 +191,7 @@ def main() -> None:
                 args.run,
                 args.expect,
                 args.metrics,
+                args.encrypted,
             )
         )
         return
@@ -178,11 +200,15 @@ def main() -> None:
             if args.profile:
                 _profile(url, args.jobs, args.concurrency, Path(tmp), args.top, args.metrics)
                 continue
-            per_job = _per_job(url, args.jobs, args.concurrency, Path(tmp), args.metrics)
+            cost = per_job(
+                url, args.jobs, args.concurrency, Path(tmp), args.metrics, args.encrypted
+            )
+            extras = ["with metrics"] * args.metrics + ["encrypted"] * args.encrypted
             print(
-                f"{url:<12} {per_job:10,.0f} instructions per job "
+                f"{url:<12} {cost:10,.0f} instructions per job "
                 f"({args.jobs} no-op jobs, concurrency {args.concurrency}"
-                + (", with metrics)" if args.metrics else ")"),
+                + "".join(f", {extra}" for extra in extras)
+                + ")",
                 flush=True,
             )
 

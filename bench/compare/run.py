@@ -21,6 +21,9 @@ Workloads:
   time at a fixed rate; push-to-start p50/p99 (bench/compare/latency_run.py).
 - **memory**: a long run (100,000 jobs by default) through one worker process,
   with its resident memory at the first job, at the last job, and the peak.
+- **features**: worker instructions per job with metrics on and with
+  encrypted payloads, beside the plain worker, under callgrind
+  (bench/compare/features.py).
 
 Every job INCRs one per-run Redis key (the latency job writes one line); a
 run whose count does not land exactly on N is FAILED and gives no number.
@@ -57,6 +60,7 @@ from typing import Any, TextIO
 from . import constants, grid_report, labels, report
 from .adapters import compile_bytecode, console, draw_chart, ensure_peers_venv
 from .constants import ROOT
+from .features import feature_costs, table_lines
 from .grid import backlog, concurrency_cells, enqueue_ways, io_bound
 from .workloads import LATENCY_CONCURRENCY, MEMORY_PEERS, latency, memory, now, throughput
 
@@ -64,7 +68,16 @@ RESULTS = ROOT / "bench" / "results"
 CHART = RESULTS / "latest.png"
 LATEST = RESULTS / "latest.json"
 COMMAND_ENV = "RQBENCH_COMMAND"  # set by `make bench` so the README names the command typed
-WORKLOADS = ("throughput", "latency", "memory", "grid", "io", "enqueue", "backlog")
+WORKLOADS = (
+    "throughput",
+    "latency",
+    "memory",
+    "grid",
+    "io",
+    "enqueue",
+    "backlog",
+    "features",
+)
 QUICK = {
     "jobs": 2000,
     "rounds": 1,
@@ -244,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         "io": [],
         "enqueue": [],
         "backlog": [],
+        "features": [],
     }
     steps: dict[str, Callable[[TextIO], list[dict[str, Any]]]] = {
         "throughput": lambda sink: throughput(args, sink),
@@ -253,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
         "io": lambda sink: io_bound(args, sink),
         "enqueue": lambda sink: enqueue_ways(args, sink),
         "backlog": lambda sink: backlog(args, sink),
+        "features": lambda sink: feature_costs(args, sink),
     }
     result["workload_s"] = {}
     with out.open("a") as sink:
@@ -293,6 +308,10 @@ def main(argv: list[str] | None = None) -> None:
         console.print(report.memory_table(result["memory"], title))
     for table in grid_report.tables(result):
         console.print(table)
+    if result["features"]:
+        console.print("what the opt-in features cost a job (worker instructions, callgrind):")
+        for line in table_lines(result["features"]):
+            console.print("  " + line)
 
     chart: str | None = None
     if rows and not args.no_chart and not args.no_peers and draw_chart(result, args.chart):
