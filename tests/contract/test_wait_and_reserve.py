@@ -123,6 +123,9 @@ async def test_waits_cancelled_at_every_moment_lose_no_job_and_spend_no_attempt(
     got: list[Reservation] = []
     while len(got) < len(jobs):
         got.append(await reserve_eventually(queue))
+        if not queue.capabilities.reserved_job_steps_aside:
+            # The next job of a partition waits for this one to be settled.
+            await queue.acknowledge(got[-1])
     assert sorted(r.job.id for r in got) == sorted(j.id for j in jobs)
     assert [r.job.attempts for r in got] == [1] * len(jobs), "no wait spent an attempt"
     assert await queue.reserve("default") == []
