@@ -99,3 +99,33 @@ async def test_a_wait_cancelled_as_a_job_arrives_gives_it_back_unspent(queue: Qu
     assert again.job.id == job.id
     assert again.job.attempts == 1, "a job handed back unstarted does not spend an attempt"
     assert await queue.reserve("default") == []
+
+
+async def test_waits_cancelled_at_every_moment_lose_no_job_and_spend_no_attempt(
+    queue: Queue,
+) -> None:
+    # Jobs are there, so each wait finds some at once; cancelled a little later each
+    # time, the cancel lands before, during and after the wait's reserve. A job that a
+    # cancelled wait had taken and dropped would be missing below (hidden until its
+    # lease ran out) or come back with an attempt nobody made.
+    jobs = [a_job(payload={"n": n}) for n in range(6)]
+    await queue.push_many(jobs)
+    for moment in range(40):
+        waiting = asyncio.create_task(queue.wait_and_reserve("default", LONG, limit=3))
+        await asyncio.sleep(moment * 0.0005)
+        waiting.cancel()
+        outcome = (await asyncio.gather(waiting, return_exceptions=True))[0]
+        if isinstance(outcome, list):  # the wait had ended before the cancel came
+            await queue.hand_back_unstarted(outcome)
+        else:
+            assert isinstance(outcome, asyncio.CancelledError), outcome
+
+    got: list[Reservation] = []
+    while len(got) < len(jobs):
+        got.append(await reserve_eventually(queue))
+        if not queue.capabilities.reserved_job_steps_aside:
+            # The next job of a partition waits for this one to be settled.
+            await queue.acknowledge(got[-1])
+    assert sorted(r.job.id for r in got) == sorted(j.id for j in jobs)
+    assert [r.job.attempts for r in got] == [1] * len(jobs), "no wait spent an attempt"
+    assert await queue.reserve("default") == []

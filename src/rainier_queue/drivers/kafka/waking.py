@@ -79,15 +79,21 @@ class Waker:
         async with translated("read the end offsets of the queue's partitions"):
             ends = await self._clients.finished(lookups.end_offsets(tps))
         grown = [tp for tp, end in ends.items() if tp in self._seen and end > self._seen[tp]]
-        self._seen.update(ends)  # each record is looked at by one wait, not by every one after
+        free = False
         for tp in grown:
             state = self._partitions.get(tp.topic, tp.partition)
             if state is not None and state.lock is not None:
                 continue  # this worker's own job runs there; its end wakes the worker
             name = self._partitions.lease_name(tp.topic, tp.partition)
             if not await self._partitions.locks.is_held(name):
-                return True
-        return False
+                free = True
+                break
+        # Each record is looked at by one wait, not by every one after; but only once
+        # that look has ended: a wait cancelled while it asked the lock store (a worker
+        # cancels its idle wait whenever a slot frees) left the growth marked as seen,
+        # and the next wait slept through a record nobody served.
+        self._seen.update(ends)
+        return free
 
     def _due_in(self, tps: list[TopicPartition]) -> float | None:
         """Seconds until the soonest delayed job this worker knows of comes due, if one will."""

@@ -18,6 +18,15 @@ Channels, one per purpose, so a failure on one does not take the others:
   is reopened whenever that happened.
 - **consuming**: owned by the consumer part (consuming.py).
 
+A call on a channel is never cut short by its caller's cancellation
+(`shielded`): aiormq closes a channel whose call was cancelled mid-way, and
+until the broker has answered that close every later call on the channel
+fails ("Channel closed by RPC timeout"), so a worker's idle wait, which the
+worker cancels whenever a slot frees, turned into an outage for the next
+call. The call finishes as its own task; the caller stops waiting at once.
+An inspecting channel closed that way all the same (by a call made outside
+this module) is replaced on the next call instead of reported as an outage.
+
 Every call that reaches the broker goes through `translated()`, so the
 worker sees `BrokerUnavailable` (wait and retry), `OutcomeUnknown` (a push
 whose confirm never came), or `BrokerRejected` (a refusal, a nack), never an
@@ -30,10 +39,11 @@ import asyncio
 import contextlib
 import errno
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import aio_pika
+import aiormq
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq import exceptions as ax
 from pamqp import commands as spec
@@ -43,6 +53,8 @@ from ..tls import is_verification_failure, verification_failed, warn_unverified
 from .settings import RabbitMQSettings
 
 log = logging.getLogger("rainier_queue.rabbitmq")
+
+T = TypeVar("T")
 
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for the broker to accept a connection."""
@@ -258,21 +270,44 @@ class AMQPClient:
 
         Returns how many messages it holds ready. `Missing` when a lookup finds none.
         """
-        channel = await self.inspecting()
-        async with translated(f"declare queue {name!r}"):
-            answer = await (await channel.get_underlay_channel()).queue_declare(
-                name,
-                passive=arguments is None,
-                durable=True,
-                arguments=arguments,
+        answer = await shielded(
+            self._inspect(
+                f"declare queue {name!r}",
+                lambda underlay: underlay.queue_declare(
+                    name, passive=arguments is None, durable=True, arguments=arguments
+                ),
             )
+        )
         return int(answer.message_count or 0)
 
     async def purge(self, name: str) -> int:
-        channel = await self.inspecting()
-        async with translated(f"purge queue {name!r}"):
-            answer = await (await channel.get_underlay_channel()).queue_purge(name)
+        answer = await shielded(
+            self._inspect(f"purge queue {name!r}", lambda underlay: underlay.queue_purge(name))
+        )
         return int(answer.message_count or 0)
+
+    async def _inspect(
+        self, what: str, call: Callable[[aiormq.abc.AbstractChannel], Awaitable[T]]
+    ) -> T:
+        """`call` on the inspecting channel; once more on a new one if aiormq had closed it.
+
+        aiormq closes a channel one of whose calls was cancelled, and refuses
+        every call on it until the broker has answered the close, while the
+        channel still says it is open. The connection is fine: that is a
+        channel to replace, not an outage.
+        """
+        for last in (False, True):
+            underlay = await (await self.inspecting()).get_underlay_channel()
+            try:
+                async with translated(what):
+                    return await call(underlay)
+            except BrokerUnavailable as exc:
+                refused = isinstance(exc.__cause__, ax.ChannelInvalidStateError)
+                if last or not refused or self._connection_lost():
+                    raise
+                log.info("the inspecting channel was closed under a cancelled call; reopened")
+                self._inspecting = None
+        raise AssertionError("unreachable: the second try returns or raises")
 
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
@@ -280,6 +315,25 @@ class AMQPClient:
         if connection is not None:
             with contextlib.suppress(Exception):
                 await connection.close()
+
+
+async def shielded(call: Coroutine[Any, Any, T]) -> T:
+    """Run `call` to its end even if its caller is cancelled meanwhile.
+
+    aiormq closes a channel whose call was cancelled mid-way; a closed
+    consuming channel hands every job on it out again, and a closed
+    inspecting one refuses the next calls. The call runs as its own task:
+    a cancelled caller stops waiting at once, the call finishes.
+    """
+    task = asyncio.ensure_future(call)
+    task.add_done_callback(_retrieved)
+    return await asyncio.shield(task)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Read a shielded call's outcome, which a cancelled caller no longer will."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("a call finished after its caller was cancelled: %s", task.exception())
 
 
 async def _routed(connect: Callable[[], Awaitable[AbstractConnection]]) -> AbstractConnection:
@@ -315,4 +369,4 @@ async def _close_quietly(connection: AbstractConnection) -> None:
             await connection.close()
 
 
-__all__ = ["AMQPClient", "Missing", "Unroutable", "translated"]
+__all__ = ["AMQPClient", "Missing", "Unroutable", "shielded", "translated"]

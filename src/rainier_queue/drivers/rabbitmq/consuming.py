@@ -30,6 +30,11 @@ delivery of the channel back, counting one delivery each; so all of them
 become stale here at once, and a late settle of any is `LeaseLost`,
 never an acknowledgement sent on a new channel where the tag means
 something else.
+
+Deliveries taken out of a buffer and not handed out after all (the reserve
+reading them was cancelled, or failed part way) are put back in front of
+it (`put_back`): dropped, each would sit unsettled on the channel, seen by
+nobody, until the channel closed and the broker counted a delivery of it.
 """
 
 from __future__ import annotations
@@ -38,9 +43,9 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import aiormq
 from aio_pika.abc import AbstractChannel
@@ -48,12 +53,10 @@ from aiormq.abc import DeliveredMessage
 from pamqp import commands as spec
 
 from ...errors import LeaseLost
-from .connection import AMQPClient, translated
+from .connection import AMQPClient, shielded, translated
 from .names import AMQPDelivery
 
 log = logging.getLogger("rainier_queue.rabbitmq")
-
-T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -79,6 +82,10 @@ class Consumer:
         self._subs: dict[str, Subscription] = {}
         self._held: dict[str, AMQPDelivery] = {}
         """Token -> delivery, for every job handed out and not settled."""
+        self._messages: dict[str, DeliveredMessage] = {}
+        """Token -> the message a held delivery brought, to put it back if it is not handed out."""
+        self._subscribing = asyncio.Lock()
+        """One subscribe at a time: one a cancelled wait left running, and the next wait's."""
         self._unsettled: set[int] = set()
         """The tag of every delivery on the current channel not acknowledged yet."""
         self._arrived = asyncio.Event()
@@ -129,6 +136,7 @@ class Consumer:
         self._channel = None
         self.number += 1  # every handle naming the old channel is stale from now on
         self._held.clear()
+        self._messages.clear()
         self._unsettled.clear()
         self._subs.clear()
         self._arrived.set()
@@ -157,9 +165,15 @@ class Consumer:
         bigger one makes RabbitMQ return what was on its way to it, counting
         a delivery of each.
         """
-        await _shielded(self._subscribe(queue, window))
+        await shielded(self._subscribe(queue, window))
 
     async def _subscribe(self, queue: str, window: int) -> None:
+        # A subscribe goes on after its caller was cancelled; the next one, started
+        # meanwhile, would see no window yet and consume a second time beside it.
+        async with self._subscribing:
+            await self._widen(queue, window)
+
+    async def _widen(self, queue: str, window: int) -> None:
         channel = await self._open()
         number = self.number
         sub = self._subs.setdefault(queue, Subscription(queue))
@@ -185,7 +199,7 @@ class Consumer:
 
     async def unsubscribe(self, queue: str) -> None:
         """Stop the broker sending `queue`'s jobs here (a stopping worker); what it sent stays."""
-        await _shielded(self._unsubscribe(queue))
+        await shielded(self._unsubscribe(queue))
 
     async def _unsubscribe(self, queue: str) -> None:
         sub = self._subs.get(queue)
@@ -202,7 +216,7 @@ class Consumer:
     async def fetch(self, queue: str, limit: int) -> None:
         """Up to `limit` of `queue`'s ready jobs into its buffer, one `basic.get` each, until
         it has none: `take` hands them out, or `leftovers` if the caller was cancelled."""
-        await _shielded(self._fetch(queue, limit))
+        await shielded(self._fetch(queue, limit))
 
     async def _fetch(self, queue: str, limit: int) -> None:
         await self._open()
@@ -246,8 +260,35 @@ class Consumer:
 
     # -- settling -----------------------------------------------------------------
 
-    def hold(self, token: str, delivery: AMQPDelivery) -> None:
+    def hold(self, token: str, delivery: AMQPDelivery, message: DeliveredMessage) -> None:
         self._held[token] = delivery
+        self._messages[token] = message
+
+    def unhold(self, tokens: Sequence[str]) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
+        """Take back deliveries handed out that their caller never got, in order."""
+        out: list[tuple[DeliveredMessage, AMQPDelivery]] = []
+        for token in tokens:
+            delivery = self._held.pop(token, None)
+            message = self._messages.pop(token, None)
+            if delivery is not None and message is not None:
+                out.append((message, delivery))
+        return out
+
+    def put_back(self, taken: Sequence[tuple[DeliveredMessage, AMQPDelivery]]) -> None:
+        """Return deliveries taken from the buffers but never handed out, in front, in order.
+
+        A call cancelled (or failed) between taking them and handing them out
+        would otherwise drop them: still unsettled on the channel, seen by
+        nobody, until the channel closed and the broker handed each out
+        again, counted as a delivery no handler ran. Those of a channel
+        closed meanwhile are not kept: the broker has put them back already.
+        """
+        for message, delivery in reversed(taken):
+            sub = self._subs.get(delivery.queue)
+            if delivery.channel != self.number or sub is None:
+                continue
+            sub.buffer.appendleft(message)
+            self._arrived.set()
 
     def current(self, token: str, handle: Any, job_id: str) -> AMQPDelivery:
         """The delivery `token` holds, or `LeaseLost` if it was settled or its channel closed."""
@@ -274,11 +315,12 @@ class Consumer:
 
     def release_hold(self, token: str) -> None:
         self._held.pop(token, None)
+        self._messages.pop(token, None)
 
     async def ack(self, tags: Sequence[int]) -> None:
         """Acknowledge `tags`: those below every other unsettled delivery with one
         `multiple=True` frame, the rest one by one."""
-        await _shielded(self._ack(tags))
+        await shielded(self._ack(tags))
 
     async def _ack(self, tags: Sequence[int]) -> None:
         underlay = self._underlay()
@@ -312,26 +354,12 @@ class Consumer:
         channel, self._channel = self._channel, None
         self.number += 1
         self._held.clear()
+        self._messages.clear()
         self._unsettled.clear()
         self._subs.clear()
         if channel is not None:
             with contextlib.suppress(Exception):
                 await channel.close()
-
-
-async def _shielded(call: Coroutine[Any, Any, T]) -> T:
-    """Run `call` to its end even if its caller is cancelled (a worker's idle wait is, when a
-    job finishes): aiormq closes a channel whose call was cancelled mid-way, and a closed
-    channel hands every job on it out again."""
-    task = asyncio.ensure_future(call)
-    task.add_done_callback(_retrieved)
-    return await asyncio.shield(task)
-
-
-def _retrieved(task: asyncio.Future[Any]) -> None:
-    """Read a shielded call's outcome, which a cancelled caller no longer will."""
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("a call finished after its caller was cancelled: %s", task.exception())
 
 
 __all__ = ["Consumer", "Subscription"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -25,7 +26,7 @@ from ...queue import (
     new_token,
 )
 from .. import malformed, tls
-from .connection import AMQPClient, Missing, Unroutable
+from .connection import AMQPClient, Missing, Unroutable, shielded
 from .consuming import Consumer
 from .failed import FailedStore
 from .names import AMQPDelivery, tier_queue, too_long, work_queue
@@ -142,14 +143,20 @@ class RabbitMQQueue(Queue):
         )
 
     async def _existing(self, queue: str) -> str:
+        """`queue`'s work queue, looked up on the broker the first time only."""
         name = self.work_queue_for(queue)
         if name not in self._known:
-            try:
-                await self._client.declare(name)
-            except Missing:
-                raise self._not_provisioned(queue, name) from None
-            self._known.add(name)
+            # Finished and remembered even when the caller is cancelled meanwhile (a
+            # worker's first idle wait often is), so the next call does not ask again.
+            await shielded(self._look_up(queue, name))
         return name
+
+    async def _look_up(self, queue: str, name: str) -> None:
+        try:
+            await self._client.declare(name)
+        except Missing:
+            raise self._not_provisioned(queue, name) from None
+        self._known.add(name)
 
     # -- provisioning (Provisionable) -----------------------------------------------
 
@@ -204,8 +211,6 @@ class RabbitMQQueue(Queue):
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """Every publish sent before any confirm is awaited: one round trip for the batch."""
-        import asyncio
-
         results = await asyncio.gather(
             *(self._publish(job) for job in jobs), return_exceptions=True
         )
@@ -231,23 +236,29 @@ class RabbitMQQueue(Queue):
         if limit < 1:
             return []
         name = await self._existing(queue)
-        first = await self._take(queue, name, limit, fill=True)
-        return await malformed.top_up(
-            first, limit, lambda more: self._take(queue, name, more, fill=True)
-        )
+        return await self._take_all(queue, name, limit, fill=True)
 
     @override
     async def wait_and_reserve(
         self, queue: str, timeout: timedelta, *, limit: int
     ) -> list[Reservation]:
-        """Subscribe with room for `limit` jobs, wait for the broker to push one, take them."""
+        """Subscribe with room for `limit` jobs, wait for the broker to push one, take them.
+
+        Cancelled once the jobs are being taken, the taking finishes (reading
+        a job may republish it to its delay tier, which must not be cut in
+        two) and what it took goes back in front of the buffer, unsettled and
+        uncounted, for the next call.
+        """
         name = await self._existing(queue)
         await self._consumer.subscribe(name, limit)
         await self._consumer.wait([name], timeout.total_seconds())
-        first = await self._take(queue, name, limit, fill=False)
-        return await malformed.top_up(
-            first, limit, lambda more: self._take(queue, name, more, fill=False)
-        )
+        taking = asyncio.ensure_future(self._take_all(queue, name, limit, fill=False))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            got = await _taken(taking)
+            self._consumer.put_back(self._consumer.unhold([r.token for r in got]))
+            raise
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
@@ -256,21 +267,48 @@ class RabbitMQQueue(Queue):
             await self._consumer.subscribe(name, 1)
         await self._consumer.wait(names, timeout.total_seconds())
 
+    async def _take_all(
+        self, queue: str, name: str, limit: int, *, fill: bool
+    ) -> list[Reservation]:
+        """Up to `limit` jobs, more taken for the places messages that are not jobs took.
+
+        A failure (or a cancel) part way puts back what was taken, so no
+        delivery is left unsettled here with nobody holding it.
+        """
+        taken: list[Reservation] = []
+
+        async def take(places: int) -> tuple[list[Reservation], int]:
+            got = await self._take(queue, name, places, fill=fill)
+            taken.extend(got[0])
+            return got
+
+        try:
+            return await malformed.top_up(await take(limit), limit, take)
+        except BaseException:
+            self._consumer.put_back(self._consumer.unhold([r.token for r in taken]))
+            raise
+
     async def _take(
         self, queue: str, name: str, limit: int, *, fill: bool
     ) -> tuple[list[Reservation], int]:
         got = self._consumer.take(name, limit)
-        if fill and len(got) < limit:
-            await self._consumer.fetch(name, limit - len(got))
-            got += self._consumer.take(name, limit - len(got))
         out: list[Reservation] = []
-        skipped = 0
-        for message, delivery in got:
-            reservation = await self._read(queue, message, delivery)
-            if reservation is None:
-                skipped += 1
-            else:
-                out.append(reservation)
+        skipped = read = 0
+        try:
+            if fill and len(got) < limit:
+                await self._consumer.fetch(name, limit - len(got))
+                got += self._consumer.take(name, limit - len(got))
+            for message, delivery in got:
+                reservation = await self._read(queue, message, delivery)
+                read += 1
+                if reservation is None:
+                    skipped += 1
+                else:
+                    out.append(reservation)
+        except BaseException:
+            # What was read into reservations, and what was not read yet, goes back.
+            self._consumer.put_back(self._consumer.unhold([r.token for r in out]) + got[read:])
+            raise
         return out, skipped
 
     async def _read(
@@ -305,7 +343,7 @@ class RabbitMQQueue(Queue):
             await self._consumer.ack([delivery.tag])
             return None
         token = new_token()
-        self._consumer.hold(token, delivery)
+        self._consumer.hold(token, delivery, message)
         return Reservation(job=read, token=token, lease_until=None, lease=None, handle=delivery)
 
     # -- settling --------------------------------------------------------------------
@@ -502,6 +540,15 @@ class RabbitMQQueue(Queue):
         finally:
             await self._consumer.aclose()
             await self._client.aclose()
+
+
+async def _taken(taking: asyncio.Future[list[Reservation]]) -> list[Reservation]:
+    """What a take the caller stopped waiting for handed out, once it is done ([] if it failed:
+    a failed take has put back what it held itself)."""
+    try:
+        return await taking
+    except Exception:
+        return []
 
 
 __all__ = ["RabbitMQQueue"]
