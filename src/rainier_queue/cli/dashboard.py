@@ -12,6 +12,12 @@ dashboard on one's own machine.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import Any
+
 import click
 
 from ..errors import ConfigurationError
@@ -100,7 +106,7 @@ def dashboard(
             poll_seconds=poll,
         )
         config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
-        server = uvicorn.Server(config)
+        server = _server_class()(config)
         note(
             f"dashboard on http://{host}:{port}/ over {loaded.source}"
             + (" (read-only)" if read_only else "")
@@ -109,6 +115,35 @@ def dashboard(
         return 0
 
     run_command(state, body)
+
+
+def _server_class() -> type[Any]:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, stopped by SIGTERM or Ctrl-C with exit 0, as `work` is.
+
+        uvicorn raises a signal it caught again once it has stopped, so the
+        process ends killed by it; the command ends as every other does.
+        """
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._stop)
+            try:
+                yield
+            finally:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+
+        def _stop(self) -> None:
+            if self.should_exit:
+                self.force_exit = True
+            self.should_exit = True
+
+    return Server
 
 
 __all__ = ["PASSWORD_VAR", "dashboard"]

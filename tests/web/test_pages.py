@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: MIT
+"""Every page loads in a real browser over every cheap driver, and a broker shows why it
+shows less: the reasons come from the driver's capabilities, in the library's words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .jobs import QUEUE, Toggle
+from .server import served_over
+
+DRIVERS = ["memory", "sqlite", "postgres", "redis", "rabbitmq"]
+
+PAGES = {
+    "/": "Queues",
+    "/jobs": "Jobs",
+    "/failed": "Failed jobs",
+    "/workers": "Workers",
+    "/schedules": "Schedules",
+}
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_every_page_loads_and_shows_the_queue_a_job_waits_on(
+    driver: str, browser: Any, tmp_path: Path
+) -> None:
+    with served_over(driver, tmp_path) as served:
+        served.dispatch(Toggle(key="waiting"))
+        page = browser.new_page()
+        try:
+            for path, heading in PAGES.items():
+                response = page.goto(served.base + path)
+                assert response is not None, path
+                assert response.status == 200, path
+                assert page.locator("main h1").inner_text() == heading
+            page.goto(served.base + "/")
+            row = page.locator(f'#queues tr[data-queue="{QUEUE}"]')
+            assert row.locator("td.depth").inner_text() == "1"
+        finally:
+            page.close()
+
+
+def test_a_broker_says_why_it_shows_no_workers_cannot_pause_and_cannot_find_a_job(
+    browser: Any, tmp_path: Path
+) -> None:
+    with served_over("rabbitmq", tmp_path) as served:
+        [job_id] = served.dispatch(Toggle(key="on-a-broker"))
+        page = browser.new_page()
+        try:
+            page.goto(served.base + "/workers")
+            assert "the rabbitmq driver keeps no records beside its jobs" in page.inner_text("main")
+            page.goto(served.base + "/")
+            assert "cannot pause a queue: the rabbitmq driver" in page.inner_text("main")
+            assert page.locator("#queues button").count() == 0  # no pause button to press
+            page.goto(f"{served.base}/jobs/{job_id}")
+            assert page.inner_text("#status") == "unknown"
+            assert "the rabbitmq driver cannot look a job up by id" in page.inner_text("main")
+        finally:
+            page.close()
