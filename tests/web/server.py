@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from rainier_queue import QueueManager
 from rainier_queue.cache.memory import MemoryCache
@@ -51,8 +53,10 @@ class Served:
         read_only: bool = False,
         schedule: Schedule | None = None,
         options: dict[str, Any] | None = None,
+        mount: str = "",
     ) -> None:
         self.url = url
+        self._mount = mount
         self._auth = auth
         self._read_only = read_only
         self._schedule = schedule
@@ -66,7 +70,7 @@ class Served:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://127.0.0.1:{self.port}{self._mount}"
 
     def start(self) -> Served:
         self._thread.start()
@@ -99,6 +103,8 @@ class Served:
             read_only=self._read_only,
             poll_seconds=1.0,
         )
+        if self._mount:  # inside an application, as `app.mount(...)` puts it
+            app = Starlette(routes=[Mount(self._mount, app=app)])
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = int(sock.getsockname()[1])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .jobs import QUEUE, Toggle
+from .jobs import FAILING, QUEUE, Toggle
 from .server import served_over
 
 DRIVERS = ["memory", "sqlite", "postgres", "redis", "rabbitmq"]
@@ -58,5 +58,29 @@ def test_a_broker_says_why_it_shows_no_workers_cannot_pause_and_cannot_find_a_jo
             page.goto(f"{served.base}/jobs/{job_id}")
             assert page.inner_text("#status") == "unknown"
             assert "the rabbitmq driver cannot look a job up by id" in page.inner_text("main")
+        finally:
+            page.close()
+
+
+def test_mounted_under_a_prefix_its_links_and_actions_stay_under_it(
+    browser: Any, tmp_path: Path
+) -> None:
+    with served_over("sqlite", tmp_path, mount="/ops/queues") as served:
+        FAILING.add("mounted")
+        try:
+            [job_id] = served.dispatch(Toggle(key="mounted"))
+            served.work()
+        finally:
+            FAILING.discard("mounted")
+        page = browser.new_page()
+        try:
+            page.goto(served.base + "/")
+            page.get_by_role("link", name="Failed").click()
+            assert page.url == served.base + "/failed"
+            page.locator(f'tr[data-job="{job_id}"] input[name="id"]').check()
+            page.click("#retry-selected")
+            assert page.url.startswith(served.base + "/failed?said=")
+            assert page.inner_text("#said") == "retried 1 of 1 failed job(s)"
+            assert served.status(job_id).status == "queued"
         finally:
             page.close()
