@@ -14,13 +14,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .board import Board
+from .queues import overview_page
 from .rendering import Renderer, root_of
 from .views import (
     STATES,
     failed_page,
     job_page,
     jobs_page,
-    overview_page,
     schedules_page,
     worker_state,
     workers_page,

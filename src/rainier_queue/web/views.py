@@ -9,7 +9,7 @@ answer comes back as the reason (`reasons`), shown in place of the figure.
 
 A read that fails (a broker down) fails its own panel, with the error's
 one line, not the page: an operator looks at the dashboard most when
-something is wrong.
+something is wrong. (The overview's data, per queue, is in `queues`.)
 """
 
 from __future__ import annotations
@@ -17,159 +17,23 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from .. import lookup
 from .._clock import utcnow
 from ..errors import QueueError, UnsupportedOperation
 from ..explain import explain
 from ..jobstate import JobState, RunningJob, WorkerBeat
-from ..overview import Overview, overview
-from ..queue import Countable, FailedJob, FailedJobListing, OldestWaiting, Pausable, QueueCounts
+from ..queue import FailedJob, FailedJobListing
 from ..redact import redact_fields
 from ..scheduling import Overview as ScheduleRow
 from .board import Board
-from .history import sparkline
-from .reasons import no_failed_listing, no_failed_store, no_lookup, no_pause
+from .reasons import no_failed_listing, no_failed_store, no_lookup
 
 FAILED_COUNTED = 500
-"""Failed jobs read per queue to count them on the overview; more shows as "500+"."""
+"""Failed jobs read to count or filter them; more shows as "500+"."""
 FAILED_SHOWN = 100
 """Failed jobs a page lists."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueueRow:
-    name: str
-    depth: int | None = None
-    counts: QueueCounts | None = None
-    oldest: timedelta | None = None
-    can_age: bool = False
-    failed: int | None = None
-    paused: bool | None = None
-    trend: float | None = None
-    spark: str = ""
-    samples: int = 0
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OverviewPage:
-    rows: list[QueueRow]
-    system: Overview | None
-    workers_reason: str | None
-    failed_reason: str | None
-    failed_more: bool
-    pause_reason: str | None
-    age_reason: str | None
-    done: int | None
-    """Jobs the live workers have finished, summed from their heartbeats."""
-
-
-async def overview_page(board: Board) -> OverviewPage:
-    queue = board.queue
-    system: Overview | None = None
-    workers_reason = None
-    try:
-        system = await overview(queue, board.named_queues())
-    except QueueError as exc:
-        workers_reason = f"could not read the workers' heartbeats: {_line(exc)}"
-    if system is None and workers_reason is None:
-        workers_reason = await _workers_reason(board)
-    names = dict.fromkeys(board.named_queues())
-    if system is not None:
-        names.update(dict.fromkeys(q for beat in system.beats for q in beat.queues))
-    failed_reason = no_failed_listing(queue)
-    failed_by_queue: dict[str, int] = {}
-    failed_more = False
-    if failed_reason is None:
-        try:
-            listed = await _failed(board, queue_name=None, limit=FAILED_COUNTED)
-            failed_more = len(listed) >= FAILED_COUNTED
-            for f in listed:
-                failed_by_queue[f.job.queue] = failed_by_queue.get(f.job.queue, 0) + 1
-            names.update(dict.fromkeys(failed_by_queue))
-        except QueueError as exc:
-            failed_reason = f"could not list failed jobs: {_line(exc)}"
-    pause_reason = no_pause(queue)
-    paused: frozenset[str] = frozenset()
-    if pause_reason is None and isinstance(queue, Pausable):
-        try:
-            paused = await queue.paused(list(names))
-        except QueueError as exc:
-            pause_reason = f"could not read which queues are paused: {_line(exc)}"
-    can_age = isinstance(queue, OldestWaiting)
-    rows = []
-    now = utcnow()
-    for name in names:
-        rows.append(
-            await _row(
-                board,
-                name,
-                now,
-                failed=None if failed_reason else failed_by_queue.get(name, 0),
-                paused=None if pause_reason else name in paused,
-                can_age=can_age,
-            )
-        )
-    live = system.live if system is not None else ()
-    return OverviewPage(
-        rows=rows,
-        system=system,
-        workers_reason=workers_reason,
-        failed_reason=failed_reason,
-        failed_more=failed_more,
-        pause_reason=pause_reason,
-        age_reason=None
-        if can_age
-        else (
-            f"the {queue.name} driver cannot tell how long its oldest job has waited without "
-            "reading every message"
-        ),
-        done=sum(b.processed for b in live) if system is not None else None,
-    )
-
-
-async def _row(
-    board: Board,
-    name: str,
-    now: datetime,
-    *,
-    failed: int | None,
-    paused: bool | None,
-    can_age: bool,
-) -> QueueRow:
-    queue = board.queue
-    try:
-        depth = await queue.size(name)
-        counts = await queue.counts(name) if isinstance(queue, Countable) else None
-        oldest = await queue.oldest_wait(name) if isinstance(queue, OldestWaiting) else None
-    except QueueError as exc:
-        return QueueRow(name=name, failed=failed, paused=paused, error=_line(exc))
-    history = board.history
-    if history.due(name, now):
-        history.add(name, depth, now)
-    samples = history.of(name)
-    return QueueRow(
-        name=name,
-        depth=depth,
-        counts=counts,
-        oldest=oldest,
-        can_age=can_age,
-        failed=failed,
-        paused=paused,
-        trend=history.per_minute(name),
-        spark=sparkline(samples),
-        samples=len(samples),
-    )
-
-
-async def _workers_reason(board: Board) -> str | None:
-    try:
-        await lookup.workers(board.queue)
-    except UnsupportedOperation as exc:
-        return str(exc)
-    return None
 
 
 # -- failed jobs -------------------------------------------------------------------------
@@ -186,7 +50,7 @@ class FailedPage:
     error: str | None = None
 
 
-async def _failed(board: Board, *, queue_name: str | None, limit: int) -> list[FailedJob]:
+async def failed_jobs(board: Board, *, queue_name: str | None, limit: int) -> list[FailedJob]:
     queue = board.queue
     assert isinstance(queue, FailedJobListing)
     return await queue.failed_jobs(queue=queue_name, limit=limit)
@@ -211,7 +75,7 @@ async def failed_page(board: Board, *, queue_name: str, name: str) -> FailedPage
             more=False,
         )
     try:
-        listed = await _failed(board, queue_name=queue_name or None, limit=FAILED_COUNTED)
+        listed = await failed_jobs(board, queue_name=queue_name or None, limit=FAILED_COUNTED)
     except QueueError as exc:
         return FailedPage(
             jobs=[],
@@ -220,7 +84,7 @@ async def failed_page(board: Board, *, queue_name: str, name: str) -> FailedPage
             listing_reason=None,
             store_reason=store_reason,
             more=False,
-            error=_line(exc),
+            error=one_line(exc),
         )
     chosen = [f for f in listed if matches(f.job.name, name)] if name else listed
     return FailedPage(
@@ -250,7 +114,7 @@ async def workers_page(board: Board) -> WorkersPage:
     except UnsupportedOperation as exc:
         return WorkersPage(beats=[], now=now, reason=str(exc))
     except QueueError as exc:
-        return WorkersPage(beats=[], now=now, reason=f"could not read heartbeats: {_line(exc)}")
+        return WorkersPage(beats=[], now=now, reason=f"could not read heartbeats: {one_line(exc)}")
     return WorkersPage(beats=beats, now=now, reason=None)
 
 
@@ -297,11 +161,11 @@ async def jobs_page(board: Board, *, name: str, state: str) -> JobsPage:
         listing_reason = no_failed_listing(queue)
         if listing_reason is None:
             try:
-                for f in await _failed(board, queue_name=None, limit=FAILED_SHOWN):
+                for f in await failed_jobs(board, queue_name=None, limit=FAILED_SHOWN):
                     if matches(f.job.name, name):
                         hits.append(_failed_hit(f))
             except QueueError as exc:
-                reasons.append(f"could not list failed jobs: {_line(exc)}")
+                reasons.append(f"could not list failed jobs: {one_line(exc)}")
         else:
             reasons.append(listing_reason)
     if state in ("any", "running"):
@@ -382,28 +246,28 @@ async def schedules_page(board: Board) -> SchedulesPage:
     try:
         return SchedulesPage(rows=await board.scheduler.overview(), reason=None)
     except QueueError as exc:
-        return SchedulesPage(rows=[], reason=f"could not read the schedules: {_line(exc)}")
+        return SchedulesPage(rows=[], reason=f"could not read the schedules: {one_line(exc)}")
 
 
-def _line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     return (str(error) or type(error).__name__).splitlines()[0]
 
 
 __all__ = [
+    "FAILED_COUNTED",
     "STATES",
     "FailedPage",
     "Hit",
     "JobPage",
     "JobsPage",
-    "OverviewPage",
-    "QueueRow",
     "SchedulesPage",
     "WorkersPage",
+    "failed_jobs",
     "failed_page",
     "job_page",
     "jobs_page",
     "matches",
-    "overview_page",
+    "one_line",
     "schedules_page",
     "worker_state",
 ]
