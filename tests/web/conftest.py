@@ -7,7 +7,7 @@ from the system packages). Without it the tests skip, saying how to get
 it, on a laptop; in CI (`CI` set, or `RAINIER_QUEUE_REQUIRE_SERVICES=1`) a
 missing browser fails them, so a dashboard nobody ran never shows as passing.
 
-Every test here carries the `browser` mark; they run in the suite's xdist
+Every test that opens the browser carries the `browser` mark; they run in the suite's xdist
 processes beside the rest, a file to a process, each file starting one
 browser.
 """
@@ -28,9 +28,8 @@ REQUIRED = REQUIRE_SERVICES or bool(os.environ.get("CI"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.path)).parents:
+        if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
 
 
