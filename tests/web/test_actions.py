@@ -119,17 +119,35 @@ def test_a_queue_paused_and_resumed_by_its_buttons_and_a_schedule_run_now(
         page.close()
 
 
-def test_the_workers_page_shows_a_running_workers_heartbeat_and_the_overview_is_pictured(
+def next_update(page: Any) -> None:
+    """Wait until the page's own polling has replaced its content once more."""
+    before = page.locator("#live").get_attribute("data-refreshed")
+    page.wait_for_function(
+        "(before) => (document.getElementById('live').dataset.refreshed || null) !== before",
+        arg=before,
+    )
+
+
+def test_the_overview_draws_the_depth_it_sampled_and_shows_a_running_workers_heartbeat(
     served: Served, browser: Any
 ) -> None:
     failed_jobs(served, "pictured")
-    served.dispatch(Toggle(key="a"), Toggle(key="b"))
     page = browser.new_page(viewport={"width": 1280, "height": 640})
     try:
+        page.goto(served.base + "/")
+        for count in (2, 4, 3):  # the depth climbs between updates: 2, 6, 9
+            served.dispatch(*(Toggle(key=f"{count}-{n}") for n in range(count)))
+            next_update(page)
+            next_update(page)
+        row = page.locator(f'#queues tr[data-queue="{QUEUE}"]')
+        assert row.locator("td.depth").inner_text() == "9"
+        assert row.locator("svg.spark polyline").count() == 1
         with served.worker_running() as worker:
             page.goto(served.base + "/workers")
             assert worker.worker_id in page.inner_text("#workers")
             page.goto(served.base + "/")
+            row.locator("td.depth", has_text="0").wait_for()  # drained, seen by polling
+            next_update(page)
             assert "1 live worker(s)" in page.inner_text("main")
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOT), full_page=True)

@@ -34,11 +34,12 @@ def test_the_trend_is_the_depths_change_a_minute_over_the_last_five() -> None:
     assert history.per_minute("web") == -3.0
 
 
-def test_the_sparkline_needs_two_samples_and_spans_its_width() -> None:
+def test_the_sparkline_needs_two_samples_and_spans_its_width_from_the_first() -> None:
     history = History()
     history.add("web", 0, START)
     assert sparkline(history.of("web")) == ""
-    history.add("web", 4, START + timedelta(minutes=30))
+    history.add("web", 4, START + timedelta(minutes=10))
+    history.add("web", 2, START + timedelta(minutes=40))
 
     points = sparkline(history.of("web"), width=120, height=24).split()
-    assert points == ["60.0,23.0", "120.0,1.0"]
+    assert points == ["0.0,23.0", "30.0,1.0", "120.0,12.0"]

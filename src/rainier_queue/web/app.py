@@ -30,6 +30,7 @@ from ..manager import QueueManager
 from ..scheduling import Scheduler
 from .actions import Actions
 from .board import Board
+from .history import History, sampled_every
 from .pages import Pages
 from .rendering import Renderer
 from .security import AuthHook, admitted, challenge_of, checked_hook
@@ -102,6 +103,7 @@ def create_app(
         read_only=read_only,
         poll_seconds=poll_seconds,
         title=title,
+        history=History(every=sampled_every(poll_seconds)),
     )
     renderer = Renderer(board)
     pages = Pages(board, renderer)

@@ -3,11 +3,14 @@
 
 Why here: no driver keeps a history of its queues' depth (a store holds
 jobs, not how many it held a minute ago), and asking every driver to keep
-one would cost every push. So the dashboard samples depth itself, at most
-once per `every` whatever number of pages poll it, and keeps an hour of
-samples per queue in this process. The cost is stated on the page: the
-line starts when the dashboard does (or when the queue was first shown),
-and each dashboard process has its own.
+one would cost every push. So the dashboard samples depth itself while its
+overview is open, and keeps an hour of samples per queue in this process.
+The cost is stated on the page: the line starts when the dashboard does (or
+when the queue was first shown), and each dashboard process has its own.
+
+A sample is taken per poll of the overview (every 5 s by default), at most
+one per `every` whatever number of tabs are open, so the line is as fine as
+the page's own updates; an hour of them is 720 small tuples a queue.
 
 The samples also give each queue's trend (jobs added or drained a minute),
 the one rate every driver can be asked for.
@@ -22,6 +25,15 @@ from datetime import datetime, timedelta
 
 KEPT = timedelta(hours=1)
 EVERY = timedelta(seconds=10)
+"""Between samples when the page does not poll (each view samples, no more often)."""
+FINEST = timedelta(seconds=1)
+
+
+def sampled_every(poll_seconds: float) -> timedelta:
+    """The interval between samples for a page polled every `poll_seconds` (0: never)."""
+    if poll_seconds <= 0:
+        return EVERY
+    return max(timedelta(seconds=poll_seconds), FINEST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +79,20 @@ class History:
 
 
 def sparkline(samples: Sequence[Sample], *, width: int = 120, height: int = 24) -> str:
-    """The SVG polyline points for `samples` over the last hour ("" with fewer than two)."""
+    """The SVG polyline points for `samples` ("" with fewer than two), from the first kept
+    sample at the left (an hour ago at most) to the last at the right, the highest depth at
+    the top."""
     if len(samples) < 2:
         return ""
-    end = samples[-1].at
+    start, end = samples[0].at, samples[-1].at
+    span = max((end - start).total_seconds(), 1.0)
     top = max(max(s.depth for s in samples), 1)
-    span = KEPT.total_seconds()
     points = []
     for sample in samples:
-        x = width - (end - sample.at).total_seconds() / span * width
+        x = (sample.at - start).total_seconds() / span * width
         y = height - sample.depth / top * (height - 2) - 1
         points.append(f"{x:.1f},{y:.1f}")
     return " ".join(points)
 
 
-__all__ = ["EVERY", "KEPT", "History", "Sample", "sparkline"]
+__all__ = ["EVERY", "FINEST", "KEPT", "History", "Sample", "sampled_every", "sparkline"]
