@@ -84,3 +84,26 @@ def test_mounted_under_a_prefix_its_links_and_actions_stay_under_it(
             assert served.status(job_id).status == "queued"
         finally:
             page.close()
+
+
+def test_a_log_lists_its_failed_jobs_and_says_why_it_cannot_retry_them(
+    browser: Any, tmp_path: Path
+) -> None:
+    with served_over("kafka", tmp_path) as served:
+        FAILING.add("in-a-log")
+        try:
+            [job_id] = served.dispatch(Toggle(key="in-a-log"))
+            served.work()
+        finally:
+            FAILING.discard("in-a-log")
+        page = browser.new_page()
+        try:
+            page.goto(served.base + "/failed")
+            row = page.locator(f'#failed-jobs tr[data-job="{job_id}"]')
+            assert "toggle in-a-log fails" in row.inner_text()
+            assert "lists its failed jobs but cannot retry, forget or flush them" in (
+                page.inner_text("main")
+            )
+            assert page.locator('main input[type="checkbox"], main button[form]').count() == 0
+        finally:
+            page.close()
