@@ -217,16 +217,22 @@ def run_apart(make: Callable[[], Awaitable[T]]) -> T:
 
 
 @contextlib.contextmanager
-def served_over(driver: str, tmp: Path, **kwargs: Any) -> Iterator[Served]:
+def served_over(
+    driver: str, tmp: Path, *, with_password: bool = False, **kwargs: Any
+) -> Iterator[Served]:
     """A dashboard over a fresh namespace of `driver` (as the contract suite opens it),
-    removed after."""
+    removed after; `with_password`: through the URL carrying the suite's `SECRET`."""
     backend = BACKENDS[driver]
     if backend.check is not None:
         backend.check()
     namespace = "rqweb" + uuid.uuid4().hex[:10]
     backend.setup(tmp, namespace, [QUEUE])
     cleanup = backend.cleanup
-    server = Served(backend.url(tmp, namespace), options=dict(backend.options), **kwargs)
+    url = backend.url(tmp, namespace)
+    if with_password:
+        assert backend.secret_url is not None, f"{driver} has no URL with a password"
+        url = backend.secret_url(tmp, namespace)
+    server = Served(url, options=dict(backend.options), **kwargs)
     try:
         yield server.start()
     finally:

@@ -19,6 +19,7 @@ from rainier_queue.drivers.memory import MemoryQueue
 from rainier_queue.errors import ConfigurationError
 from rainier_queue.web import basic_auth, create_app
 
+from ..contract.backends import SECRET
 from .jobs import FAILING, SCRIPT, Hostile, Toggle
 from .server import Served, served_over
 
@@ -165,5 +166,18 @@ def test_read_only_mode_shows_no_action_and_refuses_one_posted_anyway(
             assert refused.status == 403
             assert "read-only" in refused.text()
             assert served.status(job_id).status == "failed"
+        finally:
+            page.close()
+
+
+def test_no_page_shows_the_connections_password(tmp_path: Path, browser: Any) -> None:
+    with served_over("postgres", tmp_path, with_password=True) as served:
+        served.dispatch(Toggle(key="behind-a-password"))
+        page = browser.new_page()
+        try:
+            for path in ("/", "/jobs", "/failed", "/workers", "/schedules"):
+                page.goto(served.base + path)
+                assert "postgres" in page.inner_text("header .where")
+                assert SECRET not in page.content(), path
         finally:
             page.close()
