@@ -167,14 +167,20 @@ class Served:
 
     @contextlib.contextmanager
     def worker_running(self, queues: Sequence[str] = (QUEUE,)) -> Iterator[Worker]:
-        """A worker serving `queues` on the server's loop, beating, until the block ends."""
+        """A worker serving `queues` on the server's loop, from its first heartbeat until the
+        block ends."""
         manager = self.manager
         assert manager is not None
         options = WorkerOptions(queues=tuple(queues), sleep=timedelta(milliseconds=100))
         worker = Worker(manager.connection(), manager.registry, options)
 
         async def launch() -> asyncio.Task[Any]:
-            return asyncio.ensure_future(worker.run())
+            running = asyncio.ensure_future(worker.run())
+            while worker.worker_id not in {b.worker_id for b in await manager.workers()}:
+                if running.done():
+                    running.result()  # raises what stopped it
+                await asyncio.sleep(0.02)  # until its first heartbeat is written
+            return running
 
         task = self.call(launch)
         try:
