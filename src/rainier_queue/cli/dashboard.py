@@ -25,7 +25,7 @@ import click
 from ..errors import ConfigurationError, UnknownOption
 from .loading import Loaded
 from .output import Problem, note, warn
-from .runtime import State, run_command
+from .runtime import State, run_command, warn_if_private
 
 PASSWORD_VAR = "RAINIER_QUEUE_DASHBOARD_PASSWORD"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -157,7 +157,7 @@ def dashboard(
                 f"the config's [dashboard] table) with the password in {PASSWORD_VAR}, or "
                 "--allow-anyone for a dashboard on your own machine only"
             )
-        loaded.queue(state.settings.connection)  # an unusable connection stops here
+        warn_if_private(loaded.queue(state.settings.connection))  # unusable: stops here
         scheduler = await _scheduler(loaded, state)
         app = create_app(
             loaded.manager,
