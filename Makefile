@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install demo check lint typecheck pytest test counts clean bench bench-quick fuzz venv-python
+.PHONY: help install browser demo check lint typecheck pytest test counts clean bench bench-quick fuzz venv-python
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,14 @@ $(VENV)/.installed-dev: pyproject.toml | venv-python
 	@touch $@ $(VENV)/.installed-base
 
 install: venv-python $(VENV)/.installed-dev  ## create .venv and install the package with its test and lint tools
+	@test -x $(CHROMIUM) || echo "note: no $(CHROMIUM): the dashboard's browser tests (tests/web) skip; 'make browser' installs it"
+
+# The dashboard's tests (tests/web) drive Debian's Chromium through Playwright, which
+# cannot download a browser of its own here: the system package is the browser.
+CHROMIUM ?= /usr/bin/chromium
+browser:  ## install Debian's chromium for the dashboard's browser tests (as root; .ci/run does it)
+	@if [ -x $(CHROMIUM) ]; then echo "$(CHROMIUM) is installed"; else \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
 
 demo: venv-python $(VENV)/.installed-base  ## run the quickstart: a burst of jobs through a worker on SQLite, no server needed
 	$(BIN)/python examples/quickstart/run.py

@@ -91,7 +91,7 @@ from .unresolved import UnresolvedQueue
 from .worker.settings_table import worker_settings
 
 TOP_LEVEL_KEYS = frozenset(
-    {"default", "connections", "locks", "queues", "app", "schedule", "schedules"}
+    {"default", "connections", "locks", "queues", "app", "schedule", "schedules", "dashboard"}
 )
 CONFIG_FILE = "rainier-queue.toml"
 
@@ -140,6 +140,9 @@ class QueueConfig:
     schedules: Mapping[str, Any] = field(default_factory=dict)
     """The `[schedules]` tables, as read; checked against the registry by
     `rainier_queue.scheduling.schedule_from_config` when a scheduler starts."""
+    dashboard: Mapping[str, Any] = field(default_factory=dict)
+    """The `[dashboard]` table, as read: who may open `rainier-queue dashboard` and how it
+    is served (docs/dashboard.md); checked by that command."""
 
     def __post_init__(self) -> None:
         if self.default not in self.connections:
@@ -204,6 +207,7 @@ class QueueConfig:
             schedule=_optional_str(data, "schedule", source),
             source=source,
             schedules=_schedules(data, source),
+            dashboard=_table(data, "dashboard", source),
         )
 
     @classmethod
@@ -531,6 +535,13 @@ def _schedules(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:
         raise ConfigurationError(
             f"`schedules` ({source}) must be a table of schedules, one [schedules.NAME] each"
         )
+    return dict(value)
+
+
+def _table(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"`{key}` ({source}) must be a table: [{key}]")
     return dict(value)
 
 

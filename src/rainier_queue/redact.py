@@ -57,3 +57,26 @@ def _redacted_value(key: str, value: str) -> str:
     if "://" in value:
         return redact_url(value)
     return REDACTED if "@" in value else value
+
+
+def redact_fields(data: object) -> object:
+    """A copy of `data` (a job's payload, as JSON data) safe to show to a person.
+
+    The value under any key that sounds secret (the names `redact_url` hides in a
+    query: password, token, key, secret, ...) is `***`, at any depth, and a string
+    that is a URL with credentials is shown as `redact_url` shows it. The rest is
+    kept as it is: an operator reading a failed job needs its arguments, not its
+    secrets. Used by the dashboard, which shows payloads to whoever may open it.
+    """
+    if isinstance(data, dict):
+        return {
+            key: REDACTED
+            if isinstance(key, str) and _SECRET_KEY.search(key)
+            else redact_fields(value)
+            for key, value in data.items()
+        }
+    if isinstance(data, list | tuple):
+        return [redact_fields(item) for item in data]
+    if isinstance(data, str) and "://" in data and ("@" in data or "?" in data):
+        return redact_url(data)
+    return data

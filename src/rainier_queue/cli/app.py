@@ -33,6 +33,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 COMMANDS = {
     "cancel": "cancelling",
     "clear": "admin",
+    "dashboard": "dashboard",
     "dispatch": "dispatch",
     "doctor": "doctor",
     "encryption-key": "encryption",

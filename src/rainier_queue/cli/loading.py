@@ -88,6 +88,8 @@ class Loaded:
     (the scheduler opens its claim store on it when no `locks` store is configured)."""
     config: QueueConfig | None = None
     """The declaration the connections were built from (None for a QueueManager app)."""
+    dashboard: Mapping[str, Any] = field(default_factory=dict)
+    """The config's `[dashboard]` table, unchecked (see `cli.dashboard`)."""
 
     def worker_settings(self, connection: str | None) -> dict[str, Any]:
         """The `worker` table of `connection` in the config, as `WorkerOptions` arguments."""
@@ -134,6 +136,7 @@ async def open_application(settings: Settings) -> Loaded:
             source=source,
             schedules=config.schedules if config is not None else {},
             schedules_source=config.source if config is not None else "config",
+            dashboard=config.dashboard if config is not None else {},
             schedule=config.schedule if config is not None else None,
         )
     if config is None:
@@ -155,6 +158,7 @@ async def open_application(settings: Settings) -> Loaded:
         source=source,
         schedules=config.schedules,
         schedules_source=config.source,
+        dashboard=config.dashboard,
         schedule=config.schedule,
         urls={name: conn.url for name, conn in config.connections.items()},
         config=config,
