@@ -154,6 +154,16 @@ asyncio_default_fixture_loop_scope = "function"
 """
 
 
+SLOW_CALLBACK = re.compile(r"^Executing .+ took \d+\.\d+ seconds$")
+"""`-X dev` turns on asyncio's debug mode, which logs any callback that ran over 0.1 s:
+on a loaded machine a scheduler's pause, not a fault of the code under test."""
+
+
+def complaints(stderr: str) -> list[str]:
+    """What `-X dev` printed, less asyncio's slow-callback timings (seen in CI under load)."""
+    return [line for line in stderr.splitlines() if not SLOW_CALLBACK.match(line)]
+
+
 def test_the_readme_web_view_facade_takes_dispatches_from_many_request_threads(
     tmp_path: Path,
 ) -> None:
@@ -171,7 +181,7 @@ def test_the_readme_web_view_facade_takes_dispatches_from_many_request_threads(
         check=False,
     )
 
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, complaints(done.stderr)) == (0, [])
     queued, threads = done.stdout.splitlines()[0].split()
     assert int(queued) == 400
     # The main thread, the facade's loop, and SQLite's connection threads (the queue's
