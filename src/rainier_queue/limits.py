@@ -13,13 +13,14 @@ blindly:
   worker and job holding it (what `explain` shows). A worker that dies
   stops renewing: its slot lapses with the lease, and the key is whole
   again.
-- **rate**, N starts per period, as a generic cell rate: one key per limit
-  key holding the moment by which its budget is spent ("theoretical arrival
-  time"); a start moves it on by period/N with `replace_if` on the value it
-  read, and is refused while that would put it more than one period ahead.
-  A refusal says exactly how long until the next start fits, which is the
-  delay the worker sets the job aside for. Bursts of up to N are allowed
-  from idle; in any window of one period at most N + 1 start.
+- **rate**, N starts per period, spread evenly: one key per limit key
+  holding the moment its next start may come (a cell rate without bursts);
+  a start moves it on by period/N with `replace_if` on the value it read,
+  and is refused while that moment is still ahead, saying exactly how long
+  until it comes, which is the delay the worker sets the job aside for. So
+  starts of one key are at least period/N apart, across every worker, and
+  no window of one period holds more than N. (No burst: ten jobs waiting
+  on "10/m" start one every six seconds, not ten at once.)
 
 The moment is each worker's own clock: workers whose clocks disagree by more
 than a small part of the period see a looser or tighter limit (keep them on
@@ -35,12 +36,17 @@ import logging
 import random
 import secrets
 import time
+import weakref
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
+from .cache.memory import MemoryCache
+from .errors import ConfigurationError
 from .job import LIMIT_KEY, Job, parse_rate
-from .locks import Cache
+from .locks import Cache, LockManager
+from .queue import Queue
+from .registry import JobRegistry
 
 log = logging.getLogger("rainier_queue.limits")
 
@@ -84,6 +90,52 @@ class LimitStore(Protocol):
     def limit_store(self) -> Cache | None:
         """The store, or None when there is none."""
         ...
+
+
+_LOCAL: weakref.WeakKeyDictionary[Queue, MemoryCache] = weakref.WeakKeyDictionary()
+"""The limit store of each in-process queue, shared by every worker on it."""
+
+
+def limited_classes(registry: JobRegistry) -> list[str]:
+    """The names of the registry's job classes that declare a limit."""
+    return [cls.name for cls in registry if limits_of(cls) is not None]
+
+
+def found_store(queue: Queue, locks: LockManager | None) -> Cache | None:
+    """The store limits are counted in without being given one, or None when there is none:
+    the queue's own (`LimitStore`), else `locks` when shared, else this process's memory for
+    a queue that lives in it."""
+    if isinstance(queue, LimitStore) and (own := queue.limit_store()) is not None:
+        return own
+    if locks is not None and (locks.is_shared or not queue.capabilities.shared_between_processes):
+        return locks.cache
+    if not queue.capabilities.shared_between_processes:
+        store = _LOCAL.get(queue)
+        if store is None:
+            store = _LOCAL[queue] = MemoryCache()
+        return store
+    return None
+
+
+def store_for(
+    queue: Queue, given: Cache | None, locks: LockManager | None, registry: JobRegistry
+) -> Cache | None:
+    """Where a worker counts limits; None when no job class it knows declares any.
+
+    `ConfigurationError`, naming `locks`, when one does and there is no shared store.
+    """
+    limited = limited_classes(registry)
+    if not limited:
+        return None
+    store = given if given is not None else found_store(queue, locks)
+    if store is None:
+        raise ConfigurationError(
+            f"job(s) {', '.join(sorted(limited))} declare rate or concurrency limits, which "
+            f"every worker counts in one shared store, and {queue.describe()} has none of its "
+            'own: set `locks` to a database or Redis URL (`locks = "postgresql://..."` in the '
+            "config), or give the Worker `limits=` a shared cache store"
+        )
+    return store
 
 
 @dataclass(slots=True)
@@ -177,23 +229,20 @@ class Limiter:
         raw = await self.cache.get(self.rate_key(key))
         if raw is None:
             return None
-        count, period = limits.rate
-        ahead = float(raw) + period.total_seconds() / count - self._clock()
-        over = ahead - period.total_seconds()
-        return timedelta(seconds=over) if over > 0 else None
+        ahead = float(raw) - self._clock()
+        return timedelta(seconds=ahead) if ahead > 0 else None
 
     async def _start(self, key: str, count: int, period: timedelta) -> timedelta | None:
         """Spend one start of `key`'s budget; None if spent, else how long until one fits."""
         step = period.total_seconds() / count
-        span = period.total_seconds()
         name = self.rate_key(key)
         for _ in range(_CAS_TRIES):
             raw = await self.cache.get(name)
             now = self._clock()
-            spent_until = max(float(raw), now) if raw is not None else now
-            after = spent_until + step
-            if after - now > span + 1e-6:
-                return timedelta(seconds=after - now - span)
+            next_start = float(raw) if raw is not None else now
+            if next_start > now:
+                return timedelta(seconds=next_start - now)
+            after = now + step
             value = repr(after).encode()
             ttl = timedelta(seconds=after - now + 1)
             if raw is None:
@@ -238,6 +287,9 @@ class Limiter:
 
 
 __all__ = [
+    "found_store",
+    "limited_classes",
+    "store_for",
     "CONCURRENCY_RETRY",
     "LIMIT_KEY",
     "SLOT_LEASE",

@@ -36,12 +36,11 @@ from ..durations import format_duration, parse_duration
 from ..envelope import format_time
 from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
-from ..limits import LimitStore
+from ..limits import found_store, limited_classes
 from ..locks import Cache
 from ..outbox import Relay
 from ..queue import Queue
 from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
-from ..worker.limiting import limited_classes
 from .collector import StartUpPause
 from .event_loop import loop_name
 from .exit_codes import ExitCode
@@ -444,9 +443,7 @@ def _limit_store(loaded: Loaded, queue: Queue, connection: str | None) -> Cache 
     limits, when a job class declares one and nothing else gives a store (`locks`, the
     queue's own, or this process for `memory://`). None otherwise: the worker then finds
     its store itself, or refuses to start naming `locks`."""
-    if not limited_classes(loaded.registry) or loaded.manager.locks is not None:
-        return None
-    if isinstance(queue, LimitStore) or not queue.capabilities.shared_between_processes:
+    if not limited_classes(loaded.registry) or found_store(queue, loaded.manager.locks):
         return None
     url = loaded.urls.get(loaded.connection_name(connection))
     if url is None:

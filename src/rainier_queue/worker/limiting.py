@@ -19,7 +19,7 @@ worker that dies gives nothing back; its slots lapse with their lease.
 Everything here is skipped for a job without the header: the cost to an
 unlimited job is one test of a dict.
 
-Where the store comes from (`store_for`): the one given to the worker
+Where the store comes from (`limits.store_for`): the one given to the worker
 (`Worker(limits=...)`; the CLI opens the cache store at the connection's own
 database or Redis URL), else the queue's own (`LimitStore`: Kafka's lock
 store), else the worker's `locks`, else this process's memory for a
@@ -31,56 +31,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from datetime import timedelta
 
-from ..cache.memory import MemoryCache
 from ..envelope import QueuedJob
-from ..errors import ConfigurationError
 from ..job import LIMIT_KEY
-from ..limits import Held, Limiter, Limits, LimitStore, Refused, limits_of
-from ..locks import Cache, LockManager
-from ..queue import Queue
+from ..limits import Held, Limiter, Limits, Refused, limits_of
+from ..locks import Cache
 from ..registry import JobRegistry
 
 log = logging.getLogger("rainier_queue.worker")
 
 STORE_TROUBLE = timedelta(seconds=1)
 """How long a limited job steps aside when the limit store could not be asked."""
-
-_LOCAL: weakref.WeakKeyDictionary[Queue, MemoryCache] = weakref.WeakKeyDictionary()
-"""The limit store of each in-process queue, shared by every worker on it."""
-
-
-def limited_classes(registry: JobRegistry) -> list[str]:
-    """The names of the registry's job classes that declare a limit."""
-    return [cls.name for cls in registry if limits_of(cls) is not None]
-
-
-def store_for(
-    queue: Queue, given: Cache | None, locks: LockManager | None, registry: JobRegistry
-) -> Cache | None:
-    """Where this worker counts limits; None when no job class it knows declares any."""
-    limited = limited_classes(registry)
-    if not limited:
-        return None
-    if given is not None:
-        return given
-    if isinstance(queue, LimitStore) and (own := queue.limit_store()) is not None:
-        return own
-    if locks is not None and (locks.is_shared or not queue.capabilities.shared_between_processes):
-        return locks.cache
-    if not queue.capabilities.shared_between_processes:
-        store = _LOCAL.get(queue)
-        if store is None:
-            store = _LOCAL[queue] = MemoryCache()
-        return store
-    raise ConfigurationError(
-        f"job(s) {', '.join(sorted(limited))} declare rate or concurrency limits, which every "
-        f"worker counts in one shared store, and {queue.describe()} has none of its own: set "
-        '`locks` to a database or Redis URL (`locks = "postgresql://..."` in the config), or '
-        "give the Worker `limits=` a shared cache store"
-    )
 
 
 class LimitGate:
@@ -136,4 +98,4 @@ class LimitGate:
             await asyncio.gather(*self._giving_back, return_exceptions=True)
 
 
-__all__ = ["LimitGate", "limited_classes", "store_for"]
+__all__ = ["LimitGate"]

@@ -57,7 +57,7 @@ from ..instrument import (
     leave_quietly,
 )
 from ..jobstate import RecordStore
-from ..limits import Refused
+from ..limits import Refused, store_for
 from ..locks import Cache, LockManager
 from ..queue import Pausable, Queue
 from ..registry import JobRegistry
@@ -66,7 +66,7 @@ from .acks import AckBatcher
 from .cancels import CancelWatch
 from .heartbeat import Heartbeat, new_worker_id
 from .leases import LeaseKeeper
-from .limiting import LimitGate, store_for
+from .limiting import LimitGate
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
 from .outcomes import OutcomeRecorder
