@@ -13,8 +13,11 @@ and the worker never spins on one job.
 
 The slot a job took is given back when its result is recorded, whatever it
 was (success, retry, failure, cancellation, a lost lease, a hand-back at a
-stop): that is the one place every settle ends (`Worker._finished`). A
-worker that dies gives nothing back; its slots lapse with their lease.
+stop): that is the one place every settle ends (`Worker._finished`). Two
+exceptions keep it taken until its lease lapses: a worker that dies gives
+nothing back, and a plain `def` handler still running in its thread after a
+stop (its job left to lapse, `Verdict.ABANDONED`) keeps its slot unrenewed,
+so no other job of its key starts beside the thread.
 
 Everything here is skipped for a job without the header: the cost to an
 unlimited job is one test of a dict.
@@ -91,6 +94,14 @@ class LimitGate:
         task = asyncio.get_running_loop().create_task(self.limiter.give_back(held))
         self._giving_back.add(task)
         task.add_done_callback(self._giving_back.discard)
+
+    @staticmethod
+    def let_lapse(held: Held) -> None:
+        """Stop renewing `held` without giving it back: its job's thread still runs after a
+        stop, so the slot stays taken until its lease lapses, as the job's own lease does."""
+        if held.renewing is not None:
+            held.renewing.cancel()
+            held.renewing = None
 
     async def settle_down(self) -> None:
         """Wait for the slots being given back (at a stop)."""

@@ -568,6 +568,10 @@ class Worker:
                 attempt = await self._runner.run(slot.reservation, slot.control, slot.task)
             handling = False
             self._slots.handler_returned()
+            if slot.limit is not None and attempt.verdict is Verdict.ABANDONED:
+                # Its thread still runs: the slot is kept, unrenewed, and lapses with its lease.
+                LimitGate.let_lapse(slot.limit)
+                slot.limit = None
             if self._ahead and attempt.verdict is not Verdict.INTERRUPTED:
                 self._pace.job_took(time.monotonic() - attempt.started)
             self._changed.set()
