@@ -29,7 +29,7 @@ from .durations import human_duration
 from .envelope import format_time
 from .job import LIMIT_KEY
 from .jobstate import JobState, WorkerBeat
-from .limits import SLOT_LEASE, Limiter, limits_of
+from .limits import Limiter, limits_of
 from .locks import Cache
 from .lookup import lookup_of, records_of, status, workers
 from .queue import Countable, Pausable, Queue
@@ -181,7 +181,7 @@ async def _over_limit(seen: Seen) -> Cause | None:
             says=f"over its concurrency limit: key `{key}` may run {limits.concurrency} job(s) "
             f"at once, and its slots are held by: {'; '.join(holders)}",
             fix="it is set aside, its attempt given back, and runs once one of them settles "
-            f"(a dead worker's slot frees within {human_duration(SLOT_LEASE)})",
+            "(a dead worker's slot lapses with its job's lease)",
         )
     wait = await limiter.rate_wait(key, limits)
     if wait is not None and limits.rate is not None:

@@ -8,11 +8,11 @@ changed only by its atomic steps, never read, changed and written back
 blindly:
 
 - **concurrency**, N slots per key, each a key of its own taken with `add`
-  (set if absent) for a lease, renewed with `replace_if` while the job runs
-  and given back with `forget_if` when it settles. Its value names the
-  worker and job holding it (what `explain` shows). A worker that dies
-  stops renewing: its slot lapses with the lease, and the key is whole
-  again.
+  (set if absent) for the job's lease, renewed with `replace_if` while the
+  job runs and given back with `forget_if` when it settles. Its value names
+  the worker and job holding it (what `explain` shows). A worker that dies
+  stops renewing: its slot lapses with the job's lease, so the job and its
+  slot come free together, and the key is whole again.
 - **rate**, N starts per period, spread evenly: one key per limit key
   holding the moment its next start may come (a cell rate without bursts);
   a start moves it on by period/N with `replace_if` on the value it read,
@@ -51,7 +51,8 @@ from .registry import JobRegistry
 log = logging.getLogger("rainier_queue.limits")
 
 SLOT_LEASE = timedelta(seconds=30)
-"""How long a concurrency slot stands unrenewed (a dead worker's slot frees after it)."""
+"""How long a concurrency slot stands unrenewed when its job has no lease of its own (a
+dead worker's slot frees after it); a job with a lease gives its slot the same one."""
 
 CONCURRENCY_RETRY = timedelta(milliseconds=250)
 """How long a job that found every slot of its key taken steps aside (jittered up to 2x)."""
@@ -146,6 +147,8 @@ class Held:
     slot: str | None
     """The concurrency slot's store key, or None when the job is only rate-limited."""
     value: bytes
+    lease: timedelta
+    """How long the slot stands unrenewed."""
     renewing: asyncio.Task[None] | None = None
 
 
@@ -174,14 +177,21 @@ class Limiter:
     def rate_key(key: str) -> str:
         return f"rq-limit:{key}:rate"
 
-    async def take(self, key: str, limits: Limits, job_id: str) -> Held | Refused:
-        """A slot (if limited) and a start (if rated) for `job_id`, or why not and how long."""
-        held = Held(key, None, f"{self._holder} job {job_id} {secrets.token_hex(4)}".encode())
+    async def take(
+        self, key: str, limits: Limits, job_id: str, *, lease: timedelta | None = None
+    ) -> Held | Refused:
+        """A slot (if limited) and a start (if rated) for `job_id`, or why not and how long.
+
+        The slot stands for `lease` unrenewed (the job's own lease, so a dead worker's
+        job and its slot come free together), or the limiter's default.
+        """
+        value = f"{self._holder} job {job_id} {secrets.token_hex(4)}".encode()
+        held = Held(key, None, value, lease or self._lease)
         if limits.concurrency is not None:
             first = random.randrange(limits.concurrency)
             for n in range(limits.concurrency):
                 slot = self.slot_key(key, (first + n) % limits.concurrency)
-                if await self.cache.add(slot, held.value, self._lease):
+                if await self.cache.add(slot, held.value, held.lease):
                     held.slot = slot
                     break
             else:
@@ -255,11 +265,11 @@ class Limiter:
 
     async def _renew(self, held: Held) -> None:
         assert held.slot is not None
-        every = self._lease.total_seconds() / 3
+        every = held.lease.total_seconds() / 3
         while True:
             await asyncio.sleep(every)
             try:
-                if not await self.cache.replace_if(held.slot, held.value, held.value, self._lease):
+                if not await self.cache.replace_if(held.slot, held.value, held.value, held.lease):
                     log.warning(
                         "concurrency slot %s lapsed while its job ran; another job of key `%s` "
                         "may run beside it",
@@ -282,7 +292,7 @@ class Limiter:
                 "could not give back concurrency slot %s (%s); it lapses within %gs",
                 held.slot,
                 exc,
-                self._lease.total_seconds(),
+                held.lease.total_seconds(),
             )
 
 

@@ -142,3 +142,76 @@ async def test_a_concurrency_limit_of_two_per_key_is_never_exceeded_across_three
     finished = sorted(n for n, _, event, _ in ledger if event == "finish")
     assert finished == [*range(16), *range(100, 108)]
     assert {attempt for _, attempt, event, _ in ledger if event == "start"} == {1}
+
+
+@pytest.mark.timeout(300)
+async def test_a_killed_worker_s_slots_come_free_with_its_jobs_leases(
+    tmp_path: Path, url: str
+) -> None:
+    """Two slots per key, both held by a worker that is SIGKILLed mid-run: nothing gives them
+    back, yet they lapse with the jobs' leases, the two jobs run again elsewhere, and the key
+    never has more than two runs open (the dead ones counted open until the kill)."""
+    key = f"dead-{uuid.uuid4().hex[:8]}"
+    total = 8
+    queue = open_queue(url)
+    try:
+        await queue.push_many([job("paired", n, key, seconds=1.0) for n in range(total)])
+    finally:
+        await queue.aclose()
+    ledger = tmp_path / "ledger.db"
+    conf = config(tmp_path, url, lease="2s")
+    settings = ("--concurrency", "4", "--timeout", "1.5s", "--sleep", "0.2s")
+
+    doomed = worker(conf, ledger, *settings, app=LIMITED_APP)
+    deadline = time.monotonic() + 60
+    while sum(1 for row in runs(ledger) if row[2] == "start") < 2:
+        assert time.monotonic() < deadline, f"the first worker never started: {output(doomed)}"
+        assert doomed.poll() is None, output(doomed)
+        await asyncio.sleep(0.05)
+    doomed.kill()
+    await asyncio.to_thread(doomed.wait)
+    killed_at = time.time()
+
+    rescuers = [worker(conf, ledger, *settings, app=LIMITED_APP) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 150
+        while {n for n, _, event, _ in runs(ledger) if event == "finish"} != set(range(total)):
+            assert time.monotonic() < deadline, "\n".join(output(r)[-2000:] for r in rescuers)
+            for rescuer in rescuers:
+                assert rescuer.poll() is None, output(rescuer)
+            await asyncio.sleep(0.1)
+    finally:
+        for rescuer in rescuers:
+            await terminate(rescuer)
+
+    rows = _rows_with_pids(ledger)
+    dead = [(n, attempt) for n, attempt, pid, event, _ in rows if pid == doomed.pid]
+    cut = {run for run in dead if dead.count(run) == 1}  # a start without its finish
+    assert cut, "the kill should land while the doomed worker runs jobs"
+    # The runs as intervals: a cut run is open until the kill.
+    moments: list[tuple[float, int]] = []
+    for n, attempt, pid, event, at in rows:
+        if event == "start":
+            moments.append((at, 1))
+            if pid == doomed.pid and (n, attempt) in cut:
+                moments.append((killed_at, -1))
+        elif event == "finish":
+            moments.append((at, -1))
+    open_now = most = 0
+    for _, change in sorted(moments, key=lambda m: (m[0], m[1])):
+        open_now += change
+        most = max(most, open_now)
+    assert most <= 2, f"{most} runs of one key open at once"
+    for n, _ in cut:
+        assert any(r[0] == n and r[1] >= 2 and r[3] == "finish" for r in rows), (
+            f"job {n} was cut short by the kill; it must run again, in a slot that came free"
+        )
+
+
+def _rows_with_pids(ledger: Path) -> list[tuple[int, int, int, str, float]]:
+    """(n, attempt, pid, event, at) rows, in the order written."""
+    conn = sqlite3.connect(ledger, timeout=30)
+    try:
+        return list(conn.execute("SELECT n, attempt, pid, event, at FROM runs ORDER BY rowid"))
+    finally:
+        conn.close()

@@ -73,10 +73,13 @@ class LimitGate:
             return None
         return key, limits
 
-    async def take(self, job: QueuedJob, key: str, limits: Limits) -> Held | Refused:
-        """A start and a slot for `job`, or why it waits and for how long."""
+    async def take(
+        self, job: QueuedJob, key: str, limits: Limits, lease: timedelta | None
+    ) -> Held | Refused:
+        """A start and a slot for `job` (the slot for the job's `lease`), or why it waits and
+        for how long."""
         try:
-            return await self.limiter.take(key, limits, job.id)
+            return await self.limiter.take(key, limits, job.id, lease=lease)
         except Exception as exc:
             log.warning(
                 "could not ask the limit store about key `%s` for job `%s` %s (%s); "

@@ -551,7 +551,8 @@ class Worker:
             if self._gate is not None and not slot.control.stop_asked:
                 limited = self._gate.limits(job)
                 if limited is not None:
-                    taken = await self._gate.take(job, *limited)
+                    lease = slot.reservation.lease
+                    taken = await self._gate.take(job, *limited, lease)
                     if isinstance(taken, Refused):
                         await self._settler.step_aside(slot.lease, taken.reason, taken.wait)
                         self._cut_wait_short()  # another key's job may be waiting behind it
