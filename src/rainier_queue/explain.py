@@ -10,9 +10,11 @@ only joined together do they give the answer. Written once here, so the CLI
 same machine-readable reason code.
 
 A waiting job is held against a list of checks (`WAITING_CHECKS`), each of
-which names one thing that keeps a due job from a worker. A future limit
-(rate, concurrency, ordering key) adds its check to that list and its code to
-`Reason`; nothing else changes.
+which names one thing that keeps a due job from a worker: a rate or
+concurrency limit of its key (read from the store the workers count in, and
+naming who holds the slots), a time, a paused queue, no worker. A future
+check (an ordering key) adds itself to that list and its code to `Reason`;
+nothing else changes.
 """
 
 from __future__ import annotations
@@ -25,11 +27,17 @@ from typing import Any, Literal
 from ._clock import utcnow
 from .durations import human_duration
 from .envelope import format_time
+from .job import LIMIT_KEY
 from .jobstate import JobState, WorkerBeat
+from .limits import Limiter, limits_of
+from .locks import Cache
 from .lookup import lookup_of, records_of, status, workers
 from .queue import Countable, Pausable, Queue
+from .registry import JobRegistry
 
 Reason = Literal[
+    "rate_limited",
+    "concurrency_limited",
     "not_due",
     "paused",
     "no_worker",
@@ -105,6 +113,14 @@ class Explanation:
         return data
 
 
+@dataclass(frozen=True, slots=True)
+class LimitsAt:
+    """The store the workers count limits in, and the registry saying each class's limits."""
+
+    store: Cache
+    registry: JobRegistry
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Seen:
     """What a check may look at: the job's state, the heartbeats, and now."""
@@ -114,6 +130,9 @@ class Seen:
     beats: list[WorkerBeat] | None
     """None on a driver that keeps no heartbeats."""
     now: datetime
+    limits: LimitsAt | None = None
+    """Where the workers count limits, and the job classes that declare them; None when
+    that is not known here (a limited job's limit is then not told)."""
 
     def live(self) -> list[WorkerBeat]:
         """Workers that beat recently and are not stopping: the ones that take jobs."""
@@ -123,11 +142,14 @@ class Seen:
 Check = Callable[[Seen], Awaitable["Cause | None"]]
 
 
-async def explain(queue: Queue, job_id: str) -> Explanation:
-    """Why job `job_id` on `queue`'s connection is not running, and what would change that."""
+async def explain(queue: Queue, job_id: str, *, limits: LimitsAt | None = None) -> Explanation:
+    """Why job `job_id` on `queue`'s connection is not running, and what would change that.
+
+    With `limits`, a job whose key is over its rate or concurrency limit says so.
+    """
     state = await status(queue, job_id)
     beats = await workers(queue) if records_of(queue) is not None else None
-    seen = Seen(queue=queue, state=state, beats=beats, now=utcnow())
+    seen = Seen(queue=queue, state=state, beats=beats, now=utcnow(), limits=limits)
     holder = _holder(seen) if lookup_of(queue) is None else None
     if state.status == "unknown" and holder is not None:
         return _held_by_heartbeat(seen, holder)
@@ -143,6 +165,34 @@ async def explain(queue: Queue, job_id: str) -> Explanation:
 
 
 # -- a job that waits ----------------------------------------------------------------------
+
+
+async def _over_limit(seen: Seen) -> Cause | None:
+    at, job = seen.limits, seen.state.job
+    if at is None or job is None or (key := job.headers.get(LIMIT_KEY)) is None:
+        return None
+    if not at.registry.knows(job.name) or (limits := limits_of(at.registry.get(job.name))) is None:
+        return None
+    limiter = Limiter(at.store, holder="explain")
+    holders = await limiter.holders(key, limits)
+    if limits.concurrency is not None and len(holders) >= limits.concurrency:
+        return Cause(
+            code="concurrency_limited",
+            says=f"over its concurrency limit: key `{key}` may run {limits.concurrency} job(s) "
+            f"at once, and its slots are held by: {'; '.join(holders)}",
+            fix="it is set aside, its attempt given back, and runs once one of them settles "
+            "(a dead worker's slot lapses with its job's lease)",
+        )
+    wait = await limiter.rate_wait(key, limits)
+    if wait is not None and limits.rate is not None:
+        count, period = limits.rate
+        return Cause(
+            code="rate_limited",
+            says=f"over its rate limit: key `{key}` may start {count} job(s) per "
+            f"{human_duration(period)}, and its next start fits in {human_duration(wait)}",
+            fix="it is set aside until then, its attempt given back, and runs once a start fits",
+        )
+    return None
 
 
 async def _not_due(seen: Seen) -> Cause | None:
@@ -196,9 +246,9 @@ async def _no_worker(seen: Seen) -> Cause | None:
     return Cause(code="no_worker", says=says, fix=f"start one: `rainier-queue work --queue {name}`")
 
 
-WAITING_CHECKS: list[Check] = [_not_due, _paused, _no_worker]
-"""What keeps a waiting job from a worker, in the order they are told. Rate or
-concurrency limits and ordering keys, once they exist, add their check here."""
+WAITING_CHECKS: list[Check] = [_over_limit, _not_due, _paused, _no_worker]
+"""What keeps a waiting job from a worker, in the order they are told. Ordering keys,
+once they exist, add their check here."""
 
 
 async def _waiting(seen: Seen) -> Explanation:
@@ -376,4 +426,4 @@ def _worker(beat: WorkerBeat, now: datetime) -> str:
     return f"worker {beat.worker_id} on host {beat.host}, {state}"
 
 
-__all__ = ["WAITING_CHECKS", "Cause", "Check", "Explanation", "Reason", "explain"]
+__all__ = ["WAITING_CHECKS", "Cause", "Check", "Explanation", "LimitsAt", "Reason", "explain"]

@@ -45,6 +45,9 @@ from .payload import JSONValue, PayloadCodec, _Mismatch, mismatch_error
 
 P = ParamSpec("P")
 
+LIMIT_KEY = "rq-limit-key"
+"""The envelope header carrying a limited job's `limit_key()`, set at dispatch."""
+
 DEFAULT_UNIQUE_FOR = timedelta(hours=1)
 MAX_BACKOFF = JOB_BACKOFF_CAP
 
@@ -85,6 +88,13 @@ class Job:
     for `QueueManager.result`. None (the default): nothing is kept, and a success costs
     the worker no write beyond its acknowledgement. Needs a driver that keeps records
     (`Capabilities.records`); see docs/operations.md for the cost."""
+    rate_limit: ClassVar[str | None] = None
+    """At most this many starts per period for each `limit_key()`, across every worker:
+    `"100/m"`, `"5/s"`, `"1000/h"`, `"10/30s"`. None (the default): no rate limit.
+    A job over it waits, unrun and with its attempt given back (docs/flow-control.md)."""
+    concurrency_limit: ClassVar[int | None] = None
+    """At most this many jobs of one `limit_key()` run at once, across every worker.
+    None (the default): no limit."""
 
     _codec: ClassVar[PayloadCodec | None] = None
 
@@ -103,6 +113,7 @@ class Job:
         tries = cls.__dict__.get("tries", cls.tries)
         if not isinstance(tries, int) or isinstance(tries, bool) or tries < 1:
             raise TypeError(f"{cls.__qualname__}.tries must be a whole number of at least 1")
+        _check_limits(cls)
         cls._codec = None
         # A forward reference not yet defined is checked again at first use.
         with contextlib.suppress(NameError):
@@ -160,6 +171,15 @@ class Job:
         the whole job type.
         """
         return None
+
+    def limit_key(self) -> str | None:
+        """The key `rate_limit` and `concurrency_limit` count by (a tenant, an API).
+
+        Jobs of any class that share a key share its budget. By default one
+        key for the whole job type (its name); None means this job is not
+        limited. Only asked of a class that declares a limit, at dispatch.
+        """
+        return type(self).name
 
     # -- wire form -------------------------------------------------------------
 
@@ -262,6 +282,8 @@ def job(
     unique_for: timedelta = ...,
     backoff: Callable[[int], timedelta] | None = ...,
     keep_result: timedelta | None = ...,
+    rate_limit: str | None = ...,
+    concurrency_limit: int | None = ...,
 ) -> _Decorator: ...
 @overload
 def job(fn: None = None, **options: Any) -> _Decorator: ...
@@ -294,6 +316,8 @@ def job(fn: None = None, **options: Any) -> _Decorator:
         "unique_for",
         "backoff",
         "keep_result",
+        "rate_limit",
+        "concurrency_limit",
     }
     if unknown:
         raise TypeError(f"@job does not take {', '.join(sorted(unknown))}")
@@ -370,6 +394,43 @@ def _build_job_function(fn: JobFn, options: dict[str, Any]) -> JobFunction[Any]:
 _ASYNC_HANDLERS: weakref.WeakKeyDictionary[type[Job], tuple[object, bool]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+_RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_rate(text: str) -> tuple[int, timedelta]:
+    """`"100/m"` as (100, one minute); `"10/30s"` as (10, 30 seconds). ValueError says how."""
+    count, sep, period = text.strip().partition("/")
+    period = period.strip()
+    number, unit = period[:-1], period[-1:]
+    try:
+        starts = int(count)
+        length = float(number) if number else 1.0
+    except ValueError:
+        starts, length = 0, 0.0
+    if not sep or unit not in _RATE_UNITS or starts < 1 or length <= 0:
+        raise ValueError(
+            f"a rate is COUNT/PERIOD, such as 100/m, 5/s, 1000/h or 10/30s (a whole count of "
+            f"at least 1, a period in s, m, h or d); got {text!r}"
+        )
+    return starts, timedelta(seconds=length * _RATE_UNITS[unit])
+
+
+def _check_limits(cls: type[Job]) -> None:
+    rate = cls.rate_limit
+    if rate is not None:
+        if not isinstance(rate, str):
+            raise TypeError(f'{cls.__qualname__}.rate_limit is a string such as "100/m"')
+        try:
+            parse_rate(rate)
+        except ValueError as exc:
+            raise TypeError(f"{cls.__qualname__}.rate_limit: {exc}") from None
+    limit: object = cls.concurrency_limit
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise TypeError(
+            f"{cls.__qualname__}.concurrency_limit must be a whole number of at least 1 (or None)"
+        )
 
 
 def is_async_handler(job_class: type[Job]) -> bool:

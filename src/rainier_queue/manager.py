@@ -63,6 +63,7 @@ from .explain import Explanation
 from .instrument import PushScope, QueueObserver, instrumented
 from .job import Job
 from .jobstate import JobState, WorkerBeat
+from .limits import found_store, limited_classes
 from .locks import Lock, LockManager
 from .outbox import Outbox
 from .outbox.frameworks import client_connection
@@ -450,7 +451,10 @@ class QueueManager:
         `Explanation.code` is the deciding reason for a script, `lines` the answer
         for a person (`rainier-queue explain`, docs/operations.md).
         """
-        return await explaining.explain(self.connection(connection), job_id)
+        queue = self.connection(connection)
+        store = found_store(queue, self.locks) if limited_classes(self.registry) else None
+        at = None if store is None else explaining.LimitsAt(store, self.registry)
+        return await explaining.explain(queue, job_id, limits=at)
 
     async def workers(self, connection: str | None = None) -> list[WorkerBeat]:
         """The heartbeats of the workers on a connection, gone ones included (`is_gone`)."""

@@ -106,6 +106,13 @@ class Capabilities:
     marked; a running one is asked to stop through a mark in the connection's record
     store, which every worker reads on its `pause_check`. False: `cancel` is refused with
     `UnsupportedOperation`, naming the driver, and nothing is stored."""
+    limits: bool = False
+    """Rate and concurrency limits per key (`Job.rate_limit`, `Job.concurrency_limit`) are
+    counted in a store every worker of the connection shares without further setup: its
+    own database or Redis (a worker started by the CLI opens the cache store there),
+    Kafka's lock store, this process's memory for `memory://`. False: a worker whose jobs
+    declare limits needs `locks` set to a shared database or Redis, and refuses to start
+    without it, naming it (docs/flow-control.md)."""
     records: bool = False
     """Small records with a time to live are kept beside the jobs (`jobstate.RecordStore`):
     worker heartbeats, succeeded records and results. False: workers are not listed and

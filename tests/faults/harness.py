@@ -40,7 +40,11 @@ def config(folder: Path, url: str, **options: str) -> Path:
 
 
 def worker(
-    config_file: Path, ledger: Path, *args: str, within: Sequence[str] = ()
+    config_file: Path,
+    ledger: Path,
+    *args: str,
+    within: Sequence[str] = (),
+    app: str = APP,
 ) -> subprocess.Popen[bytes]:
     """A `rainier-queue work` process on the config's queue, writing runs to `ledger`.
 
@@ -49,7 +53,7 @@ def worker(
     """
     open_ledger(str(ledger)).close()  # made here, once, before any worker writes to it
     env = {**os.environ, "RAINIER_QUEUE_TEST_LEDGER": str(ledger), "PYTHONPATH": str(ROOT)}
-    command = ["--app", APP, "--config", str(config_file), "work", *args]
+    command = ["--app", app, "--config", str(config_file), "work", *args]
     log = ledger.parent / f"worker-{len(list(ledger.parent.glob('worker-*.log')))}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

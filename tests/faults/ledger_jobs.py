@@ -163,4 +163,43 @@ class Lingering(Job):
         record(ctx, self.n, "finish")
 
 
+class Rated(Job):
+    """Five starts a second per key, across every worker (tests/faults/test_limits.py)."""
+
+    name = "rated"
+    rate_limit = "5/s"
+    n: int
+    key: str = "rated"
+
+    def limit_key(self) -> str:
+        return self.key
+
+    def handle(self, ctx: JobContext) -> None:
+        record(ctx, self.n, "start")
+        record(ctx, self.n, "finish")
+
+
+class Paired(Job):
+    """Two at a time per key, across every worker; each run takes a while, so runs overlap
+    when nothing holds them apart (tests/faults/test_limits.py)."""
+
+    name = "paired"
+    concurrency_limit = 2
+    n: int
+    key: str = "paired"
+    seconds: float = 0.2
+
+    def limit_key(self) -> str:
+        return self.key
+
+    def handle(self, ctx: JobContext) -> None:
+        record(ctx, self.n, "start")
+        time.sleep(self.seconds)
+        record(ctx, self.n, "finish")
+
+
 registry = JobRegistry([Count, Slow, Overrun, Naps, Lingering])
+
+limited = JobRegistry([Rated, Paired])
+"""The limited jobs, apart: a worker whose registry holds a limited job needs a shared store
+for its limits, which a broker connection alone does not give."""

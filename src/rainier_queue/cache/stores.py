@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from typing import cast
+from urllib.parse import parse_qsl, urlencode
 
 from ..errors import ConfigurationError, MissingDependency, UnknownOption
 from ..locks import Cache
@@ -50,3 +51,20 @@ def open_cache(url: str) -> Cache:
         return cast(Cache, factory.from_url(url))
     except ValueError as exc:
         raise ConfigurationError(f"lock store: {exc}") from exc
+
+
+SHARED_OPTIONS = frozenset({"prefix", "schema"})
+"""Query options a queue URL and its cache store share; the rest are the queue's own."""
+
+
+def open_cache_beside(url: str) -> Cache:
+    """The cache store in the same database or Redis as the queue at `url`.
+
+    What a connection with no `locks` of its own keeps shared state in (the
+    scheduler's claims, rate and concurrency limits): the queue URL with its
+    queue-only options dropped. A scheme with no cache store (a broker) is
+    `UnknownOption`.
+    """
+    base, _, query = url.partition("?")
+    kept = urlencode([(k, v) for k, v in parse_qsl(query) if k in SHARED_OPTIONS])
+    return open_cache(f"{base}?{kept}" if kept else base)

@@ -14,7 +14,13 @@ import json
 
 import click
 
+from ..cache.stores import open_cache_beside
+from ..errors import ConfigurationError
+from ..explain import LimitsAt
 from ..explain import explain as explain_job
+from ..limits import found_store, limited_classes
+from ..locks import Cache
+from ..queue import Queue
 from .exit_codes import ExitCode
 from .loading import Loaded
 from .output import echo
@@ -35,7 +41,14 @@ def explain(state: State, job_id: str, as_json: bool) -> None:
     async def body(loaded: Loaded) -> int:
         target = loaded.queue(state.settings.connection)
         warn_if_private(target)
-        answer = await explain_job(target, job_id)
+        store, opened = _limit_store(loaded, target, state.settings.connection)
+        try:
+            at = None if store is None else LimitsAt(store, loaded.registry)
+            answer = await explain_job(target, job_id, limits=at)
+        finally:
+            if opened:
+                assert store is not None
+                await store.aclose()
         if as_json:
             echo(json.dumps(answer.to_data()))
         else:
@@ -49,6 +62,22 @@ def explain(state: State, job_id: str, as_json: bool) -> None:
         return 0
 
     run_command(state, body)
+
+
+def _limit_store(loaded: Loaded, queue: Queue, connection: str | None) -> tuple[Cache | None, bool]:
+    """Where the workers count limits (as `work` finds it), and whether it was opened here."""
+    if not limited_classes(loaded.registry):
+        return None, False
+    found = found_store(queue, loaded.manager.locks)
+    if found is not None:
+        return found, False
+    url = loaded.urls.get(loaded.connection_name(connection))
+    if url is None:
+        return None, False
+    try:
+        return open_cache_beside(url), True
+    except ConfigurationError:
+        return None, False
 
 
 __all__ = ["explain"]

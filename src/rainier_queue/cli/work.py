@@ -31,10 +31,13 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
+from ..cache.stores import open_cache_beside
 from ..durations import format_duration, parse_duration
 from ..envelope import format_time
 from ..errors import BrokerError, ConfigurationError
 from ..events import EventDispatcher
+from ..limits import found_store, limited_classes
+from ..locks import Cache
 from ..outbox import Relay
 from ..queue import Queue
 from ..worker import Supervisor, Worker, WorkerOptions, WorkerStats, check_worker_settings
@@ -252,18 +255,24 @@ def work(ctx: click.Context, /, **params: Any) -> None:
 
             scheduler = await build_scheduler(loaded, schedule_spec, state.settings.connection)
         relay = _relay_for(loaded, state, queue) if with_relay else None
-        async with worker_instruments(telemetry, loaded, queue, options.queues) as instruments:
-            return await _run_worker(
-                loaded,
-                queue,
-                options,
-                show_bar,
-                stranded,
-                scheduler,
-                relay,
-                started=pause.end,
-                instruments=instruments,
-            )
+        limits = _limit_store(loaded, queue, state.settings.connection)
+        try:
+            async with worker_instruments(telemetry, loaded, queue, options.queues) as instruments:
+                return await _run_worker(
+                    loaded,
+                    queue,
+                    options,
+                    show_bar,
+                    stranded,
+                    scheduler,
+                    relay,
+                    started=pause.end,
+                    instruments=instruments,
+                    limits=limits,
+                )
+        finally:
+            if limits is not None:
+                await limits.aclose()
 
     with pause:
         code = run_on_application(state, body)
@@ -345,6 +354,7 @@ async def _run_worker(
     *,
     started: Callable[[], None] = lambda: None,
     instruments: Instruments | None = None,
+    limits: Cache | None = None,
 ) -> int:
     """Run the worker to its end; `started` is called just before it takes its first job."""
     total = 0
@@ -366,6 +376,7 @@ async def _run_worker(
         locks=loaded.manager.locks,
         observers=instruments.observers,
         job_scopes=instruments.job_scopes,
+        limits=limits,
     )
     worker.install_signal_handlers()
     note(
@@ -425,6 +436,22 @@ async def _run_worker(
         )
         return ExitCode.BROKER
     return _code(stats)
+
+
+def _limit_store(loaded: Loaded, queue: Queue, connection: str | None) -> Cache | None:
+    """The cache store in the connection's own database or Redis, for rate and concurrency
+    limits, when a job class declares one and nothing else gives a store (`locks`, the
+    queue's own, or this process for `memory://`). None otherwise: the worker then finds
+    its store itself, or refuses to start naming `locks`."""
+    if not limited_classes(loaded.registry) or found_store(queue, loaded.manager.locks):
+        return None
+    url = loaded.urls.get(loaded.connection_name(connection))
+    if url is None:
+        return None
+    try:
+        return open_cache_beside(url)
+    except ConfigurationError:
+        return None  # a broker: no cache store at its URL
 
 
 def _relay_for(loaded: Loaded, state: State, queue: Queue) -> Relay:

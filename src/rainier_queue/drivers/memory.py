@@ -72,6 +72,7 @@ class MemoryQueue(Queue):
         survives_restart=False,
         shared_between_processes=False,
         pausable=True,
+        limits=True,
         job_lookup=True,
         records=True,
         cancellable=True,

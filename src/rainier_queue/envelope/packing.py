@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import cast
 
 from .._clock import utcnow
-from ..job import Job
+from ..job import LIMIT_KEY, Job
 from .model import QueuedJob, new_job_ids
 
 MAX_QUEUE_NAME = 191
@@ -100,6 +100,8 @@ def build_envelopes(items: Sequence[tuple[Job, DispatchOptions]]) -> list[Queued
             available = _available_at(options, now)
             tries = options.tries if options.tries is not None else cls.tries
             headers = _checked_headers(options.headers)
+        if cls.rate_limit is not None or cls.concurrency_limit is not None:
+            headers = _with_limit_key(job, headers)
         envelopes.append(
             QueuedJob.fresh(
                 job_id,
@@ -113,6 +115,16 @@ def build_envelopes(items: Sequence[tuple[Job, DispatchOptions]]) -> list[Queued
             )
         )
     return envelopes
+
+
+def _with_limit_key(job: Job, headers: dict[str, str]) -> dict[str, str]:
+    """`headers` and the job's limit key, which the worker reads without building the job."""
+    key = job.limit_key()
+    if key is None:
+        return headers
+    if not isinstance(key, str):
+        raise TypeError(f"{type(job).__qualname__}.limit_key() returns a string or None")
+    return {**headers, LIMIT_KEY: key}
 
 
 def _available_at(options: DispatchOptions, now: datetime) -> datetime:

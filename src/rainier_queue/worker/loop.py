@@ -57,7 +57,8 @@ from ..instrument import (
     leave_quietly,
 )
 from ..jobstate import RecordStore
-from ..locks import LockManager
+from ..limits import Refused, store_for
+from ..locks import Cache, LockManager
 from ..queue import Pausable, Queue
 from ..registry import JobRegistry
 from . import drain, shutdown, signals
@@ -65,6 +66,7 @@ from .acks import AckBatcher
 from .cancels import CancelWatch
 from .heartbeat import Heartbeat, new_worker_id
 from .leases import LeaseKeeper
+from .limiting import LimitGate
 from .options import WorkerOptions, WorkerStats
 from .outage import Outage
 from .outcomes import OutcomeRecorder
@@ -97,6 +99,7 @@ class Worker:
         dependencies: Dependencies | None = None,
         observers: Sequence[QueueObserver] = (),
         job_scopes: Sequence[JobScope] = (),
+        limits: Cache | None = None,
     ) -> None:
         self.queue = queue
         self._port = instrumented(queue, observers)
@@ -148,6 +151,14 @@ class Worker:
         self._heartbeat: Heartbeat | None = None
         self._cancels: CancelWatch | None = None
         """Reads which jobs were cancelled; None on a driver that cannot cancel one."""
+        store = store_for(queue, limits, locks, registry)
+        self._gate = (
+            LimitGate(store, registry, holder=f"worker {self.worker_id}")
+            if store is not None
+            else None
+        )
+        """Asks the limit store before a limited job starts; None when no job class this
+        worker knows declares a limit (and then no job pays anything for limits)."""
         # Created per run, on the running loop.
         self._changed = asyncio.Event()
         self._stop_event = asyncio.Event()
@@ -537,6 +548,16 @@ class Worker:
         handling = True
         settled_later = False
         try:
+            if self._gate is not None and not slot.control.stop_asked:
+                limited = self._gate.limits(job)
+                if limited is not None:
+                    lease = slot.reservation.lease
+                    taken = await self._gate.take(job, *limited, lease)
+                    if isinstance(taken, Refused):
+                        await self._settler.step_aside(slot.lease, taken.reason, taken.wait)
+                        self._cut_wait_short()  # another key's job may be waiting behind it
+                        return
+                    slot.limit = taken
             if self._events:  # a dispatcher with listeners (no event is built for nobody)
                 try:
                     await self._events.emit(JobProcessing(job=job))
@@ -548,6 +569,10 @@ class Worker:
                 attempt = await self._runner.run(slot.reservation, slot.control, slot.task)
             handling = False
             self._slots.handler_returned()
+            if slot.limit is not None and attempt.verdict is Verdict.ABANDONED:
+                # Its thread still runs: the slot is kept, unrenewed, and lapses with its lease.
+                LimitGate.let_lapse(slot.limit)
+                slot.limit = None
             if self._ahead and attempt.verdict is not Verdict.INTERRUPTED:
                 self._pace.job_took(time.monotonic() - attempt.started)
             self._changed.set()
@@ -594,6 +619,9 @@ class Worker:
 
     def _finished(self, slot: Slot) -> None:
         """A job's result is recorded (or given up on): its slot is free for good."""
+        if slot.limit is not None and self._gate is not None:
+            self._gate.give_back(slot.limit)
+            slot.limit = None
         self._keeper.forget(slot.lease)
         self._slots.finished(slot)
         self._changed.set()
@@ -626,6 +654,8 @@ class Worker:
             grace=None if self._hard else self.options.grace,
             hard=self._hard_event,
         )
+        if self._gate is not None:
+            await self._gate.settle_down()
 
     async def _tell_queue_we_stopped(self) -> None:
         """Let the driver give back what it held for this worker (Kafka partition leases)."""

@@ -128,6 +128,9 @@ class WorkerStats:
     was paused."""
     cancelled: int = 0
     """Jobs cancelled (`QueueManager.cancel`) before or while they ran, and acknowledged."""
+    limited: int = 0
+    """Times a job was set aside unrun, its attempt given back, because its key was over its
+    rate or concurrency limit."""
     abandoned: int = 0
     """Jobs left reserved at a stop because their plain `def` handler still ran in its
     thread after being interrupted: not handed back, so no other worker starts them

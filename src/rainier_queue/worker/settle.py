@@ -433,6 +433,25 @@ class Settler:
             extra=job_fields(queued, attempt.number),
         )
 
+    async def step_aside(self, lease: Lease, why: str, wait: timedelta) -> None:
+        """Over its key's limit: back to the queue unrun, due after `wait`, attempt refunded."""
+        queued = lease.reservation.job
+
+        async def release(reservation: Reservation) -> None:
+            await self._queue.release(reservation, delay=wait, count_attempt=False)
+
+        if not await self._apply(lease, "set aside", release):
+            return
+        self._stats.limited += 1
+        log.debug(
+            "job `%s` %s waits %.3fs: %s; set aside unrun, its attempt given back",
+            queued.name,
+            queued.id,
+            wait.total_seconds(),
+            why,
+            extra=job_fields(queued),
+        )
+
     def _leave_to_lapse(self, attempt: Attempt) -> None:
         """A thread still runs the job after a stop: record nothing, and let its lease lapse."""
         queued = attempt.reservation.job

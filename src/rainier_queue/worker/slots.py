@@ -20,6 +20,7 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..limits import Held
 from ..queue import Reservation
 from .leases import Lease
 from .runner import Interruptible
@@ -35,6 +36,8 @@ class Slot:
     task: asyncio.Task[None] | None = None
     started: float = 0.0
     """Monotonic time its handler was started; 0 while it is held (the heartbeat's)."""
+    limit: Held | None = None
+    """The concurrency slot its key's limit gave it, given back once it settles."""
 
 
 class Slots:

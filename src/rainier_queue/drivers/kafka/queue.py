@@ -15,7 +15,7 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError, LeaseLost, NotProvisioned
-from ...locks import LockManager
+from ...locks import Cache, LockManager
 from ...queue import Capabilities, FailedJob, Finding, Queue, QueueCounts, Reservation
 from ..pausing import CachePauses
 from .connection import KafkaClients, translated
@@ -67,6 +67,7 @@ class KafkaQueue(Queue):
         raw_push=True,
         push_creates_resources=False,
         pausable=True,
+        limits=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = OPTIONS
@@ -352,6 +353,12 @@ class KafkaQueue(Queue):
         retrying or forgetting here (see the driver's documentation).
         """
         return await self._failed_topics.newest(queue, limit)
+
+    # -- rate and concurrency limits (limits.LimitStore): the group's lock store ----------
+
+    def limit_store(self) -> Cache:
+        """Where limits per key are counted: the lock store every worker of the group shares."""
+        return self.locks.cache
 
     # -- paused queues (Pausable): keys in the group's lock store ------------------------
 

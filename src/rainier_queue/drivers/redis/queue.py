@@ -94,6 +94,7 @@ class RedisQueue(Queue):
         raw_push=True,
         due_on_server_clock=True,
         pausable=True,
+        limits=True,
         job_lookup=True,
         records=True,
         cancellable=True,

@@ -158,6 +158,7 @@ class MySQLQueue(DatabaseQueue):
         transactional_enqueue=True,
         due_on_server_clock=True,
         pausable=True,
+        limits=True,
         job_lookup=True,
         records=True,
         cancellable=True,

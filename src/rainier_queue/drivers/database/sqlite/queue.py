@@ -223,6 +223,7 @@ class SQLiteQueue(DatabaseQueue):
         shared_between_processes=True,
         transactional_enqueue=True,
         pausable=True,
+        limits=True,
         job_lookup=True,
         records=True,
         cancellable=True,
