@@ -106,6 +106,12 @@ class Capabilities:
     marked; a running one is asked to stop through a mark in the connection's record
     store, which every worker reads on its `pause_check`. False: `cancel` is refused with
     `UnsupportedOperation`, naming the driver, and nothing is stored."""
+    batches: bool = False
+    """Batches are kept in the connection's own store (`batchstate.BatchStore`): a job's
+    end is recorded once per job id, and the write that records a batch's last job also
+    queues its callbacks, so they are queued exactly once (docs/workflows.md). False:
+    dispatching a batch is refused with `UnsupportedOperation`, naming the driver, and
+    nothing is queued."""
     records: bool = False
     """Small records with a time to live are kept beside the jobs (`jobstate.RecordStore`):
     worker heartbeats, succeeded records and results. False: workers are not listed and

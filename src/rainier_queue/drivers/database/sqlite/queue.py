@@ -226,6 +226,7 @@ class SQLiteQueue(DatabaseQueue):
         job_lookup=True,
         records=True,
         cancellable=True,
+        batches=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = SQLiteSettings.OPTIONS | QUEUE_OPTIONS
