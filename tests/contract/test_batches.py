@@ -163,11 +163,13 @@ async def test_a_job_recorded_twice_counts_once_and_a_finished_batch_changes_no_
     first = await store.record_in_batch(one, "job-1", Outcome.SUCCEEDED)
     again = await store.record_in_batch(one, "job-1", Outcome.FAILED)  # a rerun after a crash
 
-    assert first is not None and again is not None
+    assert first is not None
+    assert again is not None
     assert (again.succeeded, again.failed, again.finished) == (1, 0, False)
     assert await batch_queue.size("default") == 0, "no callback before the last job"
     last = await store.record_in_batch(one, "job-2", Outcome.CANCELLED)
-    assert last is not None and last.finished
+    assert last is not None
+    assert last.finished
     assert (last.succeeded, last.cancelled) == (1, 1)
     await store.record_in_batch(one, "job-2", Outcome.CANCELLED)
     await store.record_in_batch(one, "job-3", Outcome.SUCCEEDED)
@@ -182,7 +184,8 @@ async def test_the_last_two_jobs_recorded_at_once_queue_the_callbacks_once(
 ) -> None:
     # Two connections where the driver is shared between processes, as two machines have.
     other = open_queue() if batch_queue.capabilities.shared_between_processes else batch_queue
-    assert isinstance(batch_queue, BatchStore) and isinstance(other, BatchStore)
+    assert isinstance(batch_queue, BatchStore)
+    assert isinstance(other, BatchStore)
     for round_ in range(5):
         name = f"race-{round_}"
         callback = Callback.of("then", a_job(name="batch-called", payload={"kind": "then"}))
@@ -196,7 +199,8 @@ async def test_the_last_two_jobs_recorded_at_once_queue_the_callbacks_once(
         )
 
         progress = await batch_queue.batch_progress(name)
-        assert progress is not None and progress.finished
+        assert progress is not None
+        assert progress.finished
     assert await batch_queue.size("default") == 5, "one callback per batch, never two"
 
 
@@ -217,7 +221,8 @@ async def test_a_waiting_job_of_a_batch_cancelled_counts_as_cancelled(batch_queu
     assert (progress.succeeded, progress.cancelled) == (1, 1)
     assert [kind for kind, _ in seen.callbacks] == ["catch"]
     [(_, counts)] = seen.callbacks
-    assert counts is not None and counts.cancelled == 1
+    assert counts is not None
+    assert counts.cancelled == 1
 
 
 async def test_each_job_of_a_batch_carries_its_batch_and_a_job_in_none_carries_nothing(
@@ -229,7 +234,7 @@ async def test_each_job_of_a_batch_carries_its_batch_and_a_job_in_none_carries_n
 
     jobs = await batch_queue.reserve("default", limit=2)
 
-    found = {r.job.payload["n"]: member(r.job.headers) for r in jobs}  # type: ignore[index]
+    found = {r.job.payload["n"]: member(r.job.headers) for r in jobs}
     assert found[9] is None
     assert found[0] == Member(batch_id, ("default",))
 
