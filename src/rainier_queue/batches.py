@@ -21,8 +21,8 @@ itself, and nothing is queued.
 `dispatch` does this, in order: pack every job and callback (a job that
 cannot travel fails here, and nothing is stored); store the batch with its
 total and its callbacks, sealed if the connection seals; then push the
-jobs in one bulk push, each carrying a small header (`rq-batch`: the
-batch's id and its callbacks' queues). The batch is stored before its
+jobs in bulk pushes of 5,000, each job carrying a small header
+(`rq-batch`: the batch's id and its callbacks' queues). The batch is stored before its
 first job is queued, so no job can finish before its batch exists. If the
 push fails, the batch stays unfinished with jobs that never come: dispatch
 raises, and a new batch is the way to try again (`manager.batch(id)` shows
@@ -48,6 +48,9 @@ from .envelope.packing import DEFAULTS, build_envelopes
 from .errors import NotProvisioned, UnsupportedOperation
 from .job import Job
 from .queue import Provisionable, Queue
+
+PUSH_CHUNK = 5_000
+"""Jobs per bulk push: a batch of 100,000 is twenty pushes, none holding a server long."""
 
 _SPELLED = {"then": "then", "catch": "catch", "finally": "finally_"}
 
@@ -119,8 +122,10 @@ class Batch:
             for kind, sealed in zip(kinds, queue.sealed(envelopes), strict=True)
         ]
         await store.open_batch(batch_id, len(self.jobs), callbacks)
-        header = Member(batch_id, tuple(c.queue for c in callbacks)).header()
-        await manager.dispatch_many(self.jobs, connection=connection, headers={BATCH: header})
+        headers = {BATCH: Member(batch_id, tuple(c.queue for c in callbacks)).header()}
+        for start in range(0, len(self.jobs), PUSH_CHUNK):
+            chunk = self.jobs[start : start + PUSH_CHUNK]
+            await manager.dispatch_many(chunk, connection=connection, headers=headers)
         return batch_id
 
     def __repr__(self) -> str:
