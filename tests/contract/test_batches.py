@@ -7,6 +7,8 @@ none, dispatching a batch is refused, naming the driver, and nothing is queued."
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ from rainier_queue.batchstate import (
     callback_id,
     member,
 )
+from rainier_queue.envelope.sealing import is_sealed
 from rainier_queue.errors import UnsupportedOperation
 from rainier_queue.queue import Queue
 from rainier_queue.worker import Worker, WorkerOptions
@@ -242,3 +245,31 @@ async def test_each_job_of_a_batch_carries_its_batch_and_a_job_in_none_carries_n
 async def test_a_batch_unknown_by_id_is_a_lookup_error(batch_queue: Queue) -> None:
     with pytest.raises(LookupError, match="no batch nope"):
         await QueueManager(batch_queue).batch("nope")
+
+
+async def test_on_a_connection_that_encrypts_a_callback_is_stored_sealed_and_runs_opened(
+    backend: Backend, tmp_path: Path, namespace: str, open_queue: OpenQueue
+) -> None:
+    key = base64.urlsafe_b64encode(os.urandom(32)).decode()
+    sealing = open_queue(encryption={"keys": {"k1": key}})
+    if not sealing.capabilities.batches:
+        pytest.skip(f"{sealing.name} keeps no batches (its refusal is tested beside this)")
+    backend.setup(tmp_path, namespace, ["default"])
+    manager = QueueManager(sealing)
+    seen = Seen()
+    batch_id = await batch([Part(n=1)]).then(Called(kind="in confidence")).dispatch(manager)
+    [part] = await sealing.reserve("default")
+    assert is_sealed(part.job.payload)
+    await sealing.release(part, count_attempt=False)
+    options = WorkerOptions(stop_when_empty=True, drain_wait=None, max_jobs=1)
+    await asyncio.wait_for(
+        Worker(sealing, REGISTRY, options, dependencies=Dependencies([seen])).run(), 120
+    )
+
+    [callback] = await sealing.reserve("default")
+    assert callback.job.id == callback_id(batch_id, "then")
+    assert is_sealed(callback.job.payload), "the callback is stored as the connection stores"
+    assert "in confidence" not in callback.job.to_json()
+    await sealing.release(callback, count_attempt=False)
+    await _work(sealing, seen)
+    assert seen.callbacks == [("in confidence", BatchCounts(batch_id, 1, 1, 0, 0))]
