@@ -44,15 +44,23 @@ KEPT = timedelta(days=7)
 RECORD = r"""
 -- KEYS: batch hash, done set, the stream of each callback in order, [wake list]
 -- ARGV: job id, count field, batch id, now (micros), seconds kept, callbacks, wake cap
+-- Answers {what, total, succeeded, failed, cancelled, created, finished}: what is 0 for
+-- no such batch, 1 for a record that changed nothing or was not the last, 2 + the
+-- callbacks queued for the record that finished the batch.
+local function answer(what)
+  local v = redis.call('HMGET', KEYS[1], 'total', 'succeeded', 'failed', 'cancelled',
+    'created', 'finished')
+  return {what, v[1], v[2], v[3], v[4], v[5], v[6]}
+end
 local total = redis.call('HGET', KEYS[1], 'total')
-if not total then return 0 end
-if redis.call('HEXISTS', KEYS[1], 'finished') == 1 then return 1 end
-if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 1 end
+if not total then return {0} end
+if redis.call('HEXISTS', KEYS[1], 'finished') == 1 then return answer(1) end
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return answer(1) end
 redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
 local c = redis.call('HMGET', KEYS[1], 'succeeded', 'failed', 'cancelled')
 local s, f, x = tonumber(c[1]) or 0, tonumber(c[2]) or 0, tonumber(c[3]) or 0
 total = tonumber(total)
-if s + f + x < total then return 1 end
+if s + f + x < total then return answer(1) end
 local counts = string.format(
   [[{\"id\":\"%s\",\"total\":%d,\"succeeded\":%d,\"failed\":%d,\"cancelled\":%d}]],
   ARGV[3], total, s, f, x)
@@ -74,7 +82,7 @@ if queued > 0 and wake then
   for _ = 1, queued do redis.call('LPUSH', wake, '1') end
   redis.call('LTRIM', wake, 0, tonumber(ARGV[7]) - 1)
 end
-return 2 + queued
+return answer(2 + queued)
 """
 
 
@@ -139,15 +147,25 @@ class RedisBatches:
             len(queues),
             WAKE_TOKENS,
         ]
-        answer = int(await self._calls.run(RECORD, names, args, "record a job of a batch"))
-        if answer == 0:
+        reply = await self._calls.run(RECORD, names, args, "record a job of a batch")
+        what = int(reply[0])
+        if what == 0:
             return None
-        if answer >= 2:  # this record finished the batch
+        if what >= 2:  # this record finished the batch
             async with translated("record a job of a batch"):
                 await (await self._calls.ready()).expire(self._where(batch.batch_id), KEPT)
-            if answer > 2 and self._cluster:
-                await wake_apart(await self._calls.ready(), self._keys.wake, answer - 2)
-        return await self._read(key, batch.batch_id)
+            if what > 2 and self._cluster:
+                await wake_apart(await self._calls.ready(), self._keys.wake, what - 2)
+        total, succeeded, failed, cancelled, created, finished = reply[1:7]
+        return BatchProgress(
+            id=batch.batch_id,
+            total=int(total),
+            succeeded=int(succeeded or 0),
+            failed=int(failed or 0),
+            cancelled=int(cancelled or 0),
+            created_at=from_micros(int(created)),
+            finished_at=None if finished is None else from_micros(int(finished)),
+        )
 
     async def batch_progress(self, batch_id: str) -> BatchProgress | None:
         async with translated("find a batch"):
