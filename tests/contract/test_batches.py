@@ -76,7 +76,7 @@ REGISTRY = JobRegistry([Part, Called])
 @pytest.fixture
 def batch_queue(backend: Backend, tmp_path: Path, namespace: str, queue: Queue) -> Queue:
     if not queue.capabilities.batches:
-        pytest.skip(f"{queue.name} keeps no batches (its refusal is tested beside this)")
+        pytest.skip(f"{backend.name} lacks batches: {backend.missing('batches')}")
     backend.setup(tmp_path, namespace, ["default"])
     return queue
 
@@ -87,9 +87,13 @@ async def _work(queue: Queue, seen: Seen) -> None:
     await asyncio.wait_for(worker.run(), 120)
 
 
-async def test_a_driver_keeps_batches_exactly_when_it_says_so(queue: Queue) -> None:
-    assert isinstance(queue, BatchStore) == queue.capabilities.batches, (
-        f"{queue.name} declares batches={queue.capabilities.batches}"
+async def test_a_driver_keeps_batches_exactly_when_it_says_so(
+    backend: Backend, queue: Queue
+) -> None:
+    declared = queue.capabilities.batches
+    assert isinstance(queue, BatchStore) == declared, f"{queue.name} declares batches={declared}"
+    assert (backend.missing("batches") is None) == declared, (
+        "a driver that keeps no batches says why in its backend's `lacks`, and only then"
     )
 
 
@@ -253,7 +257,7 @@ async def test_on_a_connection_that_encrypts_a_callback_is_stored_sealed_and_run
     key = base64.urlsafe_b64encode(os.urandom(32)).decode()
     sealing = open_queue(encryption={"keys": {"k1": key}})
     if not sealing.capabilities.batches:
-        pytest.skip(f"{sealing.name} keeps no batches (its refusal is tested beside this)")
+        pytest.skip(f"{backend.name} lacks batches: {backend.missing('batches')}")
     backend.setup(tmp_path, namespace, ["default"])
     manager = QueueManager(sealing)
     seen = Seen()

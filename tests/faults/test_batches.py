@@ -32,7 +32,7 @@ from .harness import ROOT, config, count, events, output, terminate, worker
 from .ledger_jobs import BatchDone, Tally
 from .ledger_jobs import ledger as open_ledger
 
-pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
+pytestmark = [pytest.mark.slow, pytest.mark.needs("processes", "batches")]
 
 TOTAL = 10_000
 LEASE = "2s"
@@ -53,8 +53,7 @@ async def test_a_batch_across_three_workers_one_killed_fires_its_then_exactly_on
 ) -> None:
     queue = open_queue(url)
     try:
-        if not queue.capabilities.batches:
-            pytest.skip(f"{queue.name} keeps no batches (the contract suite tests its refusal)")
+        assert queue.capabilities.batches, "a backend that keeps none says why in `lacks`"
         batch_id = await (
             batch([Tally(n=n) for n in range(TOTAL)])
             .then(BatchDone(kind="then"))
@@ -115,8 +114,7 @@ async def test_a_worker_killed_between_recording_the_last_job_and_settling_it_lo
     # again, changing nothing: the callback runs once.
     queue = open_queue(url)
     try:
-        if not queue.capabilities.batches:
-            pytest.skip(f"{queue.name} keeps no batches (the contract suite tests its refusal)")
+        assert queue.capabilities.batches, "a backend that keeps none says why in `lacks`"
         await (
             batch([Tally(n=n) for n in range(3)])
             .then(BatchDone(kind="then"))
