@@ -151,13 +151,13 @@ async def test_a_worker_killed_between_recording_the_last_job_and_settling_it_lo
         assert await terminate(rescuer) == 0, output(rescuer)
 
     # The dying worker may have taken the callback too, in the instant before it died (a
-    # reserve already in flight): then it runs again, as a later attempt of the same job.
-    # Queued twice, it would run twice as a first attempt.
+    # reserve already in flight): then it is delivered again, as a later attempt of the same
+    # job, and may run again. Queued twice, two copies would each run as their own attempt 1.
     runs = [(job_id, attempt, e) for job_id, _, attempt, _, e in events(ledger) if ":" in e]
     assert {e for _, _, e in runs} == {"then:3:0:0"}, "then, with the counts; never catch"
     assert len({job_id for job_id, _, _ in runs}) == 1
-    attempts = sorted(attempt for _, attempt, _ in runs)
-    assert attempts == list(range(1, len(runs) + 1)), f"queued once: {runs}"
+    attempts = [attempt for _, attempt, _ in runs]
+    assert len(set(attempts)) == len(attempts), f"queued once, each run a later delivery: {runs}"
 
 
 def _dying_worker(url: str, ledger: Path) -> subprocess.Popen[bytes]:
