@@ -17,6 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+from .batch_counts import BatchCounts
+from .batches import Batch, batch
+from .batchstate import BatchProgress
 from .chains import Chain, chain
 from .connections import ConnectionConfig, QueueConfig
 from .context import Dependencies, JobContext
@@ -98,6 +101,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Batch",
+    "BatchCounts",
+    "BatchProgress",
     "BrokerError",
     "BrokerRejected",
     "BrokerUnavailable",
@@ -170,6 +176,7 @@ __all__ = [
     "WorkerOptions",
     "WorkerStats",
     "__version__",
+    "batch",
     "chain",
     "check_worker_settings",
     "job",

@@ -42,7 +42,9 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from . import cancelling, lookup
+from . import batches, cancelling, lookup
+from .batches import Batch
+from .batchstate import BatchProgress
 from .cancelling import Cancellation
 from .context import Dependencies
 from .dispatch import PendingDispatch
@@ -75,7 +77,13 @@ class Dispatcher(Protocol):
         headers: Mapping[str, str] | None = None,
     ) -> str | None: ...
 
-    async def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]: ...
+    async def dispatch_many(
+        self,
+        jobs: Sequence[Job],
+        *,
+        connection: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> list[str | None]: ...
 
     async def dispatch_now(self, job: Job, *, dependencies: Dependencies | None = None) -> str: ...
 
@@ -218,6 +226,19 @@ class BlockingManager:
     def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]:
         """Dispatch several jobs with one bulk push."""
         return self._call(lambda: self.manager.dispatch_many(jobs), sends=True)
+
+    def dispatch_batch(self, jobs: Batch, *, connection: str | None = None) -> str:
+        """Dispatch a batch (`batch([...]).then(...)`); its id (`Batch.dispatch`)."""
+        return self._call(lambda: jobs.dispatch(self.manager, connection=connection), sends=True)
+
+    def batch(self, batch_id: str, *, connection: str | None = None) -> BatchProgress:
+        """Batch `batch_id`'s progress (`QueueManager.batch`)."""
+        found = self._call(
+            lambda: batches.progress(self.manager.connection(connection), batch_id), sends=False
+        )
+        if found is None:
+            raise LookupError(f"no batch {batch_id} on that connection")
+        return found
 
     def send(self, pending: PendingDispatch) -> str | None:
         """Send a configured `PendingDispatch` (`manager.pending(job).delay(5)`)."""

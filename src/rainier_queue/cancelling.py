@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ._clock import utcnow
+from .batchstate import BATCH, BatchStore, Outcome, member
+from .envelope import QueuedJob
 from .errors import UnsupportedOperation
 from .jobstate import (
     CANCEL_KEPT,
@@ -112,9 +114,19 @@ async def cancel(queue: Queue, job_id: str) -> Cancellation:
                 how="removed while it waited",
             )
             await store.put_record(cancelled_key(job_id), record.to_json(), CANCELLED_KEPT)
+            await _count_in_batch(queue, removed)
             return Cancellation(job_id, "removed")
     await store.put_record(cancel_key(job_id), job_id.encode(), CANCEL_KEPT)
     return Cancellation(job_id, "not found" if missing else "marked")
+
+
+async def _count_in_batch(queue: Queue, removed: QueuedJob) -> None:
+    """A removed job of a batch never reaches a worker, so its end is recorded here: as
+    cancelled, once (a second record of it changes nothing), or the batch would never
+    finish. A crash between the removal and this record leaves the batch one short."""
+    belongs = member(removed.headers) if BATCH in removed.headers else None
+    if belongs is not None and queue.capabilities.batches and isinstance(queue, BatchStore):
+        await queue.record_in_batch(belongs, removed.id, Outcome.CANCELLED)
 
 
 __all__ = ["Cancellation", "cancel", "cancellable"]

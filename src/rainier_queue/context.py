@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from .batch_counts import BatchCounts, read_counts
+
 T = TypeVar("T")
 
 
@@ -86,6 +88,13 @@ class JobContext:
     def cancel_requested(self) -> bool:
         """The same as `cancelled`, as a call."""
         return self.cancelled
+
+    @property
+    def batch(self) -> BatchCounts | None:
+        """How the batch ended, for a batch's callback (`then`, `catch`, `finally_`): its
+        id and how many of its jobs succeeded, failed and were cancelled. None for any
+        other job (docs/workflows.md)."""
+        return read_counts(self.headers)
 
     @property
     def is_last_attempt(self) -> bool:

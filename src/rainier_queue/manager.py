@@ -42,8 +42,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import cancelling, lookup
+from . import batches, cancelling, lookup
 from . import explain as explaining
+from .batchstate import BatchProgress
 from .blocking import BlockingManager
 from .cancelling import Cancellation
 from .context import Dependencies
@@ -276,17 +277,24 @@ class QueueManager:
             return False
         return await self.locks.force_release(key)
 
-    async def dispatch_many(self, jobs: Sequence[Job]) -> list[str | None]:
-        """Dispatch several jobs on the default connection with one bulk push, in order.
-
-        Jobs carry no connection of their own; to send to a named connection,
-        use `pending(job).on_connection("name").send()` per job.
+    async def dispatch_many(
+        self,
+        jobs: Sequence[Job],
+        *,
+        connection: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> list[str | None]:
+        """Dispatch several jobs with one bulk push, in order, on the default connection
+        or `connection`, each with `headers` added to its own.
 
         Unique jobs whose lock is held come back as None; if a bulk push
         fails, every lock this call took is given back before the error
         propagates, unless it is `OutcomeUnknown` (the jobs may be queued).
         """
-        return await self._send_all([(_require_job(job), DEFAULTS) for job in jobs], bulk=True)
+        options = DEFAULTS
+        if connection is not None or headers:
+            options = DispatchOptions(connection=connection, headers=dict(headers or {}))
+        return await self._send_all([(_require_job(job), options) for job in jobs], bulk=True)
 
     async def _send(self, job: Job, options: DispatchOptions) -> str | None:
         """One job, pushed on its own (what `PendingDispatch.send` calls)."""
@@ -417,6 +425,21 @@ class QueueManager:
         (`Capabilities.cancellable`); see docs/flow-control.md.
         """
         return await cancelling.cancel(self.connection(connection), job_id)
+
+    async def batch(self, batch_id: str, *, connection: str | None = None) -> BatchProgress:
+        """Batch `batch_id` now: its total, how many succeeded, failed, were cancelled and
+        are pending, and whether it finished (its callbacks then queued).
+
+        `LookupError` if the connection has no such batch (never made there, or finished
+        more than a week ago); `UnsupportedOperation` on a driver that keeps no batches.
+        """
+        found = await batches.progress(self.connection(connection), batch_id)
+        if found is None:
+            raise LookupError(
+                f"no batch {batch_id} on the {self.connection(connection).describe()} "
+                "connection: it was dispatched to another, or finished more than a week ago"
+            )
+        return found
 
     # -- seeing the system (lookup.py) --------------------------------------------------
 

@@ -113,6 +113,12 @@ class Capabilities:
     Kafka's lock store, this process's memory for `memory://`. False: a worker whose jobs
     declare limits needs `locks` set to a shared database or Redis, and refuses to start
     without it, naming it (docs/flow-control.md)."""
+    batches: bool = False
+    """Batches are kept in the connection's own store (`batchstate.BatchStore`): a job's
+    end is recorded once per job id, and the write that records a batch's last job also
+    queues its callbacks, so they are queued exactly once (docs/workflows.md). False:
+    dispatching a batch is refused with `UnsupportedOperation`, naming the driver, and
+    nothing is queued."""
     records: bool = False
     """Small records with a time to live are kept beside the jobs (`jobstate.RecordStore`):
     worker heartbeats, succeeded records and results. False: workers are not listed and

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .batchstate import BATCH, BatchStore, Outcome, member
 from .chains import next_step
 from .context import Dependencies, JobContext
 from .drivers.recording import RecordingQueue
@@ -108,6 +109,10 @@ class FakeAssertions:
     def _recorded_jobs(self) -> list[QueuedJob] | None:
         """The record to read; None when there is none (the error says why)."""
         raise NotImplementedError
+
+    def _batches(self) -> BatchStore | None:
+        """Where the faked batches are kept; None when there is none."""
+        return None
 
     def _record(self) -> list[QueuedJob]:
         recorded = self._recorded_jobs()
@@ -206,9 +211,18 @@ class FakeAssertions:
             runs.append(run)
             if run.error is None and (step := next_step(envelope)) is not None:
                 record.append(step)  # as a worker pushes a chain's next step
+            if BATCH in envelope.headers:  # as a worker records a batch's job
+                await self._record_in_batch(envelope, run)
             if run.error is not None and raise_failures:
                 raise run.error
         return runs
+
+    async def _record_in_batch(self, envelope: QueuedJob, run: JobRun) -> None:
+        belongs = member(envelope.headers)
+        store = self._batches()
+        if belongs is not None and store is not None:
+            outcome = Outcome.SUCCEEDED if run.error is None else Outcome.FAILED
+            await store.record_in_batch(belongs, envelope.id, outcome)
 
     def run_all_sync(
         self,
@@ -350,6 +364,9 @@ class FakeQueueManager(FakeAssertions, QueueManager):
 
     def _recorded_jobs(self) -> list[QueuedJob]:
         return self.recording.pushed
+
+    def _batches(self) -> BatchStore | None:
+        return self.recording
 
 
 __all__ = [

@@ -141,6 +141,12 @@ BACKEND = Backend(
         _produce, bad={"no-value": (None, "no value")}, listed=_listed
     ),  # and a record with a key alone
     lacks={
+        "batches": (
+            "its only shared store is the lock store (cache/stores.py), and recording a batch's"
+            " last job there and producing its callbacks to a topic are writes to two servers:"
+            " a crash between them loses the callbacks or a retry queues them twice; refused at"
+            " dispatch (Capabilities.batches)"
+        ),
         "cut": (
             "a Kafka client bootstraps through the URL's address, then connects to the"
             " address the broker advertises, so a relay in the URL never carries the produce"

@@ -194,6 +194,11 @@ BACKEND = Backend(
         " (the idle-worker restart test)",
     ),
     lacks={
+        "batches": (
+            "a key-value bucket could hold the counts, but queuing the callbacks is a publish"
+            " to the stream, another write, and JetStream drops a duplicate publish only within"
+            " its duplicate window; refused at dispatch (Capabilities.batches)"
+        ),
         "lock_store": (
             "there is no NATS lock store (cache/stores.py): schedules and locks use another"
             " server's, as with Kafka"

@@ -228,6 +228,10 @@ BACKEND = Backend(
         ),
     },
     lacks={
+        "batches": (
+            "no store of its own beside the queue in which recording a batch's last job and"
+            " publishing its callbacks are one write; refused at dispatch (Capabilities.batches)"
+        ),
         "lock_store": (
             "there is no RabbitMQ lock store (cache/stores.py): schedules and locks use "
             "another server's"

@@ -245,6 +245,11 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
             else {}
         ),
         lacks={
+            "batches": (
+                "no store of its own beside the queue in which recording a batch's last job and"
+                " sending its callbacks are one write; refused at dispatch"
+                " (Capabilities.batches)"
+            ),
             "backlog": (
                 "moto's ReceiveMessage is not atomic between its request threads (moto/sqs/"
                 "models.py walks `queue.messages` and marks each received without a lock), so"

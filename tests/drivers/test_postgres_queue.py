@@ -510,6 +510,7 @@ async def test_workers_migrating_at_once_apply_each_migration_once(
         "0003_lease_until",
         "0004_paused_queues",
         "0005_records",
+        "0006_batches",
     ]
 
 
@@ -526,7 +527,7 @@ async def test_tables_can_live_in_a_schema_of_their_own(prefix: str) -> None:
                 )
             ).fetchone()
         assert row is not None
-        assert row[0] == 5  # jobs, failed jobs, schema version, paused queues, records
+        assert row[0] == 7  # jobs, failed, schema version, paused, records, batches, batch_jobs
     finally:
         await queue.aclose()
         async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as conn:

@@ -198,7 +198,33 @@ class Paired(Job):
         record(ctx, self.n, "finish")
 
 
-registry = JobRegistry([Count, Slow, Overrun, Naps, Lingering])
+class Tally(Job):
+    """A job of a batch: a short nap and one `finish` row (a batch of 10,000 writes 10,000)."""
+
+    name = "tally"
+    tries = 5
+    n: int
+
+    def handle(self, ctx: JobContext) -> None:
+        time.sleep(0.002)
+        record(ctx, self.n, "finish")
+
+
+class BatchDone(Job):
+    """A batch's callback: one row whose event is `<kind>:<succeeded>:<failed>:<cancelled>`."""
+
+    name = "batch-done"
+    tries = 5
+    kind: str
+
+    def handle(self, ctx: JobContext) -> None:
+        counts = ctx.batch
+        assert counts is not None, "a batch's callback is told its counts"
+        event = f"{self.kind}:{counts.succeeded}:{counts.failed}:{counts.cancelled}"
+        record(ctx, counts.total, event)
+
+
+registry = JobRegistry([Count, Slow, Overrun, Naps, Lingering, Tally, BatchDone])
 
 limited = JobRegistry([Rated, Paired])
 """The limited jobs, apart: a worker whose registry holds a limited job needs a shared store

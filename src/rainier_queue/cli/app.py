@@ -31,6 +31,7 @@ from .settings import APP_VAR, CONFIG_VAR, CONNECTION_VAR, EVENT_LOOP_VAR, URL_V
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 COMMANDS = {
+    "batch": "batching",
     "cancel": "cancelling",
     "clear": "admin",
     "dashboard": "dashboard",

@@ -26,6 +26,7 @@ from typing_extensions import override
 
 from .._clock import utcnow
 from .._wakeup import Wakeup
+from ..batchstate import BatchProgress, Callback, Member, Outcome
 from ..envelope import QueuedJob
 from ..errors import LeaseLost
 from ..jobstate import Found
@@ -40,6 +41,7 @@ from ..queue import (
     Rewritten,
     new_token,
 )
+from .batching import LocalBatches
 from .memory_records import MemoryRecords
 from .options import Options, check_lease
 from .pausing import LocalPauses
@@ -76,6 +78,7 @@ class MemoryQueue(Queue):
         job_lookup=True,
         records=True,
         cancellable=True,
+        batches=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease"})
@@ -96,6 +99,7 @@ class MemoryQueue(Queue):
         self._wakeup = Wakeup()
         self._pauses = LocalPauses()
         self._records = MemoryRecords()
+        self._batches = LocalBatches(self._lock, self._enqueue, self._wakeup.notify)
 
     @property
     @override
@@ -288,6 +292,19 @@ class MemoryQueue(Queue):
 
     async def paused(self, queues: Sequence[str]) -> frozenset[str]:
         return await self._pauses.paused(queues)
+
+    # -- BatchStore: counters and markers under the lock pushes take ------------
+
+    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
+        await self._batches.open_batch(batch_id, total, callbacks)
+
+    async def record_in_batch(
+        self, batch: Member, job_id: str, outcome: Outcome
+    ) -> BatchProgress | None:
+        return await self._batches.record_in_batch(batch, job_id, outcome)
+
+    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
+        return await self._batches.batch_progress(batch_id)
 
     # -- FailedJobStore --------------------------------------------------------
 

@@ -19,15 +19,18 @@ in-process.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import ClassVar
 
 from typing_extensions import override
 
+from ..batchstate import BatchProgress, Callback, Member, Outcome
 from ..envelope import QueuedJob
 from ..errors import LeaseLost
 from ..queue import Capabilities, Queue, Reservation
+from .batching import LocalBatches
 from .pausing import LocalPauses
 
 
@@ -40,6 +43,7 @@ class RecordingQueue(Queue):
         shared_between_processes=False,
         failed_store=False,
         pausable=True,
+        batches=True,
     )
 
     def __init__(self, record: list[QueuedJob] | None = None) -> None:
@@ -47,6 +51,12 @@ class RecordingQueue(Queue):
         """What was pushed, oldest first. Queues built on one list share one record."""
         self.pauses = LocalPauses()
         """Queues paused through the fake (`manager.pause`), for a test to read."""
+        self.batches = LocalBatches(threading.Lock(), self._keep, lambda: None)
+        """Batches dispatched to the fake: `run_all` records their jobs' ends, and the
+        callbacks that apply are recorded as pushed when the last one ends."""
+
+    def _keep(self, job: QueuedJob, now: datetime) -> None:
+        self.pushed.append(job)
 
     @override
     async def push(self, job: QueuedJob) -> str:
@@ -70,6 +80,17 @@ class RecordingQueue(Queue):
 
     async def paused(self, queues: Sequence[str]) -> frozenset[str]:
         return await self.pauses.paused(queues)
+
+    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
+        await self.batches.open_batch(batch_id, total, callbacks)
+
+    async def record_in_batch(
+        self, batch: Member, job_id: str, outcome: Outcome
+    ) -> BatchProgress | None:
+        return await self.batches.record_in_batch(batch, job_id, outcome)
+
+    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
+        return await self.batches.batch_progress(batch_id)
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:

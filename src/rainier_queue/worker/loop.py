@@ -45,6 +45,7 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
+from ..batchstate import BatchStore
 from ..context import Dependencies
 from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
@@ -147,6 +148,10 @@ class Worker:
         self.worker_id = new_worker_id()
         """How this worker is named in its heartbeat and in the records it writes."""
         self._records = _records_of(queue)
+        self._batches = (
+            queue if queue.capabilities.batches and isinstance(queue, BatchStore) else None
+        )
+        """Where a batch's jobs record their ends; None on a driver that keeps no batches."""
         """Where heartbeats and succeeded records go; None on a driver that keeps none."""
         self._heartbeat: Heartbeat | None = None
         self._cancels: CancelWatch | None = None
@@ -315,6 +320,7 @@ class Worker:
             acks=acks,
             outcomes=self._outcomes(),
             cancels=self._cancels,
+            batches=self._batches,
         )
         if self._records is not None and self.options.heartbeat is not None:
             self._heartbeat = Heartbeat(

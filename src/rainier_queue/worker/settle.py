@@ -43,6 +43,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+from ..batchstate import BATCH, BatchStore, Outcome, member
 from ..chains import CHAIN, next_step, stopped_at
 from ..durations import human_duration
 from ..envelope import QueuedJob
@@ -122,8 +123,11 @@ class Settler:
         acks: AckBatcher,
         outcomes: OutcomeRecorder | None = None,
         cancels: CancelWatch | None = None,
+        batches: BatchStore | None = None,
     ) -> None:
         self._queue = queue
+        self._batches = batches
+        """Where a batch's jobs record their ends; None on a driver that keeps no batches."""
         self._cancels = cancels
         """Where cancellations are recorded; None on a driver that cannot cancel."""
         self._outcomes = outcomes
@@ -177,6 +181,7 @@ class Settler:
             or self._events
             or attempt.reservation.job.unique_key is not None
             or CHAIN in attempt.reservation.job.headers
+            or BATCH in attempt.reservation.job.headers
             or lease.lost
             or lease.is_locked()
             or (self._outcomes is not None and self._outcomes.wanted(attempt))
@@ -257,7 +262,11 @@ class Settler:
             return
         if self._outcomes is not None:
             await self._outcomes.record(attempt)  # before the job is gone, never after
-        acknowledge = self._acks.acknowledge if step is None else self._then(step)
+        acknowledge: Callable[[Reservation], Awaitable[None]] = (
+            self._acks.acknowledge if step is None else self._then(step)
+        )
+        if BATCH in queued.headers:
+            acknowledge = self._recorded_first(queued, Outcome.SUCCEEDED, acknowledge)
         try:
             if not await self._apply(lease, "acknowledge", acknowledge):
                 return
@@ -306,6 +315,57 @@ class Settler:
             await self._acks.acknowledge(reservation)
 
         return push_then_acknowledge
+
+    def _recorded_first(
+        self,
+        queued: QueuedJob,
+        outcome: Outcome,
+        settle: Callable[[Reservation], Awaitable[None]],
+    ) -> Callable[[Reservation], Awaitable[None]]:
+        """A batch job's settle: its end recorded in the batch's store first, then `settle`.
+
+        In that order, a crash between the two leaves the job unsettled, to run
+        again and be recorded again, which the store ignores (it records each
+        job id once); the other order could lose the record, and with it the
+        batch's callbacks (`batchstate.py`). Recorded once, it is not recorded
+        again when the settle is tried again after an outage.
+        """
+        recorded = False
+        belongs = member(queued.headers)
+
+        async def record_then_settle(reservation: Reservation) -> None:
+            nonlocal recorded
+            if not recorded and belongs is not None:
+                if self._batches is None:
+                    log.error(
+                        "job `%s` %s belongs to batch %s, but this worker's driver keeps no "
+                        "batches, so its end is not counted and the batch does not finish",
+                        queued.name,
+                        queued.id,
+                        belongs.batch_id,
+                    )
+                else:
+                    now = await self._batches.record_in_batch(belongs, queued.id, outcome)
+                    if now is None:
+                        log.warning(
+                            "job `%s` %s belongs to batch %s, which its store does not have "
+                            "(gone a week after it finished, or never stored); not counted",
+                            queued.name,
+                            queued.id,
+                            belongs.batch_id,
+                        )
+                    elif now.finished and now.done == now.total:
+                        log.info(
+                            "batch %s finished: %d succeeded, %d failed, %d cancelled",
+                            belongs.batch_id,
+                            now.succeeded,
+                            now.failed,
+                            now.cancelled,
+                        )
+                recorded = True
+            await settle(reservation)
+
+        return record_then_settle
 
     def _recorded(self, attempt: Attempt) -> None:
         """Count and log a success the broker has recorded."""
@@ -370,9 +430,12 @@ class Settler:
         if chained is not None:
             record = f"{record}\n{chained}"
 
-        async def fail(reservation: Reservation) -> None:
+        async def fail_it(reservation: Reservation) -> None:
             await self._queue.fail(reservation, record)
 
+        fail: Callable[[Reservation], Awaitable[None]] = fail_it
+        if BATCH in queued.headers:
+            fail = self._recorded_first(queued, Outcome.FAILED, fail)
         if self._outcomes is not None:
             await self._outcomes.record_attempt(attempt, describe(error))
         if not await self._apply(lease, "fail", fail):
@@ -399,7 +462,10 @@ class Settler:
     async def _cancelled(self, attempt: Attempt, lease: Lease) -> None:
         """Cancelled before or while it ran: acknowledged, neither failed nor retried."""
         queued = attempt.reservation.job
-        if not await self._apply(lease, "acknowledge", self._queue.acknowledge):
+        acknowledge: Callable[[Reservation], Awaitable[None]] = self._queue.acknowledge
+        if BATCH in queued.headers:
+            acknowledge = self._recorded_first(queued, Outcome.CANCELLED, acknowledge)
+        if not await self._apply(lease, "acknowledge", acknowledge):
             return
         while_running = not attempt.before_start
         if self._cancels is not None:

@@ -48,6 +48,7 @@ from typing import ClassVar, SupportsInt, cast
 from typing_extensions import override
 
 from ..._clock import from_micros, to_micros
+from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...durations import format_duration
 from ...envelope import QueuedJob, encode_headers, encode_payload
 from ...envelope.fields import micros_field
@@ -68,6 +69,7 @@ from ...queue import (
 )
 from ..malformed import Pass, quarantine, top_up
 from ..options import check_lease, check_positive
+from .batching import BatchTables
 from .dialect import Dialect, Row, Session, T, Work
 from .pausing import PausedTable
 from .records import DatabaseRecords
@@ -122,6 +124,7 @@ class DatabaseQueue(Queue):
         job_lookup=True,
         records=True,
         cancellable=True,
+        batches=True,
     )
 
     def __init__(
@@ -145,6 +148,8 @@ class DatabaseQueue(Queue):
         self._auto_migrate = migrate
         self._schema_ready = False
         self._pauses = PausedTable(self._tables, dialect, self._run)
+        self._batches = BatchTables(self._tables, dialect, self._run, self._push_in_session)
+        """Batches (`BatchStore`): counters and markers beside the jobs (`batching.py`)."""
 
     @property
     @override
@@ -249,6 +254,11 @@ class DatabaseQueue(Queue):
         await self._run(work)
         self._dialect.pushed()
         return [job.id for job in jobs]
+
+    async def _push_in_session(self, s: Session, jobs: Sequence[QueuedJob]) -> None:
+        """Insert `jobs` in `s`'s transaction, announced at its commit (a batch's callbacks)."""
+        await s.executemany(self._sql.push, [row_for(job) for job in jobs])
+        await self._dialect.announce(s, {job.queue for job in jobs})
 
     # -- reserving -------------------------------------------------------------
 
@@ -567,6 +577,22 @@ class DatabaseQueue(Queue):
 
     async def records(self, prefix: str) -> list[bytes]:
         return await self._records.records(prefix)
+
+    # -- BatchStore (batching.py) -----------------------------------------------
+
+    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
+        await self._batches.open_batch(batch_id, total, callbacks)
+
+    async def record_in_batch(
+        self, batch: Member, job_id: str, outcome: Outcome
+    ) -> BatchProgress | None:
+        progress = await self._batches.record_in_batch(batch, job_id, outcome)
+        if progress is not None and progress.finished:
+            self._dialect.pushed()  # its callbacks may have just been queued
+        return progress
+
+    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
+        return await self._batches.batch_progress(batch_id)
 
     # -- FailedJobStore --------------------------------------------------------
 

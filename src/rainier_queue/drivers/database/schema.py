@@ -95,6 +95,16 @@ class Tables:
     def records(self) -> str:
         return self.qualified(f"{self.prefix}records")
 
+    @property
+    def batches(self) -> str:
+        """A row of counters per batch (`batching.py`)."""
+        return self.qualified(f"{self.prefix}batches")
+
+    @property
+    def batch_jobs(self) -> str:
+        """The jobs of unfinished batches whose end is recorded, a row each."""
+        return self.qualified(f"{self.prefix}batch_jobs")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
@@ -116,6 +126,8 @@ class Migration:
             "version": tables.version,
             "paused": tables.paused,
             "records": tables.records,
+            "batches": tables.batches,
+            "batch_jobs": tables.batch_jobs,
         }
         statements = self.statements + self.only.get(dialect.name, ())
         return [s.format(**names, **dialect.types) for s in statements]
@@ -256,6 +268,23 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE TABLE {records} (\n    name {key} NOT NULL PRIMARY KEY,"
             "\n    body {text} NOT NULL,\n    expires_at {bigint} NOT NULL\n)",
             "CREATE INDEX {prefix}records_expiry ON {records} (expires_at)",
+        ),
+    ),
+    Migration(
+        version=6,
+        name="0006_batches",
+        statements=(
+            # A batch is a row of counters, whatever its size; recording a job's end
+            # reads and writes that row and one marker row, never the batch's list
+            # (drivers/database/batching.py).
+            "CREATE TABLE {batches} (\n    id {key} NOT NULL PRIMARY KEY,"
+            "\n    total {bigint} NOT NULL,\n    succeeded {bigint} NOT NULL,"
+            "\n    failed {bigint} NOT NULL,\n    cancelled {bigint} NOT NULL,"
+            "\n    callbacks {text} NOT NULL,\n    created_at {bigint} NOT NULL,"
+            "\n    finished_at {bigint}\n)",
+            "CREATE INDEX {prefix}batches_finished ON {batches} (finished_at)",
+            "CREATE TABLE {batch_jobs} (\n    batch_id {key} NOT NULL,"
+            "\n    job_id {key} NOT NULL,\n    PRIMARY KEY (batch_id, job_id)\n)",
         ),
     ),
 )

@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 from typing_extensions import override
 
 from ..._clock import utcnow
+from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError
 from ...jobstate import Found
@@ -41,6 +42,7 @@ from ...queue import (
 from ...redact import redact_url
 from ..options import check_lease
 from . import scripts
+from .batching import RedisBatches
 from .cluster_writes import ClusterWrites
 from .connection import Calls, Client, translated
 from .diagnosis import Diagnosis
@@ -98,6 +100,7 @@ class RedisQueue(Queue):
         job_lookup=True,
         records=True,
         cancellable=True,
+        batches=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = RedisSettings.OPTIONS | QUEUE_OPTIONS
@@ -175,6 +178,8 @@ class RedisQueue(Queue):
             cluster=self.cluster,
         )
         self.pauses = RedisPauses(self._calls, self.keys)
+        self.batches = RedisBatches(self._calls, self.keys, cluster=self.cluster)
+        """Batches (`BatchStore`), a hash and a set each, recorded by one script."""
         """The paused queues (`Pausable`), a set of the namespace."""
         self._waiter = RedisWaiter(
             self._calls,
@@ -519,6 +524,19 @@ class RedisQueue(Queue):
 
     async def paused(self, queues: Sequence[str]) -> frozenset[str]:
         return await self.pauses.paused(queues)
+
+    # -- BatchStore (batching.py) -------------------------------------------------
+
+    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
+        await self.batches.open_batch(batch_id, total, callbacks)
+
+    async def record_in_batch(
+        self, batch: Member, job_id: str, outcome: Outcome
+    ) -> BatchProgress | None:
+        return await self.batches.record_in_batch(batch, job_id, outcome)
+
+    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
+        return await self.batches.batch_progress(batch_id)
 
     # -- the failed list (FailedJobStore) --------------------------------------------
 

@@ -162,6 +162,7 @@ class MySQLQueue(DatabaseQueue):
         job_lookup=True,
         records=True,
         cancellable=True,
+        batches=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = MySQLSettings.OPTIONS | QUEUE_OPTIONS

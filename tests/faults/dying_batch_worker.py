@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: MIT
+"""A worker that dies the moment its record of a job finished a batch, before it settles the
+job: the worst moment for a batch (tests/faults/test_batches.py).
+
+    python -m tests.faults.dying_batch_worker URL LEASE
+
+It serves `default` with the ledger's jobs and, once the store answers that the job it
+recorded was the batch's last (the callbacks are queued by that same write), ends its
+process with no clean-up at all, as a kill does. The job is left unacknowledged, to run
+again elsewhere and be recorded a second time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from datetime import timedelta
+
+from rainier_queue.batchstate import BatchProgress, BatchStore, Member, Outcome
+from rainier_queue.connections import open_queue
+from rainier_queue.worker import Worker, WorkerOptions
+
+from .ledger_jobs import registry
+
+
+async def main(url: str, lease: str) -> None:
+    queue = open_queue(url, {"lease": lease})
+    assert isinstance(queue, BatchStore)
+    record = queue.record_in_batch
+
+    async def record_then_die(batch: Member, job_id: str, outcome: Outcome) -> BatchProgress | None:
+        progress = await record(batch, job_id, outcome)
+        if progress is not None and progress.finished:
+            os._exit(9)
+        return progress
+
+    setattr(queue, "record_in_batch", record_then_die)  # noqa: B010  (a method, replaced)
+    options = WorkerOptions(timeout=timedelta(seconds=1.5), concurrency=1)
+    await Worker(queue, registry, options).run()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
