@@ -26,7 +26,7 @@ from ...queue import (
 )
 from .connection import QueueMissing, SQSConnection, code_of, not_provisioned
 from .failed import FailedStore
-from .leases import Delivery, Ledger, visibility
+from .leases import Delivery, SQSLedger, visibility
 from .messages import entry, raw_entry
 from .names import Names
 from .provisioning import Queues
@@ -78,7 +78,7 @@ class SQSQueue(Queue):
         self.names = Names(settings.prefix, fifo=settings.fifo, urls=settings.queue_urls)
         self._connection = SQSConnection(settings)
         self._queues = Queues(self._connection, settings, self.names)
-        self._ledger = Ledger()
+        self._ledger = SQSLedger()
         self._failed = FailedStore(self._connection, self._queues, self._push_again)
         self._receiver = Receiver(
             self._connection, self._queues, self._ledger, self._failed, settings.lease

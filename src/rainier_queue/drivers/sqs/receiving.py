@@ -32,7 +32,7 @@ from ...queue import Reservation, new_token
 from .. import malformed as toolkit
 from .connection import SQSConnection, server_time
 from .failed import FailedStore
-from .leases import Delivery, Ledger, visibility
+from .leases import Delivery, SQSLedger, visibility
 from .messages import SYSTEM_ATTRIBUTES, received
 from .provisioning import Queues
 
@@ -49,7 +49,7 @@ class Receiver:
         self,
         connection: SQSConnection,
         queues: Queues,
-        ledger: Ledger,
+        ledger: SQSLedger,
         failed: FailedStore,
         lease: timedelta,
     ) -> None:
@@ -209,7 +209,7 @@ class Receiver:
                 await self._quarantine(queue, delivery, found)
                 continue
             token = new_token()
-            deadline = self._ledger.hold(token, delivery, self._lease)
+            deadline = self._ledger.hold(token, delivery, delivery.sent, self._lease)
             left = deadline - time.monotonic()
             out.append(
                 Reservation(
