@@ -27,16 +27,18 @@ from rainier_queue.connections import open_queue
 from rainier_queue.queue import Provisionable
 
 from ..foreign.planting import envelope_bodies
-from ..moto_server import KEY, PORT, REGION, Outage, shared
+from ..moto_server import KEY, PORT, REGION, MotoServer, Outage, free_port, shared
+from ..tls_certs import Certs
 from .backend_kafka import QUEUES, in_a_thread
-from .backends import SECRET, Backend, Cut, Listen, Plant, closed_port
+from .backends import SECRET, TLS, Backend, Cut, Listen, Plant, closed_port
 
 _provisioned: set[tuple[int, str, str]] = set()
 PROVISIONED_BY_TESTS = ("never-provisioned", "provisioned-here")
 
 
-def _query(namespace: str, fifo: bool) -> str:
-    return f"region={REGION}&tls=false&prefix={namespace}-&wait=1s" + ("&fifo=true" if fifo else "")
+def _query(namespace: str, fifo: bool, *, https: bool = False) -> str:
+    plain = "" if https else "&tls=false"
+    return f"region={REGION}{plain}&prefix={namespace}-&wait=1s" + ("&fifo=true" if fifo else "")
 
 
 def _url(
@@ -47,18 +49,22 @@ def _url(
     host: str = "127.0.0.1",
     user: str = "",
     extra: str = "",
+    https: bool = False,
 ) -> str:
     who = user or f"{KEY}:{KEY}"
-    return f"sqs://{who}@{host}:{port}/?{_query(namespace, fifo)}{extra}"
+    return f"sqs://{who}@{host}:{port}/?{_query(namespace, fifo, https=https)}{extra}"
 
 
-def _provision(port: int, namespace: str, queues: Sequence[str], fifo: bool) -> None:
+def _provision(
+    port: int, namespace: str, queues: Sequence[str], fifo: bool, *, url: str | None = None
+) -> None:
+    """Make the namespace's queues on the server at `port` (reached by `url`, given one)."""
     wanted = [q for q in queues if (port, namespace, q) not in _provisioned]
     if not wanted:
         return
 
     async def provision() -> None:
-        queue = open_queue(_url(port, namespace, fifo))
+        queue = open_queue(url or _url(port, namespace, fifo))
         assert isinstance(queue, Provisionable)
         try:
             await queue.provision(wanted)
@@ -123,6 +129,49 @@ class _Private:
 
     def remove(self) -> None:
         self.outage_server.remove()
+
+
+class _TLSServer:
+    """A moto server of the test's own that speaks HTTPS alone (moto's `--ssl-cert`), its
+    queues provisioned over HTTPS checked against the authority that signed its certificate."""
+
+    def __init__(self, certs: Certs, folder: Path, fifo: bool) -> None:
+        self.port = free_port()
+        self.server = MotoServer(self.port, cert=certs.cert, key=certs.key)
+        self.ca = certs.ca
+        self.fifo = fifo
+
+    def url(self, host: str, namespace: str, query: str) -> str:
+        trusted = _url(
+            self.port,
+            namespace,
+            self.fifo,
+            host="localhost",  # the name its certificate holds
+            https=True,
+            extra=f"&tls_ca={self.ca}",
+        )
+        _provision(self.port, namespace, ["default"], self.fifo, url=trusted)
+        return _url(self.port, namespace, self.fifo, host=host, https=True, extra=f"&{query}")
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def _tls_rules(fifo: bool) -> TLS:
+    def plain_url(namespace: str) -> str:
+        """The shared server, which speaks plain HTTP, its queues made, dialled with HTTPS."""
+        port = shared()
+        _provision(port, namespace, ["default"], fifo)
+        return _url(port, namespace, fifo, https=True)
+
+    return TLS(
+        server=lambda certs, folder: _TLSServer(certs, folder, fifo),
+        trusting=lambda ca: f"tls_ca={ca}",
+        checked="tls=true",  # botocore's authorities alone, which never signed the tests' own
+        insecure="insecure_skip_verify=true",
+        weakenings=(),  # no option turns a check off but insecure_skip_verify itself
+        plain_url=plain_url,
+    )
 
 
 def _unicode_only(plant: Plant) -> Plant:
@@ -230,6 +279,7 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         private_server=lambda folder, listen: _Private(folder, listen, fifo),
         plant=_unicode_only(envelope_bodies(publish)),
         raw=raw,
+        tls=_tls_rules(fifo),
         dispatches=50,  # moto answers tens of requests a second here: 400 pushes, not 4,000
         model_examples=8,  # each example's namespace is fifteen queues made and deleted
         known_failures=(
@@ -256,12 +306,6 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
             "lock_store": (
                 "there is no SQS lock store (cache/stores.py): schedules and locks use "
                 "another server's"
-            ),
-            "tls": (
-                "not built yet: the driver has no `tls_ca` or `insecure_skip_verify` option, so"
-                " HTTPS to an endpoint is botocore's, checked against the system's authorities"
-                " alone; moto's server can serve a test certificate (`moto_server -c -k`), which"
-                " is how these would run"
             ),
         },
     )

@@ -424,17 +424,9 @@ class SQSQueue(Queue):
     # -- doctor (Diagnosable) ---------------------------------------------------------
 
     async def health_warnings(self) -> list[str]:
-        """What `doctor` says of how jobs travel: in the clear to another machine."""
-        endpoint = self.settings.endpoint
-        if endpoint is None or not endpoint.startswith("http://"):
-            return []
-        host = endpoint.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
-        if host in ("127.0.0.1", "localhost", "::1"):
-            return []
-        return [
-            f"SQS at {endpoint} is reached over plain HTTP, so jobs and signed requests travel "
-            "in the clear: drop `tls=false` to use HTTPS"
-        ]
+        """How jobs travel to SQS, for `rainier-queue doctor`: in the clear to another
+        machine, or over HTTPS whose certificate is not checked."""
+        return self._connection.transport_warnings()
 
     # -- closing ------------------------------------------------------------------------
 
