@@ -390,9 +390,18 @@ class SQSQueue(Queue):
         waiting = int(got.get("ApproximateNumberOfMessages", 0))
         delayed = int(got.get("ApproximateNumberOfMessagesDelayed", 0))
         reserved = int(got.get("ApproximateNumberOfMessagesNotVisible", 0))
+        # Received here by a poll whose wait was given up, kept for the next reserve: SQS
+        # counts them in flight, but they wait, due now (a draining worker that took them
+        # for jobs running elsewhere stopped and handed them back unrun).
+        unstarted = self._receiver.unstarted(queue)
+        moved = min(len(unstarted), reserved)
+        waiting, reserved = waiting + moved, reserved - moved
         next_due = None
-        if reserved:
-            mine = [d.deadline for d in self._ledger.held(queue)]
+        if reserved and self._receiver.polling(queue):
+            next_due = utcnow()  # what SQS counts in flight may be that poll's, on its way
+        elif reserved:
+            kept = {id(d) for d in unstarted}
+            mine = [d.deadline for d in self._ledger.held(queue) if id(d) not in kept]
             left = min(mine) - time.monotonic() if mine else self.lease.total_seconds()
             next_due = utcnow() + timedelta(seconds=left)
         return QueueCounts(waiting=waiting, delayed=delayed, reserved=reserved, next_due=next_due)
