@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 REGION = "us-east-1"
 KEY = "testing"
@@ -44,10 +45,12 @@ can name it at import (the `cut` hook) without starting moto in every test proce
 
 
 class MotoServer:
-    """One `moto_server` process on 127.0.0.1:`port`, its output dropped (a line a request)."""
+    """One `moto_server` process on 127.0.0.1:`port`, its output dropped (a line a request);
+    given a certificate and its key, it speaks HTTPS alone (moto's own `--ssl-cert`)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, cert: Path | None = None, key: Path | None = None) -> None:
         self.port = port
+        https = ["-c", str(cert), "-k", str(key)] if cert is not None and key is not None else []
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -57,6 +60,7 @@ class MotoServer:
                 "127.0.0.1",
                 "-p",
                 str(port),
+                *https,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

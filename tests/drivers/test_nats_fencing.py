@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
 
 import nats
@@ -158,10 +157,3 @@ async def test_a_message_whose_advisory_was_missed_is_moved_by_the_sweep(tmp_pat
     finally:
         await setup.aclose()
         await cleanup(tmp_path, name)
-
-
-def test_a_lease_of_a_tenth_of_its_length_at_most_five_seconds_is_kept_as_margin() -> None:
-    from rainier_queue.drivers.nats.leases import margin
-
-    assert margin(timedelta(seconds=2)) == pytest.approx(0.2)
-    assert margin(timedelta(minutes=10)) == 5.0

@@ -35,6 +35,7 @@ from rainier_queue.queue import Reservation
 
 from ..contract.jobs import a_job, reserve_eventually, reserve_one
 from ..moto_server import KEY, REGION, delete_queues, shared
+from ..worker.jobs import eventually
 
 Opener = Callable[..., SQSQueue]
 
@@ -213,6 +214,46 @@ async def test_a_cancelled_wait_strands_nothing_and_spends_no_attempt(open_sqs: 
     got = await reserve_eventually(queue)
     assert got.job.payload == "after the stop"
     assert got.job.attempts == 1
+
+
+async def test_a_job_a_given_up_wait_received_counts_as_waiting_here_not_as_running(
+    open_sqs: Opener,
+) -> None:
+    """SQS counts it in flight; a draining worker that took it for a job running elsewhere,
+    due back when its lease ends, stopped and handed it back unrun (seen in the tracing test)."""
+    queue = await provisioned(open_sqs())
+    pusher = open_sqs()
+    waiting = asyncio.create_task(queue.wait_and_reserve("default", timedelta(seconds=5), limit=1))
+    await eventually(lambda: queue._receiver.polling("default"), "the long poll is under way")
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await pusher.push(job := a_job())
+    await eventually(lambda: not queue._receiver.polling("default"), "the given-up poll ended")
+
+    counts = await queue.counts("default")
+
+    assert (counts.waiting, counts.reserved) == (1, 0)
+    [got] = await queue.reserve("default")
+    assert got.job.id == job.id
+
+
+async def test_an_idle_wait_of_one_second_asks_sqs_and_finds_the_waiting_job(
+    open_sqs: Opener,
+) -> None:
+    """A worker's default idle wait is 1 s: it must poll, not come back empty at once (a
+    worker whose reserve had raced its own release spun so, never receiving the job)."""
+    queue = await provisioned(open_sqs())
+    await queue.push(job := a_job())
+
+    got = await queue.wait_and_reserve("default", timedelta(seconds=1), limit=1)
+
+    assert [r.job.id for r in got] == [job.id]
+    await queue.acknowledge(got[0])
+    await queue.push(second := a_job())
+    await queue.wait_for_work(["default"], timedelta(seconds=1))
+    [kept] = await queue.reserve("default", limit=1)
+    assert kept.job.id == second.id, "the wait received it and kept it for the reserve"
 
 
 async def test_every_call_is_counted_so_a_bench_can_price_a_job(open_sqs: Opener) -> None:

@@ -40,6 +40,41 @@ def test_an_endpoint_is_https_unless_told_and_aws_is_used_without_a_host() -> No
     assert opened("sqs:///?region=eu-west-1").settings.endpoint is None
 
 
+def test_https_is_checked_against_botocores_authorities_a_given_file_or_not_at_all() -> None:
+    assert opened("sqs://k:s@sqs.internal:443/").settings.verify is True
+    given = opened("sqs://k:s@sqs.internal:443/?tls_ca=/etc/ssl/corp-ca.pem").settings
+    assert given.verify == "/etc/ssl/corp-ca.pem"
+    assert opened("sqs://k:s@sqs.internal/?insecure_skip_verify=true").settings.verify is False
+
+
+def test_a_check_asked_of_plain_http_is_refused_saying_which_to_drop() -> None:
+    with pytest.raises(ConfigurationError, match="drop `tls=false` to use HTTPS, or drop `tls_ca`"):
+        opened("sqs://k:s@127.0.0.1:5000/?tls=false&tls_ca=/etc/ssl/ca.pem")
+    with pytest.raises(ConfigurationError, match="no certificate to skip checking"):
+        opened("sqs://k:s@127.0.0.1:5000/?tls=false&insecure_skip_verify=true")
+    with pytest.raises(ConfigurationError, match="neither true nor false"):
+        opened("sqs://k:s@127.0.0.1:5000/?insecure_skip_verify=maybe")
+
+
+async def test_doctor_warns_of_plain_http_to_another_machine_and_of_an_unchecked_certificate() -> (
+    None
+):
+    local = opened("sqs://k:s@127.0.0.1:5000/?tls=false")
+    remote = opened("sqs://k:s@sqs.internal:5000/?tls=false")
+    unchecked = opened("sqs://k:s@sqs.internal/?insecure_skip_verify=true")
+    checked = opened("sqs:///?region=eu-west-1")
+
+    assert await local.health_warnings() == []
+    [plain] = await remote.health_warnings()
+    assert "not encrypted" in plain
+    assert "drop `tls=false`" in plain
+    [skipped] = await unchecked.health_warnings()
+    assert "insecure_skip_verify=true" in skipped
+    assert await checked.health_warnings() == []
+    for queue in (local, remote, unchecked, checked):
+        await queue.aclose()
+
+
 def test_visibility_and_wait_are_configurable_within_what_sqs_takes() -> None:
     queue = opened("sqs:///?lease=30s&wait=5s")
     assert queue.lease.total_seconds() == 30

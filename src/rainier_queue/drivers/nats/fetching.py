@@ -9,7 +9,8 @@ looking fresh, when its timer may have nearly run out. So pull requests are
 made here, on one inbox subscription per consumer, and every message is
 stamped with the monotonic time it arrived, in the subscription's callback.
 A message's lease runs from that stamp, which is no earlier than the
-server's delivery; the margin in leases.py covers the time on the wire.
+server's delivery; the ledger's margin (drivers/fencing.py) covers the time
+on the wire.
 
 Two kinds of request, one at a time per consumer and process:
 

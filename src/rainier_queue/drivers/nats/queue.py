@@ -26,7 +26,7 @@ from .delays import DUE, DelayMover
 from .exhausted import ExhaustedMover
 from .failed import FailedStore
 from .fetching import Arrival, Fetcher, NoAnswer
-from .leases import ACK, PROGRESS, TERMINATE, Delivery, Ledger, nak
+from .leases import ACK, PROGRESS, TERMINATE, Delivery, nak, new_ledger
 from .names import Names
 from .pausing import NATSPauses
 from .provisioning import Provisioning
@@ -85,7 +85,7 @@ class NATSQueue(Queue):
         self._failed = FailedStore(self._connection, self.names, self._push_again)
         self._records = NATSRecords(self._connection, self.names, settings)
         """The record store (heartbeats, succeeded records, results), a key-value bucket."""
-        self._ledger = Ledger()
+        self._ledger = new_ledger()
         self.pauses = NATSPauses(self._connection, self.names)
         """The paused queues (`Pausable`), entries of a key-value bucket."""
         self._known: set[str] = set()

@@ -16,6 +16,10 @@ answer was lost; `NotProvisioned` for a queue that does not exist;
 `BrokerRejected` for a refusal (credentials, a bad parameter). The server's
 clock comes back with every answer (its `Date`), and delays carried past
 what SQS holds a message for are measured against it (receiving.py).
+
+HTTPS is checked as on every driver (drivers/tls.py): a certificate that
+fails its check, or an endpoint that answers HTTPS in plain HTTP, is
+`TLSVerificationError`, a setting to fix, never an outage to wait out.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import ssl
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -32,7 +37,14 @@ import botocore.exceptions as bx
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
-from ...errors import BrokerRejected, BrokerUnavailable, NotProvisioned, OutcomeUnknown
+from ...errors import (
+    BrokerRejected,
+    BrokerUnavailable,
+    NotProvisioned,
+    OutcomeUnknown,
+    TLSVerificationError,
+)
+from .. import tls
 from .settings import SQSSettings
 
 log = logging.getLogger("rainier_queue.sqs")
@@ -53,6 +65,38 @@ POOL = 50
 """HTTP connections the client keeps: receives, deletes and sends of a busy worker at once."""
 
 
+TLS_FIX = (
+    "give the authority that signed the endpoint's certificate with `tls_ca=/path/ca.pem`, "
+    "dial the endpoint by a name its certificate holds, or, knowing the risk, set "
+    f"{tls.INSECURE}=true"
+)
+_PLAIN_SIGNS = ("wrong version number", "record layer failure", "packet length too long")
+"""What OpenSSL says when the other side answered a TLS hello in plain text, lower case."""
+
+
+def tls_failure(endpoint: str, exc: BaseException) -> TLSVerificationError | None:
+    """The error for a failed TLS handshake with `endpoint` (`https://host:port`), or None
+    when `exc` is no such failure."""
+    host = endpoint.split("://", 1)[-1]
+    if tls.is_verification_failure(exc):
+        return tls.verification_failed("the SQS endpoint", host, exc, fix=TLS_FIX)
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current).lower()
+        if isinstance(current, ssl.SSLError) and any(s in text for s in _PLAIN_SIGNS):
+            return TLSVerificationError(
+                f"the SQS endpoint at {host} does not speak TLS (HTTPS), which this URL asks "
+                "for (an endpoint in the URL is HTTPS unless `tls=false`), so nothing was sent "
+                "to it: serve HTTPS there, or add `tls=false` to send jobs and signed requests "
+                "in the clear",
+                host=host,
+            )
+        current = current.__cause__ or current.__context__
+    return None
+
+
 class QueueMissing(BrokerRejected):
     """The queue a call named does not exist (the caller, knowing which, says `NotProvisioned`)."""
 
@@ -63,12 +107,27 @@ def code_of(exc: bx.ClientError) -> str:
 
 
 @contextlib.contextmanager
-def translated(what: str, *, write: bool = False) -> Any:
+def translated(what: str, *, write: bool = False, endpoint: str | None = None) -> Any:
     """Turn botocore's exceptions into this library's, naming what was being done.
 
     `write`: the call stores something (a send), so an answer lost after the
-    request went out is `OutcomeUnknown`, not a plain outage.
+    request went out is `OutcomeUnknown`, not a plain outage. `endpoint`: an
+    HTTPS endpoint, whose failed handshake is `TLSVerificationError`.
     """
+    try:
+        yield
+    except Exception as exc:
+        # Only a connection's failure is looked at: a refusal's text is the server's.
+        refused = isinstance(exc, bx.ClientError)
+        failure = tls_failure(endpoint, exc) if endpoint is not None and not refused else None
+        if failure is not None:
+            raise failure from exc
+        with _translating(what, write=write):
+            raise
+
+
+@contextlib.contextmanager
+def _translating(what: str, *, write: bool) -> Any:
     try:
         yield
     except bx.ClientError as exc:
@@ -152,16 +211,18 @@ class SQSConnection:
             read_timeout=timeout + s.wait.total_seconds(),
             max_pool_connections=POOL,
         )
-        args: dict[str, Any] = {"region_name": s.region, "config": config}
+        args: dict[str, Any] = {"region_name": s.region, "config": config, "verify": s.verify}
         if s.endpoint is not None:
             args["endpoint_url"] = s.endpoint
+        if s.insecure_skip_verify:
+            tls.warn_unverified(f"SQS at {s.endpoint or 'AWS'}")
         if s.key is not None:
             args["aws_access_key_id"] = s.key
             args["aws_secret_access_key"] = s.secret
             if s.session_token is not None:
                 args["aws_session_token"] = s.session_token
         context = get_session().create_client("sqs", **args)
-        with translated("connect"):
+        with translated("connect", endpoint=self._https):
             client = await context.__aenter__()
         self._context = context
         return client
@@ -170,8 +231,32 @@ class SQSConnection:
         """`operation` (`send_message`, ...) with `args`, counted and translated."""
         client = await self.client()
         self.calls[operation] += 1
-        with translated(what, write=write):
+        with translated(what, write=write, endpoint=self._https):
             return await getattr(client, operation)(**args)
+
+    @property
+    def _https(self) -> str | None:
+        endpoint = self.settings.endpoint
+        if endpoint is None:
+            return f"https://sqs.{self.settings.region}.amazonaws.com"
+        return endpoint if endpoint.startswith("https://") else None
+
+    def transport_warnings(self) -> list[str]:
+        """What `doctor` says of how jobs travel to the endpoint."""
+        s = self.settings
+        if s.endpoint is None:
+            where, remote = f"SQS in {s.region}", True
+        else:
+            where = f"SQS at {s.endpoint}"
+            remote = tls.is_remote(s.endpoint.split("://", 1)[1].rsplit(":", 1)[0])
+        return tls.transport_warnings(
+            where,
+            encrypted=s.endpoint is None or s.endpoint.startswith("https://"),
+            verified=not s.insecure_skip_verify,
+            remote=remote,
+            fix="drop `tls=false` and `insecure_skip_verify` to use HTTPS checked against "
+            "the endpoint's authority (`tls_ca=/path/ca.pem` for one of your own)",
+        )
 
     async def aclose(self) -> None:
         context, self._context, self._client = self._context, None, None
@@ -181,6 +266,7 @@ class SQSConnection:
 
 
 __all__ = [
+    "TLS_FIX",
     "QueueMissing",
     "SQSConnection",
     "code_of",

@@ -1,29 +1,23 @@
 # SPDX-License-Identifier: MIT
-"""The driver's own fencing: nothing is sent for a delivery whose lease may have run out.
+"""SQS's side of the driver's fencing: its 12 hours, whole seconds, and lapsed leases handed back.
 
 SQS does not fence. A delete with an older receipt handle "will still
 succeed, but the message might not be deleted", and moto accepts any handle
 it ever issued, deleting or hiding the message under whichever worker holds
-it now. So each delivery is fenced here, in the process that holds it:
+it now. So every delivery is held in the toolkit's ledger (drivers/fencing.py,
+which says what it guarantees), and a delete, a visibility change or a
+failed record is sent only before its deadline. What SQS adds is here:
 
-- its deadline is the moment its receive was *sent* plus the lease, less a
-  margin (a tenth of the lease, at most 5 s): SQS starts the visibility
-  timeout after that moment, so the deadline is always before SQS's end;
-- a delete, a visibility change or a failed record is sent only before the
-  deadline; after it the settle is `LeaseLost`, and SQS, which by then may
-  have handed the job to another worker, hears nothing;
-- a renewal moves the deadline to the moment it was sent plus the lease,
-  less the margin, once SQS has confirmed it; SQS holds a message at most
-  12 hours from its receipt, and a renewal past that is `LeaseLost` too.
-
-The guarantee: a worker that overran its lease never deletes, hides or
-hands back the message another worker holds. The job itself may have run
-twice, so jobs must tolerate a rerun, as on every driver.
-
-SQS counts a visibility timeout in whole seconds; a lease of 300 ms is held
-for 1 s. A delivery this process let lapse, whose SQS timeout has not ended
-yet, is made visible again by the next reserve here (`returnable`), so a
-lapsed lease comes back when the lease says, not a second later.
+- a delivery's lease runs from the moment its receive was *sent*: SQS starts
+  the visibility timeout after that, so the deadline is always before SQS's
+  end;
+- SQS holds a message at most 12 hours from its receipt, and a renewal past
+  that is `LeaseLost` (`check_renewable`);
+- SQS counts a visibility timeout in whole seconds; a lease of 300 ms is
+  held for 1 s. A delivery this process let lapse, whose SQS timeout has not
+  ended yet, is made visible again by the next reserve here (`returnable`),
+  so a lapsed lease comes back when the lease says, not a second later. So a
+  lapsed delivery stays in the ledger until then (`keep_lapsed`).
 """
 
 from __future__ import annotations
@@ -34,16 +28,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ...errors import LeaseLost
+from ..fencing import Ledger, margin
 from .settings import MAX_VISIBILITY
 
-MOST_MARGIN = 5.0
 SAFETY = 0.2
 """Seconds before SQS's own timeout ends after which a lapsed delivery is left to it: a
 visibility change arriving later could reach the message under the next worker."""
-
-
-def margin(lease: timedelta) -> float:
-    return min(lease.total_seconds() / 10, MOST_MARGIN)
 
 
 def visibility(lease: timedelta) -> int:
@@ -70,34 +60,16 @@ class Delivery:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-class Ledger:
-    """The deliveries this process holds, by reservation token, each with its deadline."""
+class SQSLedger(Ledger[Delivery]):
+    """The toolkit's ledger, with SQS's cap on renewals and its lapsed deliveries handed back."""
 
     def __init__(self) -> None:
-        self._held: dict[str, Delivery] = {}
+        super().__init__("SQS", keep_lapsed=True)
 
-    def hold(self, token: str, delivery: Delivery, lease: timedelta) -> float:
-        """Record `delivery` under `token`; its deadline (monotonic) is returned."""
-        delivery.lease = lease.total_seconds()
-        delivery.deadline = delivery.sent + delivery.lease - margin(lease)
-        delivery.hidden_until = delivery.sent + visibility(lease)
-        self._held[token] = delivery
-        return delivery.deadline
-
-    def current(self, token: str, job_id: str) -> Delivery:
-        """The delivery `token` holds, if its lease has not run out; else `LeaseLost`."""
-        delivery = self._held.get(token)
-        if delivery is None:
-            raise LeaseLost(
-                f"job {job_id} is no longer reserved by this worker (it was settled already, "
-                "or was not reserved from this queue)"
-            )
-        if time.monotonic() >= delivery.deadline:
-            raise LeaseLost(
-                f"job {job_id}: its lease ran out (less its margin), so another worker may "
-                "hold it now; nothing was sent to SQS for this delivery"
-            )
-        return delivery
+    def hold(self, token: str, delivery: Delivery, started: float, lease: timedelta) -> float:
+        """Hold `delivery`, its lease counted from `started`: when its receive was sent."""
+        delivery.hidden_until = started + visibility(lease)
+        return super().hold(token, delivery, started, lease)
 
     def check_renewable(self, token: str, job_id: str) -> Delivery:
         """`current`, and `LeaseLost` when a renewal would hold it past SQS's 12 hours."""
@@ -111,19 +83,12 @@ class Ledger:
             )
         return delivery
 
-    def renewed(self, token: str, sent: float) -> None:
-        """A renewal sent at `sent` was confirmed: the deadline moves from then."""
-        delivery = self._held.get(token)
+    def renewed(self, token: str, sent: float) -> float | None:
+        """A renewal sent at `sent` was confirmed: the deadline, and SQS's own end, move."""
+        delivery = self.get(token)
         if delivery is not None:
-            lease = timedelta(seconds=delivery.lease)
-            delivery.deadline = sent + delivery.lease - margin(lease)
-            delivery.hidden_until = sent + visibility(lease)
-
-    def done(self, token: str) -> None:
-        self._held.pop(token, None)
-
-    def held(self, queue: str) -> list[Delivery]:
-        return [d for d in self._held.values() if d.queue == queue]
+            delivery.hidden_until = sent + visibility(timedelta(seconds=delivery.lease))
+        return super().renewed(token, sent)
 
     def returnable(self) -> list[Delivery]:
         """Lapsed deliveries SQS still hides: forgotten here, for the caller to make visible.
@@ -132,14 +97,14 @@ class Ledger:
         """
         now = time.monotonic()
         back: list[Delivery] = []
-        for token, delivery in list(self._held.items()):
+        for token, delivery in self.tokens():
             lease_end = delivery.deadline + margin(timedelta(seconds=delivery.lease))
             if now < lease_end:
                 continue
-            del self._held[token]
+            self.done(token)
             if now < delivery.hidden_until - SAFETY:
                 back.append(delivery)
         return back
 
 
-__all__ = ["Delivery", "Ledger", "margin", "visibility"]
+__all__ = ["Delivery", "SQSLedger", "visibility"]

@@ -26,7 +26,7 @@ from ...queue import (
 )
 from .connection import QueueMissing, SQSConnection, code_of, not_provisioned
 from .failed import FailedStore
-from .leases import Delivery, Ledger, visibility
+from .leases import Delivery, SQSLedger, visibility
 from .messages import entry, raw_entry
 from .names import Names
 from .provisioning import Queues
@@ -78,7 +78,7 @@ class SQSQueue(Queue):
         self.names = Names(settings.prefix, fifo=settings.fifo, urls=settings.queue_urls)
         self._connection = SQSConnection(settings)
         self._queues = Queues(self._connection, settings, self.names)
-        self._ledger = Ledger()
+        self._ledger = SQSLedger()
         self._failed = FailedStore(self._connection, self._queues, self._push_again)
         self._receiver = Receiver(
             self._connection, self._queues, self._ledger, self._failed, settings.lease
@@ -390,9 +390,18 @@ class SQSQueue(Queue):
         waiting = int(got.get("ApproximateNumberOfMessages", 0))
         delayed = int(got.get("ApproximateNumberOfMessagesDelayed", 0))
         reserved = int(got.get("ApproximateNumberOfMessagesNotVisible", 0))
+        # Received here by a poll whose wait was given up, kept for the next reserve: SQS
+        # counts them in flight, but they wait, due now (a draining worker that took them
+        # for jobs running elsewhere stopped and handed them back unrun).
+        unstarted = self._receiver.unstarted(queue)
+        moved = min(len(unstarted), reserved)
+        waiting, reserved = waiting + moved, reserved - moved
         next_due = None
-        if reserved:
-            mine = [d.deadline for d in self._ledger.held(queue)]
+        if reserved and self._receiver.polling(queue):
+            next_due = utcnow()  # what SQS counts in flight may be that poll's, on its way
+        elif reserved:
+            kept = {id(d) for d in unstarted}
+            mine = [d.deadline for d in self._ledger.held(queue) if id(d) not in kept]
             left = min(mine) - time.monotonic() if mine else self.lease.total_seconds()
             next_due = utcnow() + timedelta(seconds=left)
         return QueueCounts(waiting=waiting, delayed=delayed, reserved=reserved, next_due=next_due)
@@ -424,17 +433,9 @@ class SQSQueue(Queue):
     # -- doctor (Diagnosable) ---------------------------------------------------------
 
     async def health_warnings(self) -> list[str]:
-        """What `doctor` says of how jobs travel: in the clear to another machine."""
-        endpoint = self.settings.endpoint
-        if endpoint is None or not endpoint.startswith("http://"):
-            return []
-        host = endpoint.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
-        if host in ("127.0.0.1", "localhost", "::1"):
-            return []
-        return [
-            f"SQS at {endpoint} is reached over plain HTTP, so jobs and signed requests travel "
-            "in the clear: drop `tls=false` to use HTTPS"
-        ]
+        """How jobs travel to SQS, for `rainier-queue doctor`: in the clear to another
+        machine, or over HTTPS whose certificate is not checked."""
+        return self._connection.transport_warnings()
 
     # -- closing ------------------------------------------------------------------------
 

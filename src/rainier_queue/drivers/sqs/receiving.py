@@ -32,7 +32,7 @@ from ...queue import Reservation, new_token
 from .. import malformed as toolkit
 from .connection import SQSConnection, server_time
 from .failed import FailedStore
-from .leases import Delivery, Ledger, visibility
+from .leases import Delivery, SQSLedger, visibility
 from .messages import SYSTEM_ATTRIBUTES, received
 from .provisioning import Queues
 
@@ -49,7 +49,7 @@ class Receiver:
         self,
         connection: SQSConnection,
         queues: Queues,
-        ledger: Ledger,
+        ledger: SQSLedger,
         failed: FailedStore,
         lease: timedelta,
     ) -> None:
@@ -59,7 +59,8 @@ class Receiver:
         self._failed = failed
         self._lease = lease
         self._leftovers: dict[str, list[Reservation]] = {}
-        self._polls: set[asyncio.Task[Any]] = set()
+        self._polls: dict[asyncio.Future[Any], str] = {}
+        """Receives under way whose caller may give up waiting, by queue."""
 
     async def reserve(self, queue: str, limit: int) -> list[Reservation]:
         if limit < 1:
@@ -130,13 +131,23 @@ class Receiver:
     async def _poll_until(
         self, queue: str, url: str, limit: int, timeout: float
     ) -> list[Reservation]:
-        """Long polls, one after another, until one brings jobs or `timeout` seconds pass."""
+        """Long polls, one after another, until one brings jobs or `timeout` seconds pass.
+
+        SQS waits in whole seconds, so each poll waits what is left rounded to one, and the
+        first is made whatever is left (the callers' `timeout` is at least a second). Cut
+        down to the second below, a worker's default wait of exactly 1 s asked SQS nothing
+        and came back at once, empty: a worker whose reserve had raced a release of its own
+        then spun on `counts`, which saw the job waiting, and never received it again.
+        """
         end = time.monotonic() + timeout
-        most = int(self._connection.settings.wait.total_seconds())
+        most = max(1, int(self._connection.settings.wait.total_seconds()))
+        first = True
         while True:
-            seconds = min(int(end - time.monotonic()), most)
-            if seconds < 1:
+            left = end - time.monotonic()
+            if left < 1 and not first:
                 return []
+            first = False
+            seconds = max(1, min(round(left), most))
             got, _ = await self._kept_poll(queue, url, limit, seconds)
             if got:
                 return got
@@ -146,13 +157,27 @@ class Receiver:
     ) -> tuple[list[Reservation], int]:
         """One receive that, if its caller is cancelled, finishes and keeps what it got."""
         poll = asyncio.ensure_future(self._receive(queue, url, limit, seconds))
-        self._polls.add(poll)
-        poll.add_done_callback(self._polls.discard)
+        self._polls[poll] = queue
+        poll.add_done_callback(self._forget_poll)
         try:
             return await asyncio.shield(poll)
         except asyncio.CancelledError:
             poll.add_done_callback(lambda done: self._keep(queue, done))
             raise
+
+    def _forget_poll(self, poll: asyncio.Future[Any]) -> None:
+        self._polls.pop(poll, None)
+
+    def unstarted(self, queue: str) -> list[Delivery]:
+        """Deliveries of `queue` received here and not handed out yet (kept from a poll whose
+        wait was given up): SQS counts them in flight, but they wait for this process's next
+        reserve, so they are due now, not when their lease ends."""
+        return [r.handle for r in self._leftovers.get(queue, []) if isinstance(r.handle, Delivery)]
+
+    def polling(self, queue: str) -> bool:
+        """Whether a receive of `queue` is under way whose caller may have given up on it, so
+        that what SQS counts in flight may be on its way here, to wait for the next reserve."""
+        return queue in self._polls.values()
 
     def _keep(self, queue: str, poll: asyncio.Future[Any]) -> None:
         """What a poll whose wait was given up received: kept for the next reserve."""
@@ -209,7 +234,7 @@ class Receiver:
                 await self._quarantine(queue, delivery, found)
                 continue
             token = new_token()
-            deadline = self._ledger.hold(token, delivery, self._lease)
+            deadline = self._ledger.hold(token, delivery, delivery.sent, self._lease)
             left = deadline - time.monotonic()
             out.append(
                 Reservation(

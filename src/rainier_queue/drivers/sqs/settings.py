@@ -4,9 +4,13 @@
     sqs:///?region=eu-west-1&prefix=app-              AWS, credentials from the ambient chain
     sqs://KEY:SECRET@/?region=eu-west-1&prefix=app-   AWS, credentials in the URL
     sqs://KEY:SECRET@127.0.0.1:5000/?region=us-east-1&tls=false   another endpoint (moto, a proxy)
+    sqs://KEY:SECRET@sqs.internal:443/?tls_ca=/etc/ssl/corp-ca.pem  HTTPS checked against a file
 
 The host, when there is one, is the endpoint (HTTPS unless `tls=false`);
-without one, botocore's regional endpoint is used. Credentials come from
+without one, botocore's regional endpoint is used. HTTPS certificates are
+checked as on every driver (drivers/tls.py): against botocore's authorities,
+or the file `tls_ca` names; `insecure_skip_verify=true` alone turns the
+check off, and says so in the log and in `doctor`. Credentials come from
 the URL's user and password, the `key` and `secret` options (a connection
 table may write them as `${ENV}`), or, given neither, botocore's ambient
 chain (environment, profile, instance role). None of it is ever shown:
@@ -27,6 +31,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from ...errors import ConfigurationError
 from ...queue import DEFAULT_LEASE
 from ...redact import redact_url
+from .. import tls
 from ..options import DriverSettings, Options
 from .names import check_prefix
 
@@ -38,6 +43,8 @@ OPTIONS = frozenset(
         "secret",
         "session_token",
         "tls",
+        "tls_ca",
+        tls.INSECURE,
         "fifo",
         "lease",
         "wait",
@@ -83,6 +90,10 @@ class SQSSettings(DriverSettings):
     queue_urls: Mapping[str, str] = field(default_factory=dict)
     max_message_size: int = DEFAULT_MAX_MESSAGE
     timeout: timedelta = DEFAULT_TIMEOUT
+    tls_ca: str | None = None
+    """The file of authorities an HTTPS endpoint's certificate is checked against (None:
+    botocore's own)."""
+    insecure_skip_verify: bool = False
     key: str | None = field(default=None, repr=False)
     secret: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
@@ -110,8 +121,10 @@ class SQSSettings(DriverSettings):
             )
         host = parts.hostname
         endpoint = None
+        want_tls = True
         if host:
-            scheme = "https" if options.flag("tls", True) else "http"
+            want_tls = options.flag("tls", True)
+            scheme = "https" if want_tls else "http"
             port = f":{parts.port}" if parts.port else ""
             shown = f"[{host}]" if ":" in host else host
             endpoint = f"{scheme}://{shown}{port}"
@@ -119,6 +132,18 @@ class SQSSettings(DriverSettings):
             raise ConfigurationError(
                 "`tls` chooses how to reach an endpoint the URL names (sqs://host:port/); "
                 "AWS's own endpoints are always HTTPS: drop `tls`, or name the endpoint"
+            )
+        authority = options.get("tls_ca") or None
+        if authority is not None and not want_tls:
+            raise ConfigurationError(
+                "tls=false, but `tls_ca` names an authority to check the endpoint's HTTPS "
+                "certificate with: drop `tls=false` to use HTTPS, or drop `tls_ca`"
+            )
+        skip = tls.insecure(options.get(tls.INSECURE), where="the `sqs` driver")
+        if skip and not want_tls:
+            raise ConfigurationError(
+                f"{tls.INSECURE}=true, but this URL reaches its endpoint over plain HTTP "
+                "(tls=false), so there is no certificate to skip checking: drop one of them"
             )
         lease = options.lease(DEFAULT_LEASE)
         if lease > MAX_VISIBILITY:
@@ -146,10 +171,19 @@ class SQSSettings(DriverSettings):
             queue_urls=read_urls(options.get("queue_urls")),
             max_message_size=size,
             timeout=options.positive_duration("timeout", DEFAULT_TIMEOUT),
+            tls_ca=authority,
+            insecure_skip_verify=skip,
             key=key,
             secret=secret,
             session_token=options.get("session_token") or None,
         )
+
+    @property
+    def verify(self) -> str | bool:
+        """botocore's `verify`: the authorities' file, False for no check, True for its own."""
+        if self.insecure_skip_verify:
+            return False
+        return self.tls_ca if self.tls_ca is not None else True
 
     def describe(self) -> str:
         where = self.endpoint or "AWS"
