@@ -113,6 +113,13 @@ class Capabilities:
     Kafka's lock store, this process's memory for `memory://`. False: a worker whose jobs
     declare limits needs `locks` set to a shared database or Redis, and refuses to start
     without it, naming it (docs/flow-control.md)."""
+    ordering_keys: bool = False
+    """Jobs that share an ordering key (`Job.ordering_key()`) run one at a time, in the order
+    they were dispatched, while other keys' jobs run beside them: a job waits while an
+    earlier one of its key is waiting, delayed (a retry's backoff) or running, and goes once
+    that one has succeeded or failed. False: a dispatch of a job with an ordering key is
+    refused with `UnsupportedOperation`, naming the driver and what keeps order instead;
+    never queued unordered (docs/flow-control.md)."""
     records: bool = False
     """Small records with a time to live are kept beside the jobs (`jobstate.RecordStore`):
     worker heartbeats, succeeded records and results. False: workers are not listed and

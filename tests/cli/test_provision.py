@@ -54,8 +54,8 @@ def test_doctor_names_provision_for_a_database_one_migration_behind_and_provisio
     after = refusing("doctor")
 
     behind = (
-        "the tables `rainier_*` are at schema version 2, and this code needs version 5 "
-        "(0003_lease_until, 0004_paused_queues, 0005_records to apply): "
+        "the tables `rainier_*` are at schema version 2, and this code needs version 7 "
+        "(0003_lease_until, 0004_paused_queues, 0005_records, 0007_ordering_keys to apply): "
         "run `rainier-queue provision`"
     )
     assert before.code == 4, before.output
@@ -66,7 +66,8 @@ def test_doctor_names_provision_for_a_database_one_migration_behind_and_provisio
     assert "applied migration 0003_lease_until" in provisioned.stdout
     assert "applied migration 0004_paused_queues" in provisioned.stdout
     assert "applied migration 0005_records" in provisioned.stdout
-    assert "done (schema version 5 of 5)" in provisioned.stdout
+    assert "applied migration 0007_ordering_keys" in provisioned.stdout
+    assert "done (schema version 7 of 7)" in provisioned.stdout
     assert after.code == 0, after.output
     assert "no problems found" in after.stdout
 

@@ -53,6 +53,7 @@ from ...envelope import QueuedJob, encode_headers, encode_payload
 from ...envelope.fields import micros_field
 from ...envelope.reading import Malformed, read_columns
 from ...errors import BrokerError, ConfigurationError, LeaseLost, MalformedEntry
+from ...job import ORDERING_KEY
 from ...jobstate import Found
 from ...queue import (
     DEFAULT_LEASE,
@@ -77,8 +78,9 @@ from .schema import (
     EXPECTED_VERSION,
     MIGRATIONS,
     Tables,
-    applied_version,
+    applied_versions,
     apply_pending,
+    missing,
 )
 from .statements import Statements
 
@@ -122,6 +124,7 @@ class DatabaseQueue(Queue):
         job_lookup=True,
         records=True,
         cancellable=True,
+        ordering_keys=True,
     )
 
     def __init__(
@@ -172,11 +175,19 @@ class DatabaseQueue(Queue):
         return applied
 
     async def schema_status(self) -> tuple[int, int]:
-        """(the version the database has, the version this code expects)."""
+        """(the version the database has, the version this code expects).
+
+        The database's version is the highest it has below the first migration it
+        lacks: one that has 7 but not 6 is at 5, and 6 is what it needs.
+        """
         applied = await self._dialect.run(
-            lambda s: applied_version(s, self._dialect, self._tables), write=False
+            lambda s: applied_versions(s, self._dialect, self._tables), write=False
         )
-        return applied, EXPECTED_VERSION
+        gaps = missing(applied)
+        if not gaps:
+            return max(applied, default=0), EXPECTED_VERSION
+        below = [v for v in applied if v < gaps[0].version]
+        return max(below, default=0), EXPECTED_VERSION
 
     async def provision(self, queues: Sequence[str] = ()) -> list[str]:
         """`Provisionable`: apply pending migrations. A queue is a column value, so the
@@ -277,7 +288,7 @@ class DatabaseQueue(Queue):
 
         async def work(s: Session) -> Pass:
             now = await self._dialect.now(s)
-            rows = await s.fetchall(self._sql.select_due, (queue, now, now, limit))
+            rows = await s.fetchall(self._sql.select_due, (queue, now, now, now, limit))
             until = now + self._lease_us
             lease_until = from_micros(until)
             claims: list[tuple[object, ...]] = []
@@ -633,6 +644,7 @@ def row_for(job: QueuedJob) -> tuple[object, ...]:
         available,
         to_micros(job.created_at),
         job.unique_key,
+        job.headers.get(ORDERING_KEY),
         available,
     )
 

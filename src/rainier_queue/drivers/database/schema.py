@@ -176,6 +176,8 @@ _OLD_CLAIMS_REFUSED = (
 # twice the disk. Applies to pages written from then on.
 _FILLFACTOR = "ALTER TABLE {jobs} SET (fillfactor = 50)"
 
+_ORDERING_INDEX = "CREATE INDEX {prefix}jobs_ordering ON {jobs} (ordering_key, seq)"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -258,6 +260,27 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX {prefix}records_expiry ON {records} (expires_at)",
         ),
     ),
+    # Version 6 is `0006_batches`, on its own branch; the gap is allowed (`apply_pending`
+    # applies every version the database lacks, not only those past its highest).
+    Migration(
+        version=7,
+        name="0007_ordering_keys",
+        statements=(
+            # Nullable with no default: no rewrite of the table. The failed table keeps
+            # the key too, so a retried job joins the end of its key's line.
+            "ALTER TABLE {jobs} ADD COLUMN ordering_key {key}",
+            "ALTER TABLE {failed} ADD COLUMN ordering_key {key}",
+        ),
+        only={
+            # The claim asks, of a row with a key, whether an earlier row of that key
+            # (or a leased one) is still there: one probe of (ordering_key, seq). Rows
+            # without a key are left out of the index where the database can, so a push
+            # of one writes no entry for it.
+            "postgres": (_ORDERING_INDEX + " WHERE ordering_key IS NOT NULL",),
+            "sqlite": (_ORDERING_INDEX + " WHERE ordering_key IS NOT NULL",),
+            "mysql": (_ORDERING_INDEX,),
+        },
+    ),
 )
 
 EXPECTED_VERSION = MIGRATIONS[-1].version
@@ -271,11 +294,26 @@ async def applied_version(session: Session, dialect: Dialect, tables: Tables) ->
     return int(rows[0][0] or 0) if rows else 0
 
 
+async def applied_versions(session: Session, dialect: Dialect, tables: Tables) -> set[int]:
+    """Every migration the database has; empty when it has none (not even the table)."""
+    if not await session.fetchall(dialect.sql(dialect.table_exists_sql), (tables.version,)):
+        return set()
+    return {int(row[0]) for row in await session.fetchall(f"SELECT version FROM {tables.version}")}
+
+
+def missing(applied: set[int]) -> list[Migration]:
+    """The migrations not in `applied`, in order: a number below the highest applied can be
+    missing (one shipped on another branch after a later one was applied), and is applied."""
+    return [m for m in MIGRATIONS if m.version not in applied]
+
+
 async def apply_pending(session: Session, dialect: Dialect, tables: Tables) -> list[str]:
     """Apply every migration the database lacks, in order; the names of those applied.
 
     Run inside one transaction, so a failure applies nothing and two
-    processes migrating at once apply each step once.
+    processes migrating at once apply each step once. Versions may have gaps
+    (they are numbered across branches); each missing one is applied, even
+    below the highest the database has.
     """
     await dialect.lock_for_migration(session)
     await session.execute(
@@ -283,14 +321,12 @@ async def apply_pending(session: Session, dialect: Dialect, tables: Tables) -> l
         f"PRIMARY KEY, name {dialect.types['key']} NOT NULL, "
         f"applied_at {dialect.types['bigint']} NOT NULL)"
     )
-    current = await applied_version(session, dialect, tables)
+    current = await applied_versions(session, dialect, tables)
     record = dialect.sql(
         f"INSERT INTO {tables.version} (version, name, applied_at) VALUES (?, ?, ?)"
     )
     applied: list[str] = []
-    for migration in MIGRATIONS:
-        if migration.version <= current:
-            continue
+    for migration in missing(current):
         for statement in migration.render(tables, dialect):
             await session.execute(statement)
         await session.execute(
@@ -308,6 +344,8 @@ __all__ = [
     "Tables",
     "apply_pending",
     "applied_version",
+    "applied_versions",
+    "missing",
     "check_prefix",
     "check_schema",
 ]

@@ -7,8 +7,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from typing_extensions import override
 
@@ -24,6 +25,7 @@ from ...queue import (
     Reservation,
     new_token,
 )
+from ..unordered import refuse_ordering_keys
 from .connection import QueueMissing, SQSConnection, code_of, not_provisioned
 from .failed import FailedStore
 from .leases import Delivery, Ledger, visibility
@@ -45,6 +47,13 @@ PURGE_FIX = (
     "SQS allows one PurgeQueue per queue every 60 seconds: wait a minute and clear again, or "
     "let the workers run the jobs"
 )
+
+
+UNORDERED = (
+    "a standard SQS queue delivers its messages in no set order, to any worker; a FIFO queue "
+    "(`fifo=true` in the URL) keeps each ordering key's jobs in order, as one message group"
+)
+"""Why standard SQS cannot keep an ordering key's order (`Capabilities.ordering_keys`)."""
 
 
 class SQSQueue(Queue):
@@ -72,6 +81,12 @@ class SQSQueue(Queue):
         """`sqs://[key:secret@][host:port]/?region=...&prefix=...&fifo=...&lease=...`."""
         settings, _ = SQSSettings.read(url, options, who="the `sqs` driver")
         return cls(settings)
+
+    def __new__(cls, settings: SQSSettings) -> Self:
+        """An `SQSFifoQueue` when `settings` say FIFO: its capabilities differ."""
+        if settings.fifo and not issubclass(cls, SQSFifoQueue):
+            return cast(Self, object.__new__(SQSFifoQueue))
+        return object.__new__(cls)
 
     def __init__(self, settings: SQSSettings) -> None:
         self.settings = settings
@@ -129,6 +144,8 @@ class SQSQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
+        if not self.names.fifo:
+            refuse_ordering_keys(self.describe(), UNORDERED, (job,))
         await self._send(job)
         return job.id
 
@@ -158,6 +175,8 @@ class SQSQueue(Queue):
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """`SendMessageBatch`, ten a call (fewer when large), eight calls on their way at once."""
+        if not self.names.fifo:
+            refuse_ordering_keys(self.describe(), UNORDERED, jobs)
         batches: list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]] = []
         limit = self.settings.max_message_size
         for queue in dict.fromkeys(job.queue for job in jobs):
@@ -451,6 +470,13 @@ class SQSQueue(Queue):
             await self.hand_back_unstarted(left)
         finally:
             await self._connection.aclose()
+
+
+class SQSFifoQueue(SQSQueue):
+    """`fifo=true`: FIFO queues, whose message groups keep each ordering key's jobs in order
+    (a retry with a backoff is sent again, to the back of its group)."""
+
+    capabilities: ClassVar[Capabilities] = replace(SQSQueue.capabilities, ordering_keys=True)
 
 
 __all__ = ["SQSQueue"]

@@ -98,6 +98,7 @@ class PostgresQueue(DatabaseQueue):
         job_lookup=True,
         records=True,
         cancellable=True,
+        ordering_keys=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = PostgresSettings.OPTIONS | QUEUE_OPTIONS

@@ -227,6 +227,7 @@ class SQLiteQueue(DatabaseQueue):
         job_lookup=True,
         records=True,
         cancellable=True,
+        ordering_keys=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = SQLiteSettings.OPTIONS | QUEUE_OPTIONS
