@@ -141,6 +141,11 @@ BACKEND = Backend(
         _produce, bad={"no-value": (None, "no value")}, listed=_listed
     ),  # and a record with a key alone
     lacks={
+        "ordered_retries": (
+            "a log cannot skip one record and come back to it: a retry with a backoff is"
+            " produced again at the end of its partition, behind the later jobs of its key,"
+            " which run before it (docs/flow-control.md)"
+        ),
         "cut": (
             "a Kafka client bootstraps through the URL's address, then connects to the"
             " address the broker advertises, so a relay in the URL never carries the produce"

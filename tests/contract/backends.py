@@ -256,10 +256,11 @@ HOOKS = (
     "tls",
     "lock_store",
     "raw",
+    "ordered_retries",
 )
 """Every hook a contract or fault test may need."""
 
-ABILITIES = ("processes", "lock_store")
+ABILITIES = ("processes", "lock_store", "ordered_retries")
 """The hooks that are no field of `Backend`: had unless `lacks` says otherwise."""
 
 

@@ -63,7 +63,7 @@ class InlineQueue(Queue):
     @override
     async def push(self, job: QueuedJob) -> str:
         refuse_ordering_keys(
-            "the sync driver",
+            self,
             "it runs each job inside its dispatch, so jobs dispatched from several tasks at "
             "once run at once",
             (job,),

@@ -16,18 +16,20 @@ from collections.abc import Iterable
 from ..envelope import QueuedJob
 from ..errors import UnsupportedOperation
 from ..job import ORDERING_KEY
+from ..queue import Queue
 
 ORDERED_DRIVERS = "SQLite, PostgreSQL, MySQL/MariaDB, Kafka, SQS FIFO (`fifo=true`) or memory://"
 """The drivers that keep an ordering key's order, for the refusal's advice."""
 
 
-def refuse_ordering_keys(driver: str, why: str, jobs: Iterable[QueuedJob]) -> None:
+def refuse_ordering_keys(queue: Queue, why: str, jobs: Iterable[QueuedJob]) -> None:
     """`UnsupportedOperation` if one of `jobs` carries an ordering key; `why` says why
-    `driver` (its description) cannot keep the order."""
+    `queue`'s driver cannot keep the order."""
     for job in jobs:
         if job.headers and (key := job.headers.get(ORDERING_KEY)) is not None:
             raise UnsupportedOperation(
-                f"job `{job.name}` {job.id} has the ordering key {key!r}, and {driver} cannot "
+                f"job `{job.name}` {job.id} has the ordering key {key!r}, and the {queue.name} "
+                f"driver ({queue.describe()}) cannot "
                 f"run a key's jobs one at a time in dispatch order: {why}. Nothing was queued. "
                 f"Dispatch it to a connection on {ORDERED_DRIVERS}, or give the job no "
                 "ordering_key()"

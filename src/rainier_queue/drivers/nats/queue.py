@@ -170,7 +170,7 @@ class NATSQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
-        refuse_ordering_keys(self.describe(), UNORDERED, (job,))
+        refuse_ordering_keys(self, UNORDERED, (job,))
         await self._provisioned(job.queue)
         await self._publish(job, msg_id=job.id)
         return job.id
@@ -195,7 +195,7 @@ class NATSQueue(Queue):
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """Publish them side by side and wait for every acknowledgement."""
-        refuse_ordering_keys(self.describe(), UNORDERED, jobs)
+        refuse_ordering_keys(self, UNORDERED, jobs)
         for queue in {job.queue for job in jobs}:
             await self._provisioned(queue)
         await asyncio.gather(*(self._publish(job, msg_id=job.id) for job in jobs))

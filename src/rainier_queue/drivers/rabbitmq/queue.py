@@ -214,14 +214,14 @@ class RabbitMQQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
-        refuse_ordering_keys(self.describe(), UNORDERED, (job,))
+        refuse_ordering_keys(self, UNORDERED, (job,))
         await self._publish(job)
         return job.id
 
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """Every publish sent before any confirm is awaited: one round trip for the batch."""
-        refuse_ordering_keys(self.describe(), UNORDERED, jobs)
+        refuse_ordering_keys(self, UNORDERED, jobs)
         results = await asyncio.gather(
             *(self._publish(job) for job in jobs), return_exceptions=True
         )

@@ -229,7 +229,7 @@ class RedisQueue(Queue):
         nothing, as a stale wake-up token does. Delayed, it is `push_many`'s
         script, which reads the server's clock.
         """
-        refuse_ordering_keys(self.describe(), UNORDERED, (job,))
+        refuse_ordering_keys(self, UNORDERED, (job,))
         if self.cluster:
             await self.push_many([job])
             return job.id
@@ -253,7 +253,7 @@ class RedisQueue(Queue):
         """One script per queue (each one slot); off-cluster the wake-up rides along."""
         if not jobs:
             return []
-        refuse_ordering_keys(self.describe(), UNORDERED, jobs)
+        refuse_ordering_keys(self, UNORDERED, jobs)
         await self._calls.ready()
         now = utcnow()
         by_queue: dict[str, list[Any]] = defaultdict(list)

@@ -145,7 +145,7 @@ class SQSQueue(Queue):
     @override
     async def push(self, job: QueuedJob) -> str:
         if not self.names.fifo:
-            refuse_ordering_keys(self.describe(), UNORDERED, (job,))
+            refuse_ordering_keys(self, UNORDERED, (job,))
         await self._send(job)
         return job.id
 
@@ -176,7 +176,7 @@ class SQSQueue(Queue):
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """`SendMessageBatch`, ten a call (fewer when large), eight calls on their way at once."""
         if not self.names.fifo:
-            refuse_ordering_keys(self.describe(), UNORDERED, jobs)
+            refuse_ordering_keys(self, UNORDERED, jobs)
         batches: list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]] = []
         limit = self.settings.max_message_size
         for queue in dict.fromkeys(job.queue for job in jobs):
@@ -252,9 +252,12 @@ class SQSQueue(Queue):
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:
-        delivery = self._current(reservation)
-        await self._delete(delivery, f"acknowledge job {reservation.job.id}")
-        self._ledger.done(reservation.token)
+        try:
+            delivery = self._current(reservation)
+            await self._delete(delivery, f"acknowledge job {reservation.job.id}")
+            self._ledger.done(reservation.token)
+        finally:
+            self._receiver.gate.settled(reservation)
 
     async def _delete(self, delivery: Delivery, what: str) -> None:
         await self._connection.call(
@@ -264,6 +267,8 @@ class SQSQueue(Queue):
     @override
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
         """`DeleteMessageBatch`, ten a call, the calls side by side; a stale one is `LeaseLost`."""
+        for reservation in reservations:
+            self._receiver.gate.settled(reservation)
         results: list[Exception | None] = [None] * len(reservations)
         by_url: dict[str, list[tuple[int, Delivery]]] = {}
         for i, reservation in enumerate(reservations):
@@ -321,7 +326,18 @@ class SQSQueue(Queue):
     ) -> None:
         """Due now and counted: the message is made visible again (one call). Otherwise it is
         sent again (with its delay, or with the attempt given back) and then deleted, so that
-        `size` counts it as waiting or delayed, which a hidden message would not be."""
+        `size` counts it as waiting or delayed, which a hidden message would not be.
+
+        Either way a job with an ordering key goes behind the jobs of its key this worker
+        received after it, which go first (its group's order on SQS is the sending order)."""
+        try:
+            await self._release(reservation, delay, count_attempt=count_attempt)
+        finally:
+            self._receiver.gate.settled(reservation)
+
+    async def _release(
+        self, reservation: Reservation, delay: timedelta, *, count_attempt: bool
+    ) -> None:
         delivery = self._current(reservation)
         job = reservation.job
         if delay <= timedelta(0) and count_attempt:
@@ -364,11 +380,14 @@ class SQSQueue(Queue):
     @override
     async def fail(self, reservation: Reservation, error: str) -> None:
         """The record goes to the failed queue first, then the message is deleted."""
-        delivery = self._current(reservation)
-        await self._failed.record(reservation.job, error)
-        self._current(reservation)
-        await self._delete(delivery, f"remove failed job {reservation.job.id}")
-        self._ledger.done(reservation.token)
+        try:
+            delivery = self._current(reservation)
+            await self._failed.record(reservation.job, error)
+            self._current(reservation)
+            await self._delete(delivery, f"remove failed job {reservation.job.id}")
+            self._ledger.done(reservation.token)
+        finally:
+            self._receiver.gate.settled(reservation)
 
     # -- the failed store (FailedJobStore) ----------------------------------------------
 
