@@ -305,6 +305,15 @@ class MemoryQueue(Queue):
                 self._leave_line(job)
             return len(lane.ready) + len(lane.delayed)
 
+    # -- OrderingLookup: the head of a job's line holds it back --
+
+    async def ahead_of(self, job_id: str) -> str | None:
+        with self._lock:
+            for line in self._lines.values():
+                if job_id in line:
+                    return None if line[0] == job_id else line[0]
+        return None
+
     # -- JobRemover: cancelling a waiting job takes it out of its lane --
 
     async def remove_job(self, job_id: str) -> QueuedJob | None:

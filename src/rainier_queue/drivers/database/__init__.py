@@ -563,6 +563,10 @@ class DatabaseQueue(Queue):
         """The job's row, or its newest failed record; None if neither."""
         return await self._records.find_job(job_id)
 
+    async def ahead_of(self, job_id: str) -> str | None:
+        """`OrderingLookup`: the job that holds `job_id` back on its ordering key, if any."""
+        return await self._records.ahead_of(job_id)
+
     async def remove_job(self, job_id: str) -> QueuedJob | None:
         """`JobRemover`: delete the job's row unless a worker holds it."""
         return await self._records.remove_job(job_id)
