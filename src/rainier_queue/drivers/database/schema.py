@@ -177,6 +177,11 @@ _OLD_CLAIMS_REFUSED = (
 _FILLFACTOR = "ALTER TABLE {jobs} SET (fillfactor = 50)"
 
 _ORDERING_INDEX = "CREATE INDEX {prefix}jobs_ordering ON {jobs} (ordering_key, seq)"
+_KEYED_ONLY = (
+    _ORDERING_INDEX + " WHERE ordering_key IS NOT NULL",
+    "CREATE INDEX {prefix}jobs_ordering_held ON {jobs} (ordering_key) "
+    "WHERE ordering_key IS NOT NULL AND reservation_token IS NOT NULL",
+)
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -273,11 +278,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         only={
             # The claim asks, of a row with a key, whether an earlier row of that key
-            # (or a leased one) is still there: one probe of (ordering_key, seq). Rows
-            # without a key are left out of the index where the database can, so a push
-            # of one writes no entry for it.
-            "postgres": (_ORDERING_INDEX + " WHERE ordering_key IS NOT NULL",),
-            "sqlite": (_ORDERING_INDEX + " WHERE ordering_key IS NOT NULL",),
+            # is still there, one probe of (ordering_key, seq), and whether one of its key
+            # holds a lease, a probe of the key's reserved rows. Rows without a key are
+            # left out of both where the database can, so neither a push nor a claim of
+            # one writes an entry (MySQL has no partial index: it probes the first for both).
+            "postgres": _KEYED_ONLY,
+            "sqlite": _KEYED_ONLY,
             "mysql": (_ORDERING_INDEX,),
         },
     ),

@@ -40,19 +40,28 @@ CLAIMABLE_AT = "CASE WHEN lease_until > due_at THEN lease_until ELSE due_at END"
 def in_order(jobs: str, row: str, now: str) -> str:
     """SQL true when the row `row` (an alias of `jobs`) may run now as far as its ordering key
     goes: it has none, or no earlier row of its key is still in the table (waiting, delayed
-    or reserved) and no later one holds a lease at `now`.
+    or reserved) and no row of its key holds a lease at `now`.
 
     An earlier row blocks whatever it is doing, so a retry released with a backoff (its row
     kept, due later) still holds its key; a job that succeeds or fails leaves the table, and
     the next of its key goes. A later row that holds a lease (two producers' pushes that
     committed out of order) blocks too, so a key never has two jobs running; its lease, once
-    lapsed, stops blocking, so the two never wait on each other for ever. A row without a key
-    pays the one `IS NULL`: the test of the key's index is never made for it.
+    lapsed, stops blocking, so the two never wait on each other for ever.
+
+    Each test is one probe of an index that holds keyed rows only (on MySQL, which has no
+    partial index, of the key's rows): the first the range of the key before `row`, the
+    second the key's reserved rows. A row without a key pays the one `IS NULL`. (The
+    `IS NOT NULL`s let PostgreSQL and SQLite use those indexes: they cannot tell on their
+    own that `=` a column of the outer row implies them.)
     """
+    same_key = (
+        f"SELECT 1 FROM {jobs} AS e WHERE e.ordering_key IS NOT NULL "
+        f"AND e.ordering_key = {row}.ordering_key"
+    )
     return (
-        f"({row}.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM {jobs} AS e "
-        f"WHERE e.ordering_key = {row}.ordering_key "
-        f"AND (e.seq < {row}.seq OR e.lease_until > {now})))"
+        f"({row}.ordering_key IS NULL OR (NOT EXISTS ({same_key} AND e.seq < {row}.seq) "
+        f"AND NOT EXISTS ({same_key} AND e.reservation_token IS NOT NULL "
+        f"AND e.lease_until > {now})))"
     )
 
 

@@ -43,7 +43,7 @@ class KeyGate:
             key = headers.get(ORDERING_KEY) if headers else None
             if key is None:
                 out.append(reservation)
-            elif key in self._out:
+            elif self._out.get(key, reservation.job.id) != reservation.job.id:
                 self._waiting.append(reservation)
             else:
                 self._out[key] = reservation.job.id

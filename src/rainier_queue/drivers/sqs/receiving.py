@@ -173,6 +173,8 @@ class Receiver:
             return []
         now = utcnow()
         fresh = [r for r in kept if r.lease_until is not None and r.lease_until > now]
+        for lapsed in (r for r in kept if r not in fresh):
+            self.gate.settled(lapsed)  # given back by the ledger: its key holds nothing here
         out, self._leftovers[queue] = fresh[:limit], fresh[limit:]
         return out
 
