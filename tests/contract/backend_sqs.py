@@ -245,7 +245,6 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
             else {}
         ),
         lacks={
-            **({"ordered_retries": ORDERED_RETRIES} if fifo else {}),
             "backlog": (
                 "moto's ReceiveMessage is not atomic between its request threads (moto/sqs/"
                 "models.py walks `queue.messages` and marks each received without a lock), so"
@@ -267,11 +266,5 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         },
     )
 
-
-ORDERED_RETRIES = (
-    "a retry with a backoff is sent again (a send and a delete: SQS cannot delay a message in"
-    " flight on a FIFO queue and keep its place), so it joins the back of its message group"
-    " and the later jobs of its key run before it (docs/flow-control.md)"
-)
 
 BACKEND = make_backend("sqs", fifo=False)
