@@ -102,3 +102,12 @@ async def test_a_dispatch_with_a_key_to_the_sync_driver_is_refused_and_dispatch_
     with pytest.raises(UnsupportedOperation, match="the sync driver"):
         await manager.dispatch(SyncAccount(account="1"))
     assert await manager.dispatch_now(SyncAccount(account="1"))
+
+
+async def test_the_fake_manager_records_a_job_with_an_ordering_key_and_its_key() -> None:
+    fake = QueueManager.fake()
+
+    await fake.dispatch(SyncAccount(account="9"))
+
+    [envelope] = fake.pushed_envelopes(SyncAccount)
+    assert envelope.headers[ORDERING_KEY] == "account:9"

@@ -40,6 +40,7 @@ class RecordingQueue(Queue):
         shared_between_processes=False,
         failed_store=False,
         pausable=True,
+        ordering_keys=True,  # it runs nothing, so it breaks no order: a keyed job is recorded
     )
 
     def __init__(self, record: list[QueuedJob] | None = None) -> None:
