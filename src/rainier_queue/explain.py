@@ -12,9 +12,9 @@ same machine-readable reason code.
 A waiting job is held against a list of checks (`WAITING_CHECKS`), each of
 which names one thing that keeps a due job from a worker: a rate or
 concurrency limit of its key (read from the store the workers count in, and
-naming who holds the slots), a time, a paused queue, no worker. A future
-check (an ordering key) adds itself to that list and its code to `Reason`;
-nothing else changes.
+naming who holds the slots), an earlier job of its ordering key, a time, a
+paused queue, no worker. A new check adds itself to that list and its code
+to `Reason`; nothing else changes.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any, Literal
 from ._clock import utcnow
 from .durations import human_duration
 from .envelope import format_time
-from .job import LIMIT_KEY
-from .jobstate import JobState, WorkerBeat
+from .job import LIMIT_KEY, ORDERING_KEY
+from .jobstate import JobState, OrderingLookup, WorkerBeat
 from .limits import Limiter, limits_of
 from .locks import Cache
 from .lookup import lookup_of, records_of, status, workers
@@ -38,6 +38,7 @@ from .registry import JobRegistry
 Reason = Literal[
     "rate_limited",
     "concurrency_limited",
+    "ordered_behind",
     "not_due",
     "paused",
     "no_worker",
@@ -195,6 +196,23 @@ async def _over_limit(seen: Seen) -> Cause | None:
     return None
 
 
+async def _ordered_behind(seen: Seen) -> Cause | None:
+    job, queue = seen.state.job, seen.queue
+    if job is None or (key := job.headers.get(ORDERING_KEY)) is None:
+        return None
+    if not isinstance(queue, OrderingLookup):
+        return None
+    ahead = await queue.ahead_of(seen.state.job_id)
+    if ahead is None:
+        return None
+    return Cause(
+        code="ordered_behind",
+        says=f"waiting behind an earlier job with the same ordering key `{key}`: job {ahead}",
+        fix=f"it runs once job {ahead} has succeeded or failed (`rainier-queue explain {ahead}` "
+        "says what holds that one)",
+    )
+
+
 async def _not_due(seen: Seen) -> Cause | None:
     state = seen.state
     if state.status != "delayed" or state.due_at is None:
@@ -246,9 +264,8 @@ async def _no_worker(seen: Seen) -> Cause | None:
     return Cause(code="no_worker", says=says, fix=f"start one: `rainier-queue work --queue {name}`")
 
 
-WAITING_CHECKS: list[Check] = [_over_limit, _not_due, _paused, _no_worker]
-"""What keeps a waiting job from a worker, in the order they are told. Ordering keys,
-once they exist, add their check here."""
+WAITING_CHECKS: list[Check] = [_ordered_behind, _over_limit, _not_due, _paused, _no_worker]
+"""What keeps a waiting job from a worker, in the order they are told."""
 
 
 async def _waiting(seen: Seen) -> Explanation:

@@ -48,6 +48,14 @@ P = ParamSpec("P")
 LIMIT_KEY = "rq-limit-key"
 """The envelope header carrying a limited job's `limit_key()`, set at dispatch."""
 
+ORDERING_KEY = "rq-ordering-key"
+"""The envelope header carrying a job's `ordering_key()`, set at dispatch when it has one:
+what a driver keeps the order of (a column, a line in memory, Kafka's record key)."""
+
+ORDERING_KEY_LENGTH = 128
+"""The most characters an ordering key may have: SQS FIFO's group ids stop there, and a
+database column indexed on every dialect holds it."""
+
 DEFAULT_UNIQUE_FOR = timedelta(hours=1)
 MAX_BACKOFF = JOB_BACKOFF_CAP
 
@@ -181,6 +189,17 @@ class Job:
         """
         return type(self).name
 
+    def ordering_key(self) -> str | None:
+        """Jobs that share this key run one at a time, in the order they were dispatched.
+
+        None (the default): the job keeps no order with any other. Not
+        uniqueness: a second job with the key is queued behind the first, never
+        dropped. Jobs of any class that return the same key share one line.
+        Asked at dispatch, only of a class that overrides it; a driver that
+        cannot keep the order refuses the dispatch (docs/flow-control.md).
+        """
+        return None
+
     # -- wire form -------------------------------------------------------------
 
     def to_payload(self) -> JSONValue:
@@ -284,6 +303,7 @@ def job(
     keep_result: timedelta | None = ...,
     rate_limit: str | None = ...,
     concurrency_limit: int | None = ...,
+    ordering_key: str | None = ...,
 ) -> _Decorator: ...
 @overload
 def job(fn: None = None, **options: Any) -> _Decorator: ...
@@ -305,6 +325,10 @@ def job(fn: None = None, **options: Any) -> _Decorator:
     but reaches a call into C (a sleep, a socket read) only when that call
     returns; until the function returns, its job keeps its worker slot and
     lease, and its retry waits (`Job.timeout`).
+
+    `ordering_key="account_id"` names the parameter whose value is the job's
+    `Job.ordering_key()`: calls with the same value run one at a time, in the
+    order they were dispatched (a None value keeps no order).
     """
     if "name" not in options:
         raise TypeError('@job needs a stable wire name: @job(name="...")')
@@ -318,6 +342,7 @@ def job(fn: None = None, **options: Any) -> _Decorator:
         "keep_result",
         "rate_limit",
         "concurrency_limit",
+        "ordering_key",
     }
     if unknown:
         raise TypeError(f"@job does not take {', '.join(sorted(unknown))}")
@@ -360,6 +385,9 @@ def _build_job_function(fn: JobFn, options: dict[str, Any]) -> JobFunction[Any]:
         if p.default is not p.empty:
             namespace[p.name] = p.default
     backoff_fn = options.pop("backoff", None)
+    ordered_by = options.pop("ordering_key", None)
+    if ordered_by is not None:
+        namespace["ordering_key"] = _ordering_by(fn, ordered_by, [p.name for p in field_params])
     is_async = inspect.iscoroutinefunction(fn)
     names = [p.name for p in field_params]
 
@@ -389,6 +417,22 @@ def _build_job_function(fn: JobFn, options: dict[str, Any]) -> JobFunction[Any]:
     job_class = type(fn.__name__, (Job,), namespace)
     public_sig = signature.replace(parameters=field_params)
     return JobFunction(job_class, public_sig)
+
+
+def _ordering_by(fn: JobFn, parameter: object, names: list[str]) -> Callable[[Job], str | None]:
+    """`Job.ordering_key` for a `@job` function: the value of its parameter `parameter`."""
+    if not isinstance(parameter, str) or parameter not in names:
+        raise TypeError(
+            f"@job function {fn.__qualname__}: ordering_key names the parameter whose value "
+            f"orders the calls, one of {', '.join(names) or '(none: it takes no arguments)'}; "
+            f"got {parameter!r}"
+        )
+
+    def ordering_key(self: Job) -> str | None:
+        value = getattr(self, parameter)
+        return None if value is None else str(value)
+
+    return ordering_key
 
 
 _ASYNC_HANDLERS: weakref.WeakKeyDictionary[type[Job], tuple[object, bool]] = (

@@ -100,6 +100,16 @@ class JobLookup(Protocol):
 
 
 @runtime_checkable
+class OrderingLookup(Protocol):
+    """A driver that can tell which job a waiting job's ordering key holds it behind."""
+
+    async def ahead_of(self, job_id: str) -> str | None:
+        """The id of the job that keeps `job_id` waiting on its ordering key (the earliest
+        still queued, delayed or running before it, or one of the key that runs), or None."""
+        ...
+
+
+@runtime_checkable
 class JobRemover(Protocol):
     """A driver that can take one waiting or delayed job out of its storage by id."""
 
@@ -432,6 +442,7 @@ __all__ = [
     "JobLookup",
     "JobRemover",
     "JobState",
+    "OrderingLookup",
     "Outcome",
     "PastAttempt",
     "RecordStore",

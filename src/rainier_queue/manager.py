@@ -261,7 +261,7 @@ class QueueManager:
         """
         envelope = build_envelope(_require_job(job))
         inline = InlineQueue(self.registry, dependencies or self.dependencies)
-        return await inline.push(envelope)
+        return await inline.run(envelope)
 
     async def release_uniqueness(self, job_or_key: Job | str) -> bool:
         """Give back a unique job's lock, whoever took it, so a new dispatch is accepted again.

@@ -147,6 +147,11 @@ BACKEND = Backend(
             " a crash between them loses the callbacks or a retry queues them twice; refused at"
             " dispatch (Capabilities.batches)"
         ),
+        "ordered_retries": (
+            "a log cannot skip one record and come back to it: a retry with a backoff is"
+            " produced again at the end of its partition, behind the later jobs of its key,"
+            " which run before it (docs/flow-control.md)"
+        ),
         "cut": (
             "a Kafka client bootstraps through the URL's address, then connects to the"
             " address the broker advertises, so a relay in the URL never carries the produce"

@@ -257,10 +257,11 @@ HOOKS = (
     "lock_store",
     "raw",
     "batches",
+    "ordered_retries",
 )
 """Every hook a contract or fault test may need."""
 
-ABILITIES = ("processes", "lock_store", "batches")
+ABILITIES = ("processes", "lock_store", "batches", "ordered_retries")
 """The hooks that are no field of `Backend`: had unless `lacks` says otherwise."""
 
 

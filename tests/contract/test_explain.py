@@ -22,7 +22,8 @@ from rainier_queue import Job, JobContext, JobRegistry, QueueManager, Worker, Wo
 from rainier_queue._clock import utcnow
 from rainier_queue.context import Dependencies
 from rainier_queue.explain import Explanation, explain
-from rainier_queue.jobstate import RecordStore, RunningJob, WorkerBeat, worker_key
+from rainier_queue.job import ORDERING_KEY
+from rainier_queue.jobstate import OrderingLookup, RecordStore, RunningJob, WorkerBeat, worker_key
 from rainier_queue.overview import overview
 from rainier_queue.queue import Pausable, Queue
 
@@ -329,3 +330,32 @@ def _beat(worker_id: str, *, minutes_ago: int, running: str | None = None) -> Wo
         last_beat=then,
         running=jobs,
     )
+
+
+async def test_a_job_behind_an_earlier_one_of_its_ordering_key_names_that_job(
+    queue: Queue,
+) -> None:
+    if not queue.capabilities.ordering_keys:
+        pytest.skip(f"{queue.name} keeps no ordering keys, and refuses a job with one")
+    first = a_job(headers={ORDERING_KEY: "account-1"})
+    second = a_job(headers={ORDERING_KEY: "account-1"})
+    await queue.push(first)
+    await queue.push(second)
+
+    before = await explain(queue, second.id)
+    running = await reserve_one(queue)
+    while_it_runs = await explain(queue, second.id)
+    head = await explain(queue, first.id)
+
+    if not isinstance(queue, OrderingLookup):
+        # Kafka and SQS FIFO keep the order in the broker, and cannot look a job up.
+        assert before.code != "ordered_behind"
+        return
+    assert running.job.id == first.id
+    for answer in (before, while_it_runs):
+        assert answer.code == "ordered_behind"
+        assert "waiting behind an earlier job with the same ordering key" in text(answer)
+        assert first.id in text(answer)
+    assert head.code != "ordered_behind", "the first of its key waits on nothing of its key"
+    await queue.acknowledge(running)
+    assert (await explain(queue, second.id)).code != "ordered_behind"

@@ -22,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from rainier_queue.drivers.database import DatabaseQueue
+from rainier_queue.drivers.database import DatabaseQueue, row_for
 from rainier_queue.drivers.database import schema as schema_module
 from rainier_queue.drivers.database.dialect import Session
 from rainier_queue.drivers.database.mysql import MySQLQueue
 from rainier_queue.drivers.database.postgres import PostgresQueue
 from rainier_queue.drivers.database.sqlite import SQLiteQueue
+from rainier_queue.drivers.database.statements import ENVELOPE
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerError, LeaseLost
 from rainier_queue.queue import Reservation
@@ -107,6 +108,20 @@ async def old_claim(queue: DatabaseQueue, job: QueuedJob, token: str, lease_us: 
     await dialect.run(work)
 
 
+async def old_push(queue: DatabaseQueue, jobs: list[QueuedJob]) -> None:
+    """Push `jobs` as the code before migration 7 did: no ordering_key column written."""
+    dialect, table = queue._dialect, queue._tables.jobs
+    await queue._ensure_schema()
+    sql = dialect.sql(f"INSERT INTO {table} ({ENVELOPE}, due_at) VALUES ({', '.join('?' * 11)})")
+
+    async def work(s: Session) -> None:
+        for job in jobs:
+            row = row_for(job)
+            await s.execute(sql, (*row[:10], row[11]))
+
+    await dialect.run(work)
+
+
 def held(job: QueuedJob, token: str) -> Reservation:
     """The reservation an old worker still holds in memory."""
     return Reservation(job=job, token=token, lease_until=None, lease=timedelta(seconds=90))
@@ -117,7 +132,7 @@ async def write_old_rows(
 ) -> tuple[QueuedJob, QueuedJob, QueuedJob, QueuedJob]:
     waiting, delayed = a_job("waiting"), a_job("delayed", delay=timedelta(hours=1))
     live, lapsed = a_job("live"), a_job("lapsed")
-    await queue.push_many([waiting, delayed, live, lapsed])
+    await old_push(queue, [waiting, delayed, live, lapsed])
     await old_claim(queue, live, "old-live", HOUR_US)
     await old_claim(queue, lapsed, "old-lapsed", -1_000_000)
     return waiting, delayed, live, lapsed
@@ -142,7 +157,7 @@ async def test_rows_written_before_the_lease_column_are_worked_after_it(
     assert set(by_id) == {waiting.id, lapsed.id}
     assert by_id[waiting.id].job.attempts == 1
     assert by_id[lapsed.id].job.attempts == 2  # the old delivery counted, and this one
-    assert await queue.schema_status() == (6, 6)
+    assert await queue.schema_status() == (7, 7)
     # The old worker whose lease lapsed has lost the job; the one still inside
     # its lease keeps it, renews it, and settles it.
     with pytest.raises(LeaseLost):
@@ -165,7 +180,7 @@ async def test_a_job_reserved_before_the_upgrade_comes_back_when_its_old_lease_e
     old = opener()
     await old.migrate()
     job = a_job("short lease")
-    await old.push(job)
+    await old_push(old, [job])
     await old_claim(old, job, "old-short", 1_500_000)
     upgrade()
 
@@ -202,3 +217,21 @@ async def test_a_worker_from_before_the_upgrade_cannot_take_a_job_a_new_worker_h
     await queue.renew(reservation)
     await queue.acknowledge(reservation)
     assert await queue.size("default") == 0
+
+
+async def test_a_migration_numbered_below_one_applied_already_is_applied_all_the_same(
+    opener: Opener,
+) -> None:
+    # Migrations are numbered across branches: 0007_ordering_keys reached some
+    # databases before 0006_batches was merged. That 6 must still be applied.
+    shipped = schema_module.MIGRATIONS
+    schema_module.MIGRATIONS = tuple(m for m in shipped if m.version != 6)
+    try:
+        queue = opener()
+        assert "0007_ordering_keys" in await queue.migrate()
+    finally:
+        schema_module.MIGRATIONS = shipped
+    assert await queue.schema_status() == (5, 7)
+    assert await opener().migrate() == ["0006_batches"]
+    assert await queue.schema_status() == (7, 7)
+    assert await opener().migrate() == []

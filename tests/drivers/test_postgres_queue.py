@@ -511,6 +511,7 @@ async def test_workers_migrating_at_once_apply_each_migration_once(
         "0004_paused_queues",
         "0005_records",
         "0006_batches",
+        "0007_ordering_keys",
     ]
 
 

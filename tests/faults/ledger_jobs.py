@@ -224,7 +224,26 @@ class BatchDone(Job):
         record(ctx, counts.total, event)
 
 
-registry = JobRegistry([Count, Slow, Overrun, Naps, Lingering, Tally, BatchDone])
+class Ordered(Job):
+    """Runs one at a time per ordering key, in dispatch order, across every worker; each run
+    takes a while, so runs of one key would overlap if nothing held them apart
+    (tests/faults/test_ordering.py)."""
+
+    name = "ordered"
+    n: int
+    key: str
+    seconds: float = 0.1
+
+    def ordering_key(self) -> str:
+        return self.key
+
+    def handle(self, ctx: JobContext) -> None:
+        record(ctx, self.n, "start")
+        time.sleep(self.seconds)
+        record(ctx, self.n, "finish")
+
+
+registry = JobRegistry([Count, Slow, Overrun, Naps, Lingering, Tally, BatchDone, Ordered])
 
 limited = JobRegistry([Rated, Paired])
 """The limited jobs, apart: a worker whose registry holds a limited job needs a shared store

@@ -28,6 +28,7 @@ from ..errors import UnsupportedOperation
 from ..queue import Capabilities, Queue, Reservation
 from ..registry import JobRegistry
 from .options import Options
+from .unordered import refuse_ordering_keys
 
 if TYPE_CHECKING:
     from . import DriverContext
@@ -61,6 +62,16 @@ class InlineQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
+        refuse_ordering_keys(
+            self,
+            "it runs each job inside its dispatch, so jobs dispatched from several tasks at "
+            "once run at once",
+            (job,),
+        )
+        return await self.run(job)
+
+    async def run(self, job: QueuedJob) -> str:
+        """Run `job` here and now, once (`QueueManager.dispatch_now`, which keeps no order)."""
         instance = self.registry.build(job)
         ctx = JobContext(
             job_id=job.id,

@@ -9,6 +9,10 @@ a worker in another process sees nothing. It keeps the full lease model
 extends), so code tested against it behaves the same on a real backend.
 Use `sqlite:///jobs.db` for the same convenience with jobs that survive a
 restart.
+
+Jobs that share an ordering key wait in one line per key, across queues: only
+the head of its line may be reserved, and it leaves the line when it is
+acknowledged, failed, cancelled or cleared, so a retry keeps its key's place.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from .._wakeup import Wakeup
 from ..batchstate import BatchProgress, Callback, Member, Outcome
 from ..envelope import QueuedJob
 from ..errors import LeaseLost
+from ..job import ORDERING_KEY
 from ..jobstate import Found
 from ..queue import (
     DEFAULT_LEASE,
@@ -79,6 +84,7 @@ class MemoryQueue(Queue):
         records=True,
         cancellable=True,
         batches=True,
+        ordering_keys=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset({"lease"})
@@ -100,6 +106,8 @@ class MemoryQueue(Queue):
         self._pauses = LocalPauses()
         self._records = MemoryRecords()
         self._batches = LocalBatches(self._lock, self._enqueue, self._wakeup.notify)
+        self._lines: dict[str, deque[str]] = {}
+        """Each ordering key's jobs by id, in dispatch order; the first may run."""
 
     @property
     @override
@@ -112,7 +120,25 @@ class MemoryQueue(Queue):
             lane = self._lanes[queue] = _Lane()
         return lane
 
-    def _enqueue(self, job: QueuedJob, now: datetime) -> None:
+    def _blocked(self, job: QueuedJob) -> bool:
+        """True when an earlier job of `job`'s ordering key is still queued or running."""
+        key = job.headers.get(ORDERING_KEY)
+        return key is not None and self._lines[key][0] != job.id
+
+    def _leave_line(self, job: QueuedJob) -> None:
+        """`job` is done (settled, removed): the next of its ordering key may run."""
+        key = job.headers.get(ORDERING_KEY)
+        if key is None:
+            return
+        line = self._lines.get(key)
+        if line is not None and job.id in line:
+            line.remove(job.id)
+            if not line:
+                del self._lines[key]
+
+    def _enqueue(self, job: QueuedJob, now: datetime, *, new: bool = True) -> None:
+        if new and (key := job.headers.get(ORDERING_KEY)) is not None:
+            self._lines.setdefault(key, deque()).append(job.id)
         lane = self._lane(job.queue)
         if job.available_at <= now:
             lane.ready.append(job)
@@ -148,8 +174,14 @@ class MemoryQueue(Queue):
             # that is not due never blocks the ones behind it.
             while lane.delayed and lane.delayed[0][0] <= now:
                 lane.ready.append(heapq.heappop(lane.delayed)[2])
+            passed: list[QueuedJob] = []  # behind an earlier job of their ordering key
             while lane.ready and len(out) < limit:
-                out.append(self._hold(lane.ready.popleft(), now))
+                job = lane.ready.popleft()
+                if self._blocked(job):
+                    passed.append(job)
+                else:
+                    out.append(self._hold(job, now))
+            lane.ready.extendleft(reversed(passed))
         return out
 
     def _hold(self, waiting: QueuedJob, now: datetime) -> Reservation:
@@ -183,7 +215,7 @@ class MemoryQueue(Queue):
                 lane = self._lanes.get(name)
                 if lane is None:
                     continue
-                if lane.ready:
+                if any(not self._blocked(job) for job in lane.ready):
                     return
                 if lane.delayed:
                     due = lane.delayed[0][0]
@@ -197,8 +229,11 @@ class MemoryQueue(Queue):
     @override
     async def acknowledge(self, reservation: Reservation) -> None:
         with self._lock:
-            self._take(reservation)
+            held = self._take(reservation)
             del self._held[reservation.job.id]
+            self._leave_line(held.job)
+        if held.job.headers.get(ORDERING_KEY) is not None:
+            self._wakeup.notify()  # the next job of its key may run now
 
     @override
     async def release(
@@ -213,7 +248,8 @@ class MemoryQueue(Queue):
             held = self._take(reservation)
             del self._held[reservation.job.id]
             attempts = held.job.attempts if count_attempt else max(0, held.job.attempts - 1)
-            self._enqueue(held.job.with_changes(attempts=attempts, available_at=now + delay), now)
+            retry = held.job.with_changes(attempts=attempts, available_at=now + delay)
+            self._enqueue(retry, now, new=False)  # keeps its place in its key's line
         self._wakeup.notify()
 
     @override
@@ -227,7 +263,10 @@ class MemoryQueue(Queue):
         with self._lock:
             held = self._take(reservation)
             del self._held[reservation.job.id]
+            self._leave_line(held.job)
             self._failed.append(FailedJob(job=held.job, error=error, failed_at=utcnow()))
+        if held.job.headers.get(ORDERING_KEY) is not None:
+            self._wakeup.notify()
 
     @override
     async def size(self, queue: str) -> int:
@@ -264,7 +303,20 @@ class MemoryQueue(Queue):
     async def clear(self, queue: str) -> int:
         with self._lock:
             lane = self._lanes.pop(queue, None)
-            return 0 if lane is None else len(lane.ready) + len(lane.delayed)
+            if lane is None:
+                return 0
+            for job in [*lane.ready, *(job for _, _, job in lane.delayed)]:
+                self._leave_line(job)
+            return len(lane.ready) + len(lane.delayed)
+
+    # -- OrderingLookup: the head of a job's line holds it back --
+
+    async def ahead_of(self, job_id: str) -> str | None:
+        with self._lock:
+            for line in self._lines.values():
+                if job_id in line:
+                    return None if line[0] == job_id else line[0]
+        return None
 
     # -- JobRemover: cancelling a waiting job takes it out of its lane --
 
@@ -274,11 +326,13 @@ class MemoryQueue(Queue):
                 for job in lane.ready:
                     if job.id == job_id:
                         lane.ready.remove(job)
+                        self._leave_line(job)
                         return job
                 for i, (_, _, job) in enumerate(lane.delayed):
                     if job.id == job_id:
                         del lane.delayed[i]
                         heapq.heapify(lane.delayed)
+                        self._leave_line(job)
                         return job
         return None
 

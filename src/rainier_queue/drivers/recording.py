@@ -44,6 +44,7 @@ class RecordingQueue(Queue):
         failed_store=False,
         pausable=True,
         batches=True,
+        ordering_keys=True,  # it runs nothing, so it breaks no order: a keyed job is recorded
     )
 
     def __init__(self, record: list[QueuedJob] | None = None) -> None:

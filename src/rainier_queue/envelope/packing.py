@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import cast
 
 from .._clock import utcnow
-from ..job import LIMIT_KEY, Job
+from ..job import LIMIT_KEY, ORDERING_KEY, ORDERING_KEY_LENGTH, Job
 from .model import QueuedJob, new_job_ids
 
 MAX_QUEUE_NAME = 191
@@ -102,6 +102,8 @@ def build_envelopes(items: Sequence[tuple[Job, DispatchOptions]]) -> list[Queued
             headers = _checked_headers(options.headers)
         if cls.rate_limit is not None or cls.concurrency_limit is not None:
             headers = _with_limit_key(job, headers)
+        if cls.ordering_key is not Job.ordering_key:
+            headers = _with_ordering_key(job, headers)
         envelopes.append(
             QueuedJob.fresh(
                 job_id,
@@ -125,6 +127,24 @@ def _with_limit_key(job: Job, headers: dict[str, str]) -> dict[str, str]:
     if not isinstance(key, str):
         raise TypeError(f"{type(job).__qualname__}.limit_key() returns a string or None")
     return {**headers, LIMIT_KEY: key}
+
+
+def _with_ordering_key(job: Job, headers: dict[str, str]) -> dict[str, str]:
+    """`headers` and the job's ordering key, which the driver keeps the order of."""
+    key: object = job.ordering_key()
+    if key is None:
+        return headers
+    if not isinstance(key, str) or not key:
+        raise TypeError(
+            f"{type(job).__qualname__}.ordering_key() returns a non-empty string or None"
+        )
+    if len(key) > ORDERING_KEY_LENGTH:
+        raise ValueError(
+            f"{type(job).__qualname__}.ordering_key() gave {len(key)} characters, over the "
+            f"limit of {ORDERING_KEY_LENGTH}: return a shorter key (an id, or a hash of a "
+            "long one)"
+        )
+    return {**headers, ORDERING_KEY: key}
 
 
 def _available_at(options: DispatchOptions, now: datetime) -> datetime:

@@ -54,6 +54,7 @@ from ...envelope import QueuedJob, encode_headers, encode_payload
 from ...envelope.fields import micros_field
 from ...envelope.reading import Malformed, read_columns
 from ...errors import BrokerError, ConfigurationError, LeaseLost, MalformedEntry
+from ...job import ORDERING_KEY
 from ...jobstate import Found
 from ...queue import (
     DEFAULT_LEASE,
@@ -79,8 +80,9 @@ from .schema import (
     EXPECTED_VERSION,
     MIGRATIONS,
     Tables,
-    applied_version,
+    applied_versions,
     apply_pending,
+    missing,
 )
 from .statements import Statements
 
@@ -125,6 +127,7 @@ class DatabaseQueue(Queue):
         records=True,
         cancellable=True,
         batches=True,
+        ordering_keys=True,
     )
 
     def __init__(
@@ -177,11 +180,19 @@ class DatabaseQueue(Queue):
         return applied
 
     async def schema_status(self) -> tuple[int, int]:
-        """(the version the database has, the version this code expects)."""
+        """(the version the database has, the version this code expects).
+
+        The database's version is the highest it has below the first migration it
+        lacks: one that has 7 but not 6 is at 5, and 6 is what it needs.
+        """
         applied = await self._dialect.run(
-            lambda s: applied_version(s, self._dialect, self._tables), write=False
+            lambda s: applied_versions(s, self._dialect, self._tables), write=False
         )
-        return applied, EXPECTED_VERSION
+        gaps = missing(applied)
+        if not gaps:
+            return max(applied, default=0), EXPECTED_VERSION
+        below = [v for v in applied if v < gaps[0].version]
+        return max(below, default=0), EXPECTED_VERSION
 
     async def provision(self, queues: Sequence[str] = ()) -> list[str]:
         """`Provisionable`: apply pending migrations. A queue is a column value, so the
@@ -287,7 +298,7 @@ class DatabaseQueue(Queue):
 
         async def work(s: Session) -> Pass:
             now = await self._dialect.now(s)
-            rows = await s.fetchall(self._sql.select_due, (queue, now, now, limit))
+            rows = await s.fetchall(self._sql.select_due, (queue, now, now, now, limit))
             until = now + self._lease_us
             lease_until = from_micros(until)
             claims: list[tuple[object, ...]] = []
@@ -562,6 +573,10 @@ class DatabaseQueue(Queue):
         """The job's row, or its newest failed record; None if neither."""
         return await self._records.find_job(job_id)
 
+    async def ahead_of(self, job_id: str) -> str | None:
+        """`OrderingLookup`: the job that holds `job_id` back on its ordering key, if any."""
+        return await self._records.ahead_of(job_id)
+
     async def remove_job(self, job_id: str) -> QueuedJob | None:
         """`JobRemover`: delete the job's row unless a worker holds it."""
         return await self._records.remove_job(job_id)
@@ -659,6 +674,7 @@ def row_for(job: QueuedJob) -> tuple[object, ...]:
         available,
         to_micros(job.created_at),
         job.unique_key,
+        job.headers.get(ORDERING_KEY),
         available,
     )
 

@@ -60,6 +60,13 @@ class DatabaseRecords:
             f"SELECT {ENVELOPE} FROM {tables.jobs} WHERE id = ? AND reservation_token IS NULL"
         )
         self._remove = sql(f"DELETE FROM {tables.jobs} WHERE id = ? AND reservation_token IS NULL")
+        # What the claim's `in_order` test finds, by name: the earliest row of the key
+        # before this one, or one of its key that holds a lease.
+        self._ahead = sql(
+            f"SELECT e.id FROM {tables.jobs} AS j JOIN {tables.jobs} AS e "
+            "ON e.ordering_key = j.ordering_key AND e.id <> j.id "
+            "AND (e.seq < j.seq OR e.lease_until > ?) WHERE j.id = ? ORDER BY e.seq LIMIT 1"
+        )
         records = tables.records
         self._records = records
         self._delete = sql(f"DELETE FROM {records} WHERE name = ?")
@@ -85,6 +92,17 @@ class DatabaseRecords:
 
         found: Found | None = await self._run(work, write=False)
         return found
+
+    async def ahead_of(self, job_id: str) -> str | None:
+        """`OrderingLookup`: the job that holds `job_id` back on its ordering key, if any."""
+
+        async def work(s: Session) -> str | None:
+            now = await self._dialect.now(s)
+            rows = await s.fetchall(self._ahead, (now, job_id))
+            return str(rows[0][0]) if rows else None
+
+        ahead: str | None = await self._run(work, write=False)
+        return ahead
 
     async def remove_job(self, job_id: str) -> QueuedJob | None:
         """Delete the job's row unless a worker holds it (its reservation token is set).

@@ -188,6 +188,13 @@ _OLD_CLAIMS_REFUSED = (
 # twice the disk. Applies to pages written from then on.
 _FILLFACTOR = "ALTER TABLE {jobs} SET (fillfactor = 50)"
 
+_ORDERING_INDEX = "CREATE INDEX {prefix}jobs_ordering ON {jobs} (ordering_key, seq)"
+_KEYED_ONLY = (
+    _ORDERING_INDEX + " WHERE ordering_key IS NOT NULL",
+    "CREATE INDEX {prefix}jobs_ordering_held ON {jobs} (ordering_key) "
+    "WHERE ordering_key IS NOT NULL AND reservation_token IS NOT NULL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -287,6 +294,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             "\n    job_id {key} NOT NULL,\n    PRIMARY KEY (batch_id, job_id)\n)",
         ),
     ),
+    Migration(
+        version=7,
+        name="0007_ordering_keys",
+        statements=(
+            # Nullable with no default: no rewrite of the table. The failed table keeps
+            # the key too, so a retried job joins the end of its key's line.
+            "ALTER TABLE {jobs} ADD COLUMN ordering_key {key}",
+            "ALTER TABLE {failed} ADD COLUMN ordering_key {key}",
+        ),
+        only={
+            # The claim asks, of a row with a key, whether an earlier row of that key
+            # is still there, one probe of (ordering_key, seq), and whether one of its key
+            # holds a lease, a probe of the key's reserved rows. Rows without a key are
+            # left out of both where the database can, so neither a push nor a claim of
+            # one writes an entry (MySQL has no partial index: it probes the first for both).
+            "postgres": _KEYED_ONLY,
+            "sqlite": _KEYED_ONLY,
+            "mysql": (_ORDERING_INDEX,),
+        },
+    ),
 )
 
 EXPECTED_VERSION = MIGRATIONS[-1].version
@@ -300,11 +327,26 @@ async def applied_version(session: Session, dialect: Dialect, tables: Tables) ->
     return int(rows[0][0] or 0) if rows else 0
 
 
+async def applied_versions(session: Session, dialect: Dialect, tables: Tables) -> set[int]:
+    """Every migration the database has; empty when it has none (not even the table)."""
+    if not await session.fetchall(dialect.sql(dialect.table_exists_sql), (tables.version,)):
+        return set()
+    return {int(row[0]) for row in await session.fetchall(f"SELECT version FROM {tables.version}")}
+
+
+def missing(applied: set[int]) -> list[Migration]:
+    """The migrations not in `applied`, in order: a number below the highest applied can be
+    missing (one shipped on another branch after a later one was applied), and is applied."""
+    return [m for m in MIGRATIONS if m.version not in applied]
+
+
 async def apply_pending(session: Session, dialect: Dialect, tables: Tables) -> list[str]:
     """Apply every migration the database lacks, in order; the names of those applied.
 
     Run inside one transaction, so a failure applies nothing and two
-    processes migrating at once apply each step once.
+    processes migrating at once apply each step once. Versions may have gaps
+    (they are numbered across branches); each missing one is applied, even
+    below the highest the database has.
     """
     await dialect.lock_for_migration(session)
     await session.execute(
@@ -312,14 +354,12 @@ async def apply_pending(session: Session, dialect: Dialect, tables: Tables) -> l
         f"PRIMARY KEY, name {dialect.types['key']} NOT NULL, "
         f"applied_at {dialect.types['bigint']} NOT NULL)"
     )
-    current = await applied_version(session, dialect, tables)
+    current = await applied_versions(session, dialect, tables)
     record = dialect.sql(
         f"INSERT INTO {tables.version} (version, name, applied_at) VALUES (?, ?, ?)"
     )
     applied: list[str] = []
-    for migration in MIGRATIONS:
-        if migration.version <= current:
-            continue
+    for migration in missing(current):
         for statement in migration.render(tables, dialect):
             await session.execute(statement)
         await session.execute(
@@ -337,6 +377,8 @@ __all__ = [
     "Tables",
     "apply_pending",
     "applied_version",
+    "applied_versions",
+    "missing",
     "check_prefix",
     "check_schema",
 ]

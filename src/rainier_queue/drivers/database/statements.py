@@ -23,11 +23,46 @@ ENVELOPE = (
 )
 """The envelope's columns, in the order `job_from_row` reads them."""
 
+PUSHED = f"{ENVELOPE}, ordering_key"
+"""The columns a push writes before `due_at`: the envelope's, and its ordering key (the
+`rq-ordering-key` header, or NULL), which the claim keeps the order of."""
+
+KEPT = f"{ENVELOPE}, ordering_key"
+"""The columns a failed row keeps from its job row (then error, failed_at)."""
+
 UNLEASED = "(lease_until IS NULL OR lease_until <= ?)"
 """No lease holds the row at `?`: it was never claimed, was released, or its lease lapsed."""
 
 CLAIMABLE_AT = "CASE WHEN lease_until > due_at THEN lease_until ELSE due_at END"
 """When a row can next be claimed: the later of its due time and its lease's end."""
+
+
+def in_order(jobs: str, row: str, now: str) -> str:
+    """SQL true when the row `row` (an alias of `jobs`) may run now as far as its ordering key
+    goes: it has none, or no earlier row of its key is still in the table (waiting, delayed
+    or reserved) and no row of its key holds a lease at `now`.
+
+    An earlier row blocks whatever it is doing, so a retry released with a backoff (its row
+    kept, due later) still holds its key; a job that succeeds or fails leaves the table, and
+    the next of its key goes. A later row that holds a lease (two producers' pushes that
+    committed out of order) blocks too, so a key never has two jobs running; its lease, once
+    lapsed, stops blocking, so the two never wait on each other for ever.
+
+    Each test is one probe of an index that holds keyed rows only (on MySQL, which has no
+    partial index, of the key's rows): the first the range of the key before `row`, the
+    second the key's reserved rows. A row without a key pays the one `IS NULL`. (The
+    `IS NOT NULL`s let PostgreSQL and SQLite use those indexes: they cannot tell on their
+    own that `=` a column of the outer row implies them.)
+    """
+    same_key = (
+        f"SELECT 1 FROM {jobs} AS e WHERE e.ordering_key IS NOT NULL "
+        f"AND e.ordering_key = {row}.ordering_key"
+    )
+    return (
+        f"({row}.ordering_key IS NULL OR (NOT EXISTS ({same_key} AND e.seq < {row}.seq) "
+        f"AND NOT EXISTS ({same_key} AND e.reservation_token IS NOT NULL "
+        f"AND e.lease_until > {now})))"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,13 +104,15 @@ class Statements:
         fenced = "WHERE id = ? AND reservation_token = ?"
         failed_list = f"SELECT {ENVELOPE}, error, failed_at FROM {failed}"
         raw = {
-            "push": f"INSERT INTO {jobs} ({ENVELOPE}, due_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "push": f"INSERT INTO {jobs} ({PUSHED}, due_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             # The first *due* rows, not simply the first: a delayed job at the
             # head must not block the ones behind it, nor a reserved one (its
             # lease not yet over). Lapsed leases are due again.
-            "select_due": f"SELECT seq, {ENVELOPE} FROM {jobs} WHERE queue = ? AND due_at <= ? "
-            f"AND {UNLEASED} ORDER BY due_at, seq LIMIT ? {dialect.claim_suffix}".rstrip(),
+            # A row behind an earlier one of its ordering key is passed over.
+            "select_due": f"SELECT seq, {ENVELOPE} FROM {jobs} AS j WHERE queue = ? "
+            f"AND due_at <= ? AND {UNLEASED} AND {in_order(jobs, 'j', '?')} "
+            f"ORDER BY due_at, seq LIMIT ? {dialect.claim_suffix}".rstrip(),
             # Only columns outside every index: no index entry is written.
             "claim": f"UPDATE {jobs} SET attempts = attempts + 1, reservation_token = ?, "
             "reserved_at = ?, lease_until = ? WHERE seq = ?",
@@ -87,15 +124,15 @@ class Statements:
             "renew": f"UPDATE {jobs} SET lease_until = ? {fenced}",
             # Copied row to row inside the database: the failed record is the
             # job exactly as stored, and it is written only if the token matches.
-            "record_failure": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
-            f"SELECT {ENVELOPE}, ?, ? FROM {jobs} {fenced}",
+            "record_failure": f"INSERT INTO {failed} ({KEPT}, error, failed_at) "
+            f"SELECT {KEPT}, ?, ? FROM {jobs} {fenced}",
             # A row that is not a job is named by its seq (its id may be unusable)
             # and by the token its claim just wrote, and copied byte for byte.
-            "quarantine": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
-            f"SELECT {ENVELOPE}, ?, ? FROM {jobs} WHERE seq = ? AND reservation_token = ?",
+            "quarantine": f"INSERT INTO {failed} ({KEPT}, error, failed_at) "
+            f"SELECT {KEPT}, ?, ? FROM {jobs} WHERE seq = ? AND reservation_token = ?",
             "quarantine_delete": f"DELETE FROM {jobs} WHERE seq = ? AND reservation_token = ?",
-            "quarantine_locked": f"INSERT INTO {failed} ({ENVELOPE}, error, failed_at) "
-            f"SELECT {ENVELOPE}, ?, ? FROM {jobs} WHERE seq = ?",
+            "quarantine_locked": f"INSERT INTO {failed} ({KEPT}, error, failed_at) "
+            f"SELECT {KEPT}, ?, ? FROM {jobs} WHERE seq = ?",
             "quarantine_locked_delete": f"DELETE FROM {jobs} WHERE seq = ?",
             "size": f"SELECT COUNT(*) FROM {jobs} WHERE queue = ? AND reservation_token IS NULL",
             # A reserved row is next claimable when its lease ends; a free one, when due.
@@ -117,10 +154,11 @@ class Statements:
             # of its envelope, max_attempts included, but not its uniqueness
             # key: that lock was given back when the job failed, and a fresh
             # dispatch may hold it now. If the job is somehow queued already,
-            # it is not queued twice.
-            "restore_failed": f"INSERT INTO {jobs} ({ENVELOPE}, due_at) "
+            # it is not queued twice. Its ordering key comes back with it: it
+            # joins the end of its key's line.
+            "restore_failed": f"INSERT INTO {jobs} ({PUSHED}, due_at) "
             "SELECT id, queue, name, payload, headers, 0, max_attempts, ?, created_at, "
-            f"NULL, ? FROM {failed} WHERE seq = ? "
+            f"NULL, ordering_key, ? FROM {failed} WHERE seq = ? "
             f"AND NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = ?)",
             "forget_failed": f"DELETE FROM {failed} WHERE id = ?",
             "flush_all": f"DELETE FROM {failed}",
@@ -136,7 +174,7 @@ class Statements:
     @staticmethod
     def soonest_due_params(queues: Sequence[str], now: int) -> tuple[object, ...]:
         """The parameters of `soonest_due_for(len(queues))`, read at `now`."""
-        return (*queues, now, now, now, *queues, now, *queues, now)
+        return (*queues, now, now, now, now, *queues, now, *queues, now)
 
 
 def soonest_sql(jobs: str, now: str, queues: str) -> str:
@@ -147,10 +185,13 @@ def soonest_sql(jobs: str, now: str, queues: str) -> str:
     backlog costs one index probe; with none, every row due by `now` is reserved
     (the rows in flight, few), and the answer is the soonest of their lease ends
     and of the delayed rows' due times (the first entry past `now` in the index).
+    A row waiting behind an earlier one of its ordering key is not claimable, so an
+    idle worker does not spin on it; it is found by the next look once its key frees.
     """
     return (
-        f"SELECT CASE WHEN EXISTS (SELECT 1 FROM {jobs} WHERE queue {queues} "
-        f"AND due_at <= {now} AND {UNLEASED.replace('?', now)}) THEN {now} "
+        f"SELECT CASE WHEN EXISTS (SELECT 1 FROM {jobs} AS j WHERE queue {queues} "
+        f"AND due_at <= {now} AND {UNLEASED.replace('?', now)} "
+        f"AND {in_order(jobs, 'j', now)}) THEN {now} "
         "ELSE (SELECT MIN(t) FROM ("
         f"SELECT MIN(due_at) AS t FROM {jobs} WHERE queue {queues} AND due_at > {now} "
         f"UNION ALL SELECT MIN(lease_until) AS t FROM {jobs} WHERE queue {queues} "

@@ -36,6 +36,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from ...envelope import QueuedJob
 from ...errors import BrokerRejected, BrokerUnavailable
+from ...job import ORDERING_KEY
 from .settings import KafkaSettings
 
 _T = TypeVar("_T")
@@ -74,12 +75,15 @@ async def translated(what: str) -> AsyncIterator[None]:
 
 
 def record_key(job: QueuedJob) -> bytes:
-    """The record key: the job's uniqueness key if it has one, else its id.
+    """The record key: the job's ordering key if it has one, else its uniqueness key, else
+    its id.
 
-    The key picks the partition, so jobs that share a unique key share a
-    partition and run in the order they were pushed.
+    The key picks the partition, and a partition hands out one job at a time in the
+    order its records were produced, so jobs that share an ordering key run one at a
+    time, in dispatch order (a retry with a backoff is produced again, at the end).
     """
-    return (job.unique_key or job.id).encode("utf-8", "backslashreplace")
+    ordering = job.headers.get(ORDERING_KEY) if job.headers else None
+    return (ordering or job.unique_key or job.id).encode("utf-8", "backslashreplace")
 
 
 def record_headers(

@@ -68,6 +68,7 @@ class KafkaQueue(Queue):
         push_creates_resources=False,
         pausable=True,
         limits=True,
+        ordering_keys=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = OPTIONS

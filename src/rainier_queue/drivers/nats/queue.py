@@ -21,6 +21,7 @@ from ...envelope.reading import Malformed, read_envelope
 from ...errors import NotProvisioned
 from ...queue import Capabilities, FailedJob, Finding, Queue, QueueCounts, Reservation, new_token
 from .. import malformed as toolkit
+from ..unordered import refuse_ordering_keys
 from .connection import NATSConnection, translated
 from .delays import DUE, DelayMover
 from .exhausted import ExhaustedMover
@@ -51,6 +52,14 @@ class _Served:
         self.exhausted = exhausted
         self.tasks: list[asyncio.Task[None]] = []
         self.lease = timedelta(0)
+
+
+UNORDERED = (
+    "a pull consumer hands a queue's messages to whichever worker asks, and a retry with a "
+    "backoff is published again behind the rest, so nothing holds a key's later jobs behind "
+    "an earlier one"
+)
+"""Why NATS cannot keep an ordering key's order (`Capabilities.ordering_keys`)."""
 
 
 class NATSQueue(Queue):
@@ -161,6 +170,7 @@ class NATSQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
+        refuse_ordering_keys(self, UNORDERED, (job,))
         await self._provisioned(job.queue)
         await self._publish(job, msg_id=job.id)
         return job.id
@@ -185,6 +195,7 @@ class NATSQueue(Queue):
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """Publish them side by side and wait for every acknowledgement."""
+        refuse_ordering_keys(self, UNORDERED, jobs)
         for queue in {job.queue for job in jobs}:
             await self._provisioned(queue)
         await asyncio.gather(*(self._publish(job, msg_id=job.id) for job in jobs))

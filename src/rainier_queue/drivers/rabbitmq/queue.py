@@ -26,6 +26,7 @@ from ...queue import (
     new_token,
 )
 from .. import malformed, tls
+from ..unordered import refuse_ordering_keys
 from .connection import AMQPClient, Missing, Unroutable, shielded
 from .consuming import Consumer
 from .failed import FailedStore
@@ -68,6 +69,14 @@ def _deliveries(message: DeliveredMessage) -> int:
     headers = message.header.properties.headers or {}
     count = headers.get("x-delivery-count", 0)
     return count if isinstance(count, int) and count >= 0 else 0
+
+
+UNORDERED = (
+    "a queue delivers to every consumer at once, and a retry with a backoff goes round "
+    "through a delay queue behind the rest, so nothing holds a key's later jobs behind an "
+    "earlier one"
+)
+"""Why RabbitMQ cannot keep an ordering key's order (`Capabilities.ordering_keys`)."""
 
 
 class RabbitMQQueue(Queue):
@@ -205,12 +214,14 @@ class RabbitMQQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
+        refuse_ordering_keys(self, UNORDERED, (job,))
         await self._publish(job)
         return job.id
 
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """Every publish sent before any confirm is awaited: one round trip for the batch."""
+        refuse_ordering_keys(self, UNORDERED, jobs)
         results = await asyncio.gather(
             *(self._publish(job) for job in jobs), return_exceptions=True
         )

@@ -41,6 +41,7 @@ from ...queue import (
 )
 from ...redact import redact_url
 from ..options import check_lease
+from ..unordered import refuse_ordering_keys
 from . import scripts
 from .batching import RedisBatches
 from .cluster_writes import ClusterWrites
@@ -80,6 +81,14 @@ def _delay_ms(job: QueuedJob, now: datetime) -> int:
 
 def _consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+UNORDERED = (
+    "a stream hands a queue's entries to any free worker, and a job released with a "
+    "backoff waits apart from them in a sorted set, so nothing holds a key's later jobs "
+    "behind an earlier one"
+)
+"""Why Redis cannot keep an ordering key's order (`Capabilities.ordering_keys`)."""
 
 
 class RedisQueue(Queue):
@@ -225,6 +234,7 @@ class RedisQueue(Queue):
         nothing, as a stale wake-up token does. Delayed, it is `push_many`'s
         script, which reads the server's clock.
         """
+        refuse_ordering_keys(self, UNORDERED, (job,))
         if self.cluster:
             await self.push_many([job])
             return job.id
@@ -248,6 +258,7 @@ class RedisQueue(Queue):
         """One script per queue (each one slot); off-cluster the wake-up rides along."""
         if not jobs:
             return []
+        refuse_ordering_keys(self, UNORDERED, jobs)
         await self._calls.ready()
         now = utcnow()
         by_queue: dict[str, list[Any]] = defaultdict(list)

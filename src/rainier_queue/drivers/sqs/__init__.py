@@ -29,7 +29,8 @@ What choosing it costs:
   (a send and a delete), so that it counts as waiting; a plain retry is one
   visibility change.
 - **FIFO queues give deduplication, not order across jobs**: every job is
-  its own message group (until jobs carry an ordering key), its id the
+  its own message group (a job with an ordering key is refused: see
+  docs/flow-control.md), its id the
   deduplication id, so a push repeated within 5 minutes is one job. Order
   holds on neither kind of queue (`fifo_within_queue` is false).
 - **Every queue must be provisioned** (`rainier-queue provision`): its work

@@ -16,8 +16,8 @@
   delivery to a worker that died counts; an early receive of a carried
   delay is not an attempt and is taken off (one per 12 hours of delay that
   was left at the first receive).
-- On a FIFO queue every job is its own message group (until jobs carry an
-  ordering key), so a held or delayed job never holds up another; its
+- On a FIFO queue every job is its own message group (a job with an
+  ordering key is refused before it gets here), so a held or delayed job never holds up another; its
   deduplication id is the job id on a push (a push repeated within SQS's
   5 minutes is one job), and fresh for a job sent again by a release.
 """

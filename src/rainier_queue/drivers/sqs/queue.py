@@ -24,6 +24,7 @@ from ...queue import (
     Reservation,
     new_token,
 )
+from ..unordered import refuse_ordering_keys
 from .connection import QueueMissing, SQSConnection, code_of, not_provisioned
 from .failed import FailedStore
 from .leases import Delivery, SQSLedger, visibility
@@ -45,6 +46,15 @@ PURGE_FIX = (
     "SQS allows one PurgeQueue per queue every 60 seconds: wait a minute and clear again, or "
     "let the workers run the jobs"
 )
+
+
+UNORDERED = (
+    "a standard queue delivers its messages in no set order, to any worker; a FIFO queue's "
+    "message groups keep order, but one receive can hand a worker several messages of a "
+    "group, which it would have to hold back unrenewed, and that is not built yet (every "
+    "job here is its own message group)"
+)
+"""Why SQS does not keep an ordering key's order (`Capabilities.ordering_keys`)."""
 
 
 class SQSQueue(Queue):
@@ -129,6 +139,7 @@ class SQSQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
+        refuse_ordering_keys(self, UNORDERED, (job,))
         await self._send(job)
         return job.id
 
@@ -158,6 +169,7 @@ class SQSQueue(Queue):
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """`SendMessageBatch`, ten a call (fewer when large), eight calls on their way at once."""
+        refuse_ordering_keys(self, UNORDERED, jobs)
         batches: list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]] = []
         limit = self.settings.max_message_size
         for queue in dict.fromkeys(job.queue for job in jobs):

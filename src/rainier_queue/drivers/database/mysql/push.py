@@ -30,8 +30,9 @@ from collections.abc import Iterator, Sequence
 
 from ...._clock import to_micros, utcnow
 from ....envelope import QueuedJob, encode_headers, encode_payload
+from ....job import ORDERING_KEY
 from ..dialect import Session
-from ..statements import ENVELOPE
+from ..statements import PUSHED
 from .connection import NOW_US
 
 STATEMENT_LIMIT = 4 * 1024 * 1024
@@ -70,18 +71,20 @@ def _row(job: QueuedJob, server_now: int, client_now: int) -> str:
     # Every text value escaped in place (not through `quote`): this runs per job.
     escapes = _ESCAPES
     key = "NULL" if job.unique_key is None else f"'{job.unique_key.translate(escapes)}'"
+    ordering = job.headers.get(ORDERING_KEY)
+    order = "NULL" if ordering is None else f"'{ordering.translate(escapes)}'"
     return (
         f"('{job.id.translate(escapes)}','{job.queue.translate(escapes)}',"
         f"'{job.name.translate(escapes)}','{encode_payload(job.payload).translate(escapes)}',"
         f"'{encode_headers(job.headers).translate(escapes)}',"
-        f"{int(job.attempts)},{int(job.max_attempts)},{available},{created},{key},"
+        f"{int(job.attempts)},{int(job.max_attempts)},{available},{created},{key},{order},"
         f"{server_now + delay if delay > 0 else server_now})"
     )
 
 
 def statements(table: str, jobs: Sequence[QueuedJob], server_now: int, limit: int) -> Iterator[str]:
     """Multi-row INSERTs for `jobs`, in order, each at most `limit` bytes (or one row)."""
-    head = f"INSERT INTO {table} ({ENVELOPE}, due_at) VALUES "
+    head = f"INSERT INTO {table} ({PUSHED}, due_at) VALUES "
     client_now = to_micros(utcnow())
     rows: list[str] = []
     size = len(head)

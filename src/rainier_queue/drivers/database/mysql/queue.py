@@ -67,7 +67,7 @@ from ..dialect import Dialect, Work
 from ..dialect import Session as SessionProtocol
 from ..nearby import shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
-from ..statements import ENVELOPE, UNLEASED
+from ..statements import ENVELOPE, UNLEASED, in_order
 from .address import ClientTLS, ServerAddress
 from .connection import NOW_US, MySQLPool, PlainCursors, Session, translate, wakeup_for
 from .push import insert_jobs
@@ -163,6 +163,7 @@ class MySQLQueue(DatabaseQueue):
         records=True,
         cancellable=True,
         batches=True,
+        ordering_keys=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = MySQLSettings.OPTIONS | QUEUE_OPTIONS
@@ -226,8 +227,9 @@ class MySQLQueue(DatabaseQueue):
         # The server's clock is read inside the claim itself (it is fixed for
         # the length of one statement), which saves a round trip per reserve.
         self._claimable = (
-            f"SELECT seq, {ENVELOPE}, {NOW_US} FROM {jobs} "
+            f"SELECT seq, {ENVELOPE}, {NOW_US} FROM {jobs} AS j "
             f"WHERE queue = %s AND due_at <= {NOW_US} AND {UNLEASED.replace('?', NOW_US)} "
+            f"AND {in_order(jobs, 'j', NOW_US)} "
             "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED"
         )
         self._claim_rows = (

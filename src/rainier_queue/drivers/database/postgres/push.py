@@ -38,8 +38,9 @@ import psycopg
 
 from ...._clock import to_micros, utcnow
 from ....envelope import QueuedJob, encode_headers, encode_payload
+from ....job import ORDERING_KEY
 from ..schema import Tables
-from ..statements import ENVELOPE
+from ..statements import PUSHED
 from .connection import NOW_US, outcome_unknown
 from .listen import PAYLOAD_LIMIT
 
@@ -48,9 +49,9 @@ log = logging.getLogger("rainier_queue.drivers.database.postgres")
 COPY_FROM = 32
 """Batches this big or bigger go by `COPY`; smaller ones by one `INSERT` (fewer round trips)."""
 
-COLUMNS = f"{ENVELOPE}, due_at"
+COLUMNS = f"{PUSHED}, due_at"
 
-COPY_TYPES = ("text",) * 5 + ("int4",) * 2 + ("int8",) * 2 + ("text", "int8")
+COPY_TYPES = ("text",) * 5 + ("int4",) * 2 + ("int8",) * 2 + ("text", "text", "int8")
 """The PostgreSQL type of each of `COLUMNS`, for binary `COPY`."""
 
 CLOCK = f"SELECT {NOW_US}"
@@ -76,6 +77,7 @@ def job_rows(
             available,
             available if created_at is available_at else to_micros(created_at),
             job.unique_key,
+            job.headers.get(ORDERING_KEY),
             server_now + delay if delay > 0 else server_now,
         )
 
@@ -86,9 +88,9 @@ class PushStatements:
     def __init__(self, tables: Tables) -> None:
         arrays = ", ".join(
             f"%s::{t}[]"
-            for t in ("text",) * 5 + ("int",) * 2 + ("bigint",) * 2 + ("text", "bigint")
+            for t in ("text",) * 5 + ("int",) * 2 + ("bigint",) * 2 + ("text", "text", "bigint")
         )
-        names = ", ".join(c.strip() for c in ENVELOPE.split(",")) + ", delay"
+        names = ", ".join(c.strip() for c in PUSHED.split(",")) + ", delay"
         self.copy = f"COPY {tables.jobs} ({COLUMNS}) FROM STDIN (FORMAT BINARY)"
         self.notify = (
             f"SELECT pg_notify(%s, CASE WHEN octet_length(q) <= {PAYLOAD_LIMIT} THEN q "
@@ -98,8 +100,8 @@ class PushStatements:
         # one NOTIFY per queue (delivered only when the transaction commits).
         self.insert = (
             f"WITH clock AS (SELECT {NOW_US} AS now), "
-            f"ins AS (INSERT INTO {tables.jobs} ({ENVELOPE}, due_at) "
-            f"SELECT {ENVELOPE}, clock.now + GREATEST(u.delay, 0) "
+            f"ins AS (INSERT INTO {tables.jobs} ({PUSHED}, due_at) "
+            f"SELECT {PUSHED}, clock.now + GREATEST(u.delay, 0) "
             f"FROM unnest({arrays}) AS u({names}), clock RETURNING queue) "
             "SELECT pg_notify(%s, CASE WHEN octet_length(q) <= "
             f"{PAYLOAD_LIMIT} THEN q ELSE '' END) FROM (SELECT DISTINCT queue AS q FROM ins) AS d"
@@ -112,7 +114,7 @@ class PushStatements:
         The delay is measured from the caller's clock here and added to the
         server's in the statement.
         """
-        columns: tuple[list[Any], ...] = tuple([] for _ in range(11))
+        columns: tuple[list[Any], ...] = tuple([] for _ in range(12))
         appends = [column.append for column in columns]
         # A zero server clock leaves each row's last value the job's own delay (or 0).
         for row in job_rows(jobs, 0, to_micros(utcnow())):

@@ -99,6 +99,7 @@ class PostgresQueue(DatabaseQueue):
         records=True,
         cancellable=True,
         batches=True,
+        ordering_keys=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = PostgresSettings.OPTIONS | QUEUE_OPTIONS

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from ..schema import Tables
-from ..statements import ENVELOPE, UNLEASED, soonest_sql
+from ..statements import ENVELOPE, KEPT, UNLEASED, in_order, soonest_sql
 from .connection import NOW_US
 
 
@@ -44,10 +44,11 @@ class PgStatements:
         ]
         clock_and_pick = (
             f"clock AS (SELECT {NOW_US} AS now), "
-            f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} "
+            f"picked AS (SELECT seq, due_at AS was_due FROM {jobs} AS p "
             "WHERE queue = %s AND (due_at, seq) > (%s, %s) AND due_at <= (SELECT now FROM clock) "
             f"AND {UNLEASED.replace('?', '(SELECT now FROM clock)')} "
-            "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED)"
+            f"AND {in_order(jobs, 'p', '(SELECT now FROM clock)')} "
+            "ORDER BY due_at, seq LIMIT %s FOR UPDATE OF p SKIP LOCKED)"
         )
         # No indexed column changes, so with room on the page (the table's
         # fillfactor) the update is HOT: no index entry is written.
@@ -90,8 +91,8 @@ class PgStatements:
             # Removed and recorded in one statement, so atomically: the job is
             # in exactly one of the two tables, whatever happens.
             fail=f"WITH gone AS (DELETE FROM {jobs} WHERE id = %s AND reservation_token = %s "
-            f"RETURNING {ENVELOPE}) INSERT INTO {tables.failed} ({ENVELOPE}, error, failed_at) "
-            f"SELECT {ENVELOPE}, %s, {NOW_US} FROM gone",
+            f"RETURNING {KEPT}) INSERT INTO {tables.failed} ({KEPT}, error, failed_at) "
+            f"SELECT {KEPT}, %s, {NOW_US} FROM gone",
             soonest=f"WITH clock AS (SELECT {NOW_US} AS now) "
             f"SELECT ({soonest_sql(jobs, '(SELECT now FROM clock)', 'IN ({marks})')}), "
             "(SELECT now FROM clock)",

@@ -228,6 +228,7 @@ class SQLiteQueue(DatabaseQueue):
         records=True,
         cancellable=True,
         batches=True,
+        ordering_keys=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = SQLiteSettings.OPTIONS | QUEUE_OPTIONS
