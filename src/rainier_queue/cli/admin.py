@@ -14,15 +14,13 @@ from collections.abc import Awaitable, Callable
 
 import click
 
+from ..failed_retries import BATCH, retry_all_failed
 from ..queue import FailedJobListing, FailedJobStore
 from .exit_codes import ExitCode
 from .failed_ids import SEARCHED, lookup
 from .loading import Loaded
 from .output import Problem, echo, note, say_error
 from .runtime import State, failed_store, run_command, warn_if_private
-
-BATCH = 500
-"""Failed jobs read per round when retrying `--all`."""
 
 
 @click.command()
@@ -63,29 +61,13 @@ def retry(state: State, ids: tuple[str, ...], retry_all: bool, queue: str | None
     async def body(loaded: Loaded) -> int:
         store = _store(loaded, state)
         if retry_all:
-            count = await _retry_all(store, queue)
+            count = await retry_all_failed(store, queue=queue)
             where = f" from queue `{queue}`" if queue else ""
             echo(f"retried {count} failed job(s){where}")
             return 0
         return await _each(ids, store, store.retry_failed, "retried")
 
     run_command(state, body)
-
-
-async def _retry_all(store: FailedJobStore, queue: str | None) -> int:
-    """Retry every failed job, reading in batches; a job that fails again meanwhile is left."""
-    seen: set[str] = set()
-    count = 0
-    while True:
-        batch = [
-            f for f in await store.failed_jobs(queue=queue, limit=BATCH) if f.job.id not in seen
-        ]
-        if not batch:
-            return count
-        for failed_job in batch:
-            seen.add(failed_job.job.id)
-            if await store.retry_failed(failed_job.job.id):
-                count += 1
 
 
 @click.command()

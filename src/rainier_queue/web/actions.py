@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from ..errors import QueueError
+from ..failed_retries import retry_all_failed
 from ..queue import FailedJobStore
 from ..scheduling import UnknownSchedule
 from .board import Board
@@ -28,9 +29,6 @@ from .security import CSRF_FIELD, csrf_matches
 from .views import matches
 
 Form = dict[str, list[str]]
-
-BATCH = 500
-"""Failed jobs read per round when retrying every one a filter shows (as the CLI's `--all`)."""
 
 READ_ONLY = "this dashboard is read-only: it shows the queues, and changes nothing"
 
@@ -94,7 +92,9 @@ class Actions:
             if _one(form, "all") != "yes":
                 raise Refused("choose the failed jobs to retry, or retry all that are shown")
             queue, name = _one(form, "queue"), _one(form, "name")
-            count = await _retry_matching(store, queue or None, name)
+            count = await retry_all_failed(
+                store, queue=queue or None, keep=lambda f: not name or matches(f.job.name, name)
+            )
             return f"retried {count} failed job(s)" + _filtered(queue, name)
 
         return await self._run(request, act)
@@ -159,25 +159,6 @@ class Actions:
             return f"{made.schedule} was {made.status}: {made.reason}"
 
         return await self._run(request, act)
-
-
-async def _retry_matching(store: FailedJobStore, queue: str | None, name: str) -> int:
-    """Retry every failed job of `queue` whose name matches `name`, reading in batches;
-    one that fails again meanwhile is left (it is not seen twice)."""
-    seen: set[str] = set()
-    count = 0
-    while True:
-        batch = [
-            f
-            for f in await store.failed_jobs(queue=queue, limit=BATCH)
-            if f.job.id not in seen and (not name or matches(f.job.name, name))
-        ]
-        if not batch:
-            return count
-        for failed_job in batch:
-            seen.add(failed_job.job.id)
-            if await store.retry_failed(failed_job.job.id):
-                count += 1
 
 
 def _one(form: Form, key: str) -> str:
