@@ -46,16 +46,30 @@ can name it at import (the `cut` hook) without starting moto in every test proce
 
 class MotoServer:
     """One `moto_server` process on 127.0.0.1:`port`, its output dropped (a line a request);
-    given a certificate and its key, it speaks HTTPS alone (moto's own `--ssl-cert`)."""
+    given a certificate and its key, it speaks HTTPS alone (moto's own `--ssl-cert`).
 
-    def __init__(self, port: int, *, cert: Path | None = None, key: Path | None = None) -> None:
+    Its SQS calls on messages are atomic (tests/moto_atomic.py), as SQS's are: moto's own
+    can hand one message to two receivers at once. `atomic=False` serves moto unchanged."""
+
+    def __init__(
+        self,
+        port: int,
+        *,
+        cert: Path | None = None,
+        key: Path | None = None,
+        atomic: bool = True,
+    ) -> None:
         self.port = port
         https = ["-c", str(cert), "-k", str(key)] if cert is not None and key is not None else []
+        serve = (
+            [str(Path(__file__).with_name("moto_atomic.py"))]
+            if atomic
+            else ["-c", "from moto.server import main; main()"]
+        )
         self.process = subprocess.Popen(
             [
                 sys.executable,
-                "-c",
-                "from moto.server import main; main()",
+                *serve,
                 "-H",
                 "127.0.0.1",
                 "-p",
@@ -86,9 +100,9 @@ class MotoServer:
                 self.process.wait()
 
 
-def start_server(port: int = 0) -> tuple[MotoServer, int]:
+def start_server(port: int = 0, *, atomic: bool = True) -> tuple[MotoServer, int]:
     """A moto server of its own on a loopback port (a free one by default), and the port."""
-    server = MotoServer(port or free_port())
+    server = MotoServer(port or free_port(), atomic=atomic)
     return server, server.port
 
 

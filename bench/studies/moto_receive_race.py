@@ -94,8 +94,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--receivers", type=int, default=8)
+    parser.add_argument(
+        "--atomic",
+        action="store_true",
+        help="serve moto as the tests do, its message calls made atomic (tests/moto_atomic.py)",
+    )
     args = parser.parse_args()
-    server, port = start_server()
+    server, port = start_server(atomic=args.atomic)
     try:
         asyncio.run(one_run(port, args.messages, args.receivers))
     finally:

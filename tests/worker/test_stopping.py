@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -174,3 +175,43 @@ async def test_a_graceful_stop_waits_for_the_acknowledgement_of_a_job_that_retur
     assert stats.processed == 1
     assert queue.recorded == 1
     assert queue.reserved_count() == 0
+
+
+class SwallowsCancellation(MemoryQueue):
+    """A client library that, cancelled in the middle of a call, catches the cancellation and
+    returns (redis-py's cluster client was seen to): its second read of the paused queues
+    holds until cancelled, then answers as if nothing happened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = asyncio.Event()
+        self.swallowed = 0
+        self._reads = 0
+
+    async def paused(self, queues: Sequence[str]) -> frozenset[str]:
+        self._reads += 1
+        if self._reads == 2:
+            self.holding.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.swallowed += 1
+        return await super().paused(queues)
+
+
+async def test_a_stop_ends_the_worker_even_when_a_read_swallows_its_cancellation() -> None:
+    queue = SwallowsCancellation()
+    await push(queue, Held(text="running"))
+    journal = Journal()
+    worker = worker_for(queue, journal, quick(pause_check=timedelta(milliseconds=20)))
+    running = asyncio.create_task(worker.run())
+    await journal.started.wait()
+    await queue.holding.wait()
+
+    worker.stop(now=True)
+    # A liveness bound, not a timing: without the stop flag the pause watch goes round
+    # again after the swallowed cancellation, reads again, and the run never ends.
+    stats = await asyncio.wait_for(running, 30)
+
+    assert queue.swallowed == 1, "the cancellation reached the held read"
+    assert stats.interrupted == 1

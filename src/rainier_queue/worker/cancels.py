@@ -65,7 +65,8 @@ class CancelWatch:
 
     def stop(self) -> None:
         """End `run` after its current read, even if that read swallows the task's
-        cancellation (the NATS client's key-value watch, which a read uses, can)."""
+        cancellation (the NATS client's key-value watch, which a read uses, can, and
+        redis-py's cluster client was seen to)."""
         self._stopped = True
 
     async def run(self) -> None:

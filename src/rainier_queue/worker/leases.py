@@ -89,6 +89,7 @@ class LeaseKeeper:
         self._renews = queue.capabilities.renews_leases
         self._wakes_at = 0.0
         """Monotonic time the keeper's task next wakes by itself (inf: not before told)."""
+        self._stopped = False
 
     def track(self, reservation: Reservation) -> Lease:
         """Start keeping `reservation` alive; returns its `Lease`."""
@@ -112,9 +113,14 @@ class LeaseKeeper:
         lease.closed = True
         self._leases.pop(lease.reservation.token, None)
 
+    def stop(self) -> None:
+        """End `run` at its next turn, even if a renew swallowed the task's cancellation."""
+        self._stopped = True
+        self._changed.set()
+
     async def run(self) -> None:
-        """Renew due leases until cancelled."""
-        while True:
+        """Renew due leases until cancelled or stopped."""
+        while not self._stopped:
             self._changed.clear()
             now = time.monotonic()
             due = [lease for lease in self._leases.values() if lease.next_renewal <= now]

@@ -256,7 +256,12 @@ class Worker:
                 await self._drain()
                 await self._tell_queue_we_stopped()
             finally:
+                # A read or a renew that swallows its task's cancellation (a client library
+                # catching it mid-call) must not hold the stop up: each also ends on a flag.
+                self._keeper.stop()
                 keeper.cancel()
+                if self._watch is not None:
+                    self._watch.stop()
                 if self._cancels is not None:
                     self._cancels.stop()
                 side = [task for task in (watching, watching_cancels) if task is not None]

@@ -52,17 +52,24 @@ class PauseWatch:
         self._changed = changed
         self.paused: frozenset[str] = frozenset()
         self._failing = False
+        self._stopped = False
 
     @property
     def serving(self) -> tuple[str, ...]:
         """The worker's queues that are not paused, in priority order."""
         return tuple(q for q in self._queues if q not in self.paused)
 
+    def stop(self) -> None:
+        """End `run` after its current read, even if that read swallows the task's
+        cancellation (a client that catches it mid-call, as redis-py's can)."""
+        self._stopped = True
+
     async def run(self) -> None:
-        """Read the marks every `every`, until cancelled."""
-        while True:
+        """Read the marks every `every`, until cancelled or stopped."""
+        while not self._stopped:
             await asyncio.sleep(self._every)
-            await self.check()
+            if not self._stopped:
+                await self.check()
 
     async def check(self) -> None:
         """Read the marks once; on a change, say so and tell the worker."""
