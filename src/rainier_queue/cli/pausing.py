@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import click
 
-from ..manager import pausable
+from ..steering import pausable
 from .loading import Loaded
 from .output import echo, note
 from .runtime import State, run_command, warn_if_private

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOperation
 from ..lookup import lookup_of
-from ..manager import pausable
+from ..steering import pausable
 from ..queue import FailedJobListing, FailedJobStore, Queue
 
 
