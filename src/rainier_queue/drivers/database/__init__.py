@@ -51,15 +51,13 @@ from ..._clock import from_micros, to_micros
 from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...durations import format_duration
 from ...envelope import QueuedJob, encode_headers, encode_payload
-from ...envelope.fields import micros_field
 from ...envelope.reading import Malformed, read_columns
-from ...errors import BrokerError, ConfigurationError, LeaseLost, MalformedEntry
+from ...errors import ConfigurationError, LeaseLost
 from ...job import ORDERING_KEY
 from ...jobstate import Found
 from ...queue import (
     DEFAULT_LEASE,
     Capabilities,
-    FailedJob,
     Finding,
     Queue,
     QueueCounts,
@@ -68,10 +66,11 @@ from ...queue import (
     Rewritten,
     new_token,
 )
-from ..malformed import Pass, quarantine, top_up
+from ..malformed import Pass, top_up
 from ..options import check_lease, check_positive
 from .batching import BatchTables
 from .dialect import Dialect, Row, Session, T, Work
+from .failed import FailedTable, Quarantined
 from .pausing import PausedTable
 from .records import DatabaseRecords
 from .rewriting import rewrite_table
@@ -90,10 +89,6 @@ log = logging.getLogger("rainier_queue.database")
 
 _MICROSECOND = timedelta(microseconds=1)
 
-Quarantined = tuple[object, str | None, Malformed]
-"""A row that is not a job: (its seq, the token its claim wrote or None for a row this
-transaction holds locked unclaimed, what is wrong with it)."""
-
 POLL_INTERVAL = timedelta(milliseconds=100)
 """How often an idle worker looks for work pushed by another process (SQLite, MySQL): the
 fallback behind the wake-ups of `nearby.py`, and all a worker on another machine has."""
@@ -111,7 +106,7 @@ def _micros(value: object) -> int | None:
     return int(cast(SupportsInt, value))  # an int, or a Decimal from MySQL's arithmetic
 
 
-class DatabaseQueue(Queue):
+class DatabaseQueue(FailedTable, Queue):
     """Jobs as rows, claimed under the dialect's lock and settled by reservation token."""
 
     name: ClassVar[str] = "database"
@@ -327,48 +322,6 @@ class DatabaseQueue(Queue):
             return out, len(bad)
 
         return work
-
-    async def _quarantine(self, s: Session, queue: str, bad: Sequence[Quarantined]) -> None:
-        """Move rows that are not jobs into the failed table, as they are stored.
-
-        Inside the claim's own transaction where there is one (the rows are
-        locked and left unclaimed, so they are copied exactly as written), so
-        nothing is rolled back because of them: the worker never sees these
-        rows, and `rainier-queue failed` lists each with the field that is wrong.
-        """
-        now = await self._dialect.now(s)
-        for seq, token, malformed in bad:
-            entry = f"queue {queue!r}: the row with id {malformed.id!r}"
-            move = self._move_row(s, now, seq, token, malformed.error)
-            await quarantine(log, entry, malformed, "the failed table", move)
-
-    async def _move_row(
-        self, s: Session, now: int, seq: object, token: str | None, error: str
-    ) -> None:
-        """Copy one row into the failed table with `error`, then delete it."""
-        if token is None:
-            await s.execute(self._sql.quarantine_locked, (error, now, seq))
-            await s.execute(self._sql.quarantine_locked_delete, (seq,))
-        else:
-            await s.execute(self._sql.quarantine, (error, now, seq, token))
-            await s.execute(self._sql.quarantine_delete, (seq, token))
-
-    async def _quarantine_apart(self, queue: str, bad: Sequence[Quarantined]) -> None:
-        """`_quarantine` in a transaction of its own, for a claim already committed.
-
-        If the database fails now, the rows stay claimed and come back when
-        their lease ends, to be moved then; the jobs claimed with them still run.
-        """
-        try:
-            await self._run(lambda s: self._quarantine(s, queue, bad))
-        except BrokerError as exc:
-            log.warning(
-                "queue %r: could not move %d malformed row(s) to the failed table yet (%s); "
-                "they are tried again when their lease ends",
-                queue,
-                len(bad),
-                exc,
-            )
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
@@ -609,46 +562,6 @@ class DatabaseQueue(Queue):
     async def batch_progress(self, batch_id: str) -> BatchProgress | None:
         return await self._batches.batch_progress(batch_id)
 
-    # -- FailedJobStore --------------------------------------------------------
-
-    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
-        """Failed jobs, newest first, each with its full envelope and error."""
-        sql, params = (
-            (self._sql.failed_all, (limit,))
-            if queue is None
-            else (self._sql.failed_on_queue, (queue, limit))
-        )
-        rows = await self._run(lambda s: s.fetchall(sql, params), write=False)
-        return [_failed_from_row(row) for row in rows]
-
-    async def retry_failed(self, job_id: str) -> bool:
-        """Queue a failed job again, due now, with attempts at zero; False if no such job."""
-
-        async def work(s: Session) -> bool:
-            found = await s.fetchall(self._sql.newest_failed, (job_id,))
-            if not found:
-                return False
-            now = await self._dialect.now(s)
-            await s.execute(self._sql.restore_failed, (now, now, found[0][0], job_id))
-            await s.execute(self._sql.forget_failed, (job_id,))
-            await self._dialect.announce(s, (str(found[0][1]),))
-            return True
-
-        restored = await self._run(work)
-        if restored:
-            self._dialect.pushed()
-        return restored
-
-    async def forget_failed(self, job_id: str) -> bool:
-        """Delete a failed job for good; False if no such job."""
-        return await self._run(lambda s: s.execute(self._sql.forget_failed, (job_id,))) > 0
-
-    async def flush_failed(self, *, queue: str | None = None) -> int:
-        """Delete every failed job (of `queue`, or all); how many."""
-        if queue is None:
-            return await self._run(lambda s: s.execute(self._sql.flush_all))
-        return await self._run(lambda s: s.execute(self._sql.flush_queue, (queue,)))
-
     # -- RewritesStoredJobs ----------------------------------------------------
 
     async def rewrite_payloads(self, rewrite: Rewrite) -> Rewritten:
@@ -676,21 +589,6 @@ def row_for(job: QueuedJob) -> tuple[object, ...]:
         job.unique_key,
         job.headers.get(ORDERING_KEY),
         available,
-    )
-
-
-def _failed_from_row(row: Row) -> FailedJob:
-    """A failed-table row (`ENVELOPE`, error, failed_at), whatever it holds."""
-    job = read_columns(row[:10])
-    if isinstance(job, Malformed):
-        job = job.as_job(queue="?", job_id="?")
-    try:
-        failed_at = micros_field(row[11], "failed_at")
-    except MalformedEntry:
-        failed_at = from_micros(0)
-    error = row[10]
-    return FailedJob(
-        job=job, error=error if isinstance(error, str) else repr(error), failed_at=failed_at
     )
 
 
