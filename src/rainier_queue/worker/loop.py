@@ -64,6 +64,7 @@ from ..queue import Pausable, Queue
 from ..registry import JobRegistry
 from . import drain, shutdown, signals
 from .acks import AckBatcher
+from .beside import Beside
 from .cancels import CancelWatch
 from .heartbeat import Heartbeat, new_worker_id
 from .leases import LeaseKeeper
@@ -223,23 +224,8 @@ class Worker:
             asyncio.Event(),
         )
         self._assemble()
-        keeper = asyncio.create_task(self._keeper.run(), name="rainier-queue lease keeper")
-        watching: asyncio.Task[None] | None = None
-        if self._watch is not None:
-            await self._watch.check()  # a queue paused before the worker starts is never served
-            watching = asyncio.create_task(self._watch.run(), name="rainier-queue pause watch")
-        if self._cancels is not None:
-            await self._cancels.check()  # a job cancelled before the worker starts never runs
-            watching_cancels = asyncio.create_task(
-                self._cancels.run(), name="rainier-queue cancel watch"
-            )
-        else:
-            watching_cancels = None
-        beating = (
-            asyncio.create_task(self._heartbeat.run(), name="rainier-queue heartbeat")
-            if self._heartbeat is not None
-            else None
-        )
+        beside = Beside(self._keeper, self._watch, self._cancels, self._heartbeat)
+        await beside.start()
         log.info(
             "worker started on %s, queues %s, concurrency %d",
             self.queue.describe(),
@@ -256,22 +242,7 @@ class Worker:
                 await self._drain()
                 await self._tell_queue_we_stopped()
             finally:
-                # A read or a renew that swallows its task's cancellation (a client library
-                # catching it mid-call) must not hold the stop up: each also ends on a flag.
-                self._keeper.stop()
-                keeper.cancel()
-                if self._watch is not None:
-                    self._watch.stop()
-                if self._cancels is not None:
-                    self._cancels.stop()
-                side = [task for task in (watching, watching_cancels) if task is not None]
-                for task in side:
-                    task.cancel()
-                await asyncio.gather(keeper, *side, return_exceptions=True)
-                if beating is not None and self._heartbeat is not None:
-                    beating.cancel()
-                    await asyncio.gather(beating, return_exceptions=True)
-                    await self._heartbeat.remove()
+                await beside.stop()
                 self._stats.threads_left_running = self._runner.threads_running
                 self._runner.close()
                 if self._signals:
