@@ -73,6 +73,7 @@ class Beside:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._beating is not None and self._heartbeat is not None:
+            self._heartbeat.stop()
             self._beating.cancel()
             await asyncio.gather(self._beating, return_exceptions=True)
             await self._heartbeat.remove()

@@ -69,6 +69,7 @@ class Heartbeat:
         self._started_at = utcnow()
         self._key = worker_key(worker_id)
         self._failing = False
+        self._stopped = False
         self._wall_starts: dict[tuple[str, float], datetime] = {}
         """Each running job's start on the wall clock, worked out once from its slot's
         monotonic start, so every beat reports the same time for it."""
@@ -122,11 +123,16 @@ class Heartbeat:
         else:
             self._failing = False
 
+    def stop(self) -> None:
+        """End `run` after its current beat, even if that write swallows the cancellation."""
+        self._stopped = True
+
     async def run(self) -> None:
-        """Beat now, then every `every`, until cancelled."""
-        while True:
+        """Beat now, then every `every`, until cancelled or stopped."""
+        while not self._stopped:
             await self.beat()
-            await asyncio.sleep(self.every.total_seconds())
+            if not self._stopped:
+                await asyncio.sleep(self.every.total_seconds())
 
     async def remove(self) -> None:
         """A clean stop: the record goes, so the worker is not shown as gone."""
