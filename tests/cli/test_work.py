@@ -386,3 +386,20 @@ def test_a_global_option_given_after_the_command_says_to_put_it_before(cli: Cli)
     assert worked.code == 2, worked.output
     assert "--log-format is an option of rainier-queue itself" in worked.stderr
     assert "rainier-queue --log-format ... work" in worked.stderr
+
+
+def test_a_graceful_stop_that_hands_back_only_unstarted_jobs_exits_0_and_says_so() -> None:
+    # Jobs a worker reserved ahead go back at a stop before they start: nothing was cut
+    # short, so a deploy that stops it with one SIGTERM sees a clean exit, not 130.
+    from rainier_queue.cli.exit_codes import ExitCode
+    from rainier_queue.cli.progress import summary
+    from rainier_queue.cli.work import _code
+    from rainier_queue.worker import WorkerStats
+
+    held_back = WorkerStats(processed=3, returned_unstarted=2)
+    cut_short = WorkerStats(processed=3, interrupted=1, returned_unstarted=2)
+
+    assert _code(held_back) == ExitCode.OK
+    assert _code(cut_short) == ExitCode.INTERRUPTED
+    assert "2 handed back before they started" in summary(held_back, 1.0)
+    assert "interrupted" not in summary(held_back, 1.0)

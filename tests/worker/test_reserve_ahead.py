@@ -123,7 +123,9 @@ async def test_a_stop_hands_held_jobs_back_unstarted_with_their_attempt_refunded
 
     assert [text for text, _, _ in journal.attempts] == ["first"]
     assert journal.ran[-1] == "first"
-    assert stats.interrupted == 1
+    # Nothing was cut short: a graceful stop that only hands back what it held ahead is a
+    # clean one (the CLI exits 0 on it, not 130).
+    assert (stats.interrupted, stats.returned_unstarted) == (0, 1)
     assert await queue.size("default") == 1
     again = await queue.reserve("default")
     assert [r.job.id for r in again] == [second.id]

@@ -152,6 +152,7 @@ def summary_fields(stats: WorkerStats, elapsed: float) -> dict[str, object]:
         "retried": stats.released,
         "failed": stats.failed,
         "interrupted": stats.interrupted,
+        "returned_unstarted": stats.returned_unstarted,
         "limited": stats.limited,
         "lost_leases": stats.lost_leases,
         "broker_errors": stats.broker_errors,
@@ -170,6 +171,7 @@ def summary(stats: WorkerStats, elapsed: float) -> str:
         f"{count} {label}"
         for count, label in (
             (stats.interrupted, "interrupted and handed back"),
+            (stats.returned_unstarted, "handed back before they started"),
             (stats.limited, "set aside over their key's limit"),
             (stats.abandoned, "left to their leases (threads still running)"),
             (stats.lost_leases, "lost to another worker (lease lapsed)"),

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOperation
 from ..lookup import lookup_of
-from ..steering import pausable
 from ..queue import FailedJobListing, FailedJobStore, Queue
+from ..steering import pausable
 
 
 def no_failed_listing(queue: Queue) -> str | None:

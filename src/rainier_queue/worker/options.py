@@ -124,8 +124,12 @@ class WorkerStats:
     lost_leases: int = 0
     """Settles refused because another worker had taken the job (its lease lapsed)."""
     interrupted: int = 0
-    """Jobs handed back unfinished at shutdown, or held ahead unstarted when their queue
-    was paused."""
+    """Jobs whose handler was running when a stop (a second signal, or the grace running
+    out) cut it short: handed back unfinished, their attempt refunded."""
+    returned_unstarted: int = 0
+    """Jobs reserved ahead and handed back before their handler started, at a stop or when
+    their queue was paused, their attempt refunded. Nothing was cut short: a graceful stop
+    that hands back only these is a clean one."""
     cancelled: int = 0
     """Jobs cancelled (`QueueManager.cancel`) before or while they ran, and acknowledged."""
     limited: int = 0

@@ -356,8 +356,10 @@ class Runner:
                 Verdict.EXHAUSTED,
                 DeliveryExhausted(queued.name, queued.id, queued.attempts, ctx.max_attempts),
             )
-        if control.is_interrupted():
-            return _ended(made, Verdict.INTERRUPTED)
+        if control.is_interrupted():  # a stop (or a pause) came before it started
+            unstarted = _ended(made, Verdict.INTERRUPTED)
+            unstarted.before_start = True
+            return unstarted
         if control.asked_to_stop():  # cancelled before it started: it never runs
             never_ran = _ended(made, Verdict.CANCELLED)
             never_ran.before_start = True

@@ -490,12 +490,17 @@ class Settler:
 
         if not await self._apply(lease, "hand back", release):
             return
-        self._stats.interrupted += 1
+        if attempt.before_start:
+            self._stats.returned_unstarted += 1
+        else:
+            self._stats.interrupted += 1
         log.info(
-            "handed job `%s` %s back unfinished (a stop, or its queue paused); its attempt "
-            "is refunded",
+            "handed job `%s` %s back %s; its attempt is refunded",
             queued.name,
             queued.id,
+            "before it started (a stop, or its queue paused)"
+            if attempt.before_start
+            else "unfinished (a stop cut it short)",
             extra=job_fields(queued, attempt.number),
         )
 
