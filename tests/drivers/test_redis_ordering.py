@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Ordering keys on Redis, where the driver's own layout shows (drivers/redis/ordering.py):
 a keyless job writes nothing of the lines, a key's line sits in its queue's slot, a held
-job is found and rewritten where it waits, and a batch of acknowledgements from another
-queue than the one reserved from still lets a key's next job go."""
+job is found and rewritten where it waits, a batch of acknowledgements from another queue
+than the one reserved from still lets a key's next job go, and a batch's callback with a
+key joins its key's line."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from redis.cluster import key_slot
 
 from rainier_queue._clock import utcnow
+from rainier_queue.batchstate import Callback, Member, Outcome
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import RedisQueue
 from rainier_queue.envelope import QueuedJob
@@ -127,3 +129,25 @@ async def test_acknowledgements_sent_with_a_reserve_from_another_queue_let_the_n
     assert [r.job.id for r in taken] == [plain.id]
     (after,) = await queue.reserve("keyed")
     assert after.job.id == second.id
+
+
+async def test_a_batch_callback_with_an_ordering_key_waits_behind_the_job_holding_its_key(
+    queue: RedisQueue,
+) -> None:
+    running = job("account-5")
+    await queue.push(running)
+    (held,) = await queue.reserve("default")
+    callback = job("account-5")
+    await queue.open_batch("b1", 1, [Callback.of("then", callback)])
+
+    await queue.record_in_batch(Member("b1", ("default",)), "member-1", Outcome.SUCCEEDED)
+
+    assert await queue.reserve("default") == [], "the callback waits behind its key's job"
+    assert await queue.ahead_of(callback.id) == running.id
+    await queue.acknowledge(held)
+    (after,) = await queue.reserve("default")
+    assert after.job.id == callback.id
+    await queue.acknowledge(after)
+    await queue.push(later := job("account-5"))
+    (last,) = await queue.reserve("default")
+    assert last.job.id == later.id, "the callback let its key go when it was settled"

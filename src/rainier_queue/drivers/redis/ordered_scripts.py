@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from .scripts import ACKNOWLEDGE_FN, CLOCK_FN, MANY_FN, RESERVE_FN, SETTLE_FN
 
-_ORDER_FN = """
+ORDER_FN = """
 -- A job due at `due` (server ms; 0: now) goes where jobs due then wait.
 local function place(stream, delayed, due, body, now)
   if due > now then
@@ -102,7 +102,7 @@ end
 
 PUSH = (
     CLOCK_FN
-    + _ORDER_FN
+    + ORDER_FN
     + """
 -- KEYS: stream, delayed, heads, line, held, sequence, [wake list: only off-cluster]
 -- ARGV: wake_tokens, wake_cap, then for each job: delay_ms (0: due now), ordering key
@@ -130,7 +130,7 @@ return (#ARGV - 2) / 4
 ACKNOWLEDGE = (
     MANY_FN
     + ACKNOWLEDGE_FN
-    + _ORDER_FN
+    + ORDER_FN
     + """
 -- KEYS: stream, leases, deliveries, delayed, heads, line, held
 -- ARGV: group, then for each job: entry id, token, ordering key ('' for none), job id
@@ -151,7 +151,7 @@ ACKNOWLEDGE_AND_RESERVE = (
     MANY_FN
     + ACKNOWLEDGE_FN
     + RESERVE_FN
-    + _ORDER_FN
+    + ORDER_FN
     + """
 -- As scripts.ACKNOWLEDGE_AND_RESERVE, the next job of each settled job's key let go
 -- before the reserve, which may take it at once.
@@ -178,7 +178,7 @@ return {acked, reserved}
 FAIL = (
     CLOCK_FN
     + SETTLE_FN
-    + _ORDER_FN
+    + ORDER_FN
     + """
 -- KEYS: stream, leases, deliveries, failed, delayed, heads, line, held
 -- ARGV: group, entry id, token, failed_record, ordering key, job id
@@ -192,7 +192,7 @@ return 1 + advance(KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[5], ARGV[6]
 
 RESTORE_FAILED = (
     CLOCK_FN
-    + _ORDER_FN
+    + ORDER_FN
     + """
 -- A failed job retried joins the end of its key's line, due now.
 -- KEYS: failed, stream, delayed, heads, line, held, sequence
@@ -213,6 +213,7 @@ return 1
 
 __all__ = [
     "ACKNOWLEDGE",
+    "ORDER_FN",
     "ACKNOWLEDGE_AND_RESERVE",
     "FAIL",
     "PUSH",
