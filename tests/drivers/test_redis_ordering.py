@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from redis.cluster import key_slot
+from redis.crc import key_slot
 
 from rainier_queue._clock import utcnow
 from rainier_queue.batchstate import Callback, Member, Outcome

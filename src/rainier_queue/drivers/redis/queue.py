@@ -2,12 +2,14 @@
 """`RedisQueue`: the Queue port on Redis streams (see the package docstring for the costs).
 
 The queue is composed of parts, each an object of its own on the one client
-(`connection.Calls`) and key family (`keys.Keys`): `RedisReserver` reserves
-and reads what it reserved, `RedisWaiter` waits for work (with the reserve
-behind the wait), `RedisFailedStore` keeps the failed list, `RedisHealth`
-answers `doctor` and watches for a wiped dataset, and the pushes go out
-through `replication.HeldWrites`. What is left here is the port: each
-method says which part does the work, or does it in one script.
+(`connection.Calls`) and key family (`keys.Keys`): `RedisPusher` pushes
+(through `replication.HeldWrites`), `RedisReserver` reserves and reads what
+it reserved, `RedisWaiter` waits for work (with the reserve behind the
+wait), `RedisSettler` acknowledges, releases and renews, `RedisFailedStore`
+keeps the failed list, `RedisHealth` answers `doctor` and watches for a
+wiped dataset. Ordering keys live in those parts' scripts (`ordering.py`).
+What is left here is the port: each method says which part does the work,
+or does it in one script.
 """
 
 from __future__ import annotations
