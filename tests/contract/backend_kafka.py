@@ -152,6 +152,10 @@ BACKEND = Backend(
             " produced again at the end of its partition, behind the later jobs of its key,"
             " which run before it (docs/flow-control.md)"
         ),
+        "ordering_across_queues": (
+            "each queue is a topic of its own, and a record key orders records within one"
+            " partition of one topic (docs/flow-control.md)"
+        ),
         "cut": (
             "a Kafka client bootstraps through the URL's address, then connects to the"
             " address the broker advertises, so a relay in the URL never carries the produce"

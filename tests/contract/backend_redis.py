@@ -118,6 +118,13 @@ BACKEND = Backend(
     raw=redis_raw,
     plant=envelope_bodies(_add),
     tls=TLS_RULES,
+    lacks={
+        "ordering_across_queues": (
+            "a key's line is kept beside its queue's stream, in the queue's hash slot, so one"
+            " script moves it with the settle: the same key on two queues is two lines"
+            " (docs/flow-control.md)"
+        ),
+    },
     known_failures={
         "test_tls_asked_of_a_server_that_speaks_none_is_refused_not_used_in_the_clear": (
             "a redis-server without TLS never answers the handshake, which redis-py reports"

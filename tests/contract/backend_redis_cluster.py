@@ -74,6 +74,11 @@ BACKEND = Backend(
     plant=envelope_bodies(_add),
     raw=_raw,
     lacks={
+        "ordering_across_queues": (
+            "a key's line is kept beside its queue's stream, in the queue's hash slot, so one"
+            " script moves it with the settle: the same key on two queues is two lines"
+            " (docs/flow-control.md)"
+        ),
         "cut": (
             "a cluster client reaches each node at the address the cluster announces, not"
             " through one relay in the URL; tests/drivers/test_redis_cluster.py cuts a node's"

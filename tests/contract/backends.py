@@ -258,10 +258,17 @@ HOOKS = (
     "raw",
     "batches",
     "ordered_retries",
+    "ordering_across_queues",
 )
 """Every hook a contract or fault test may need."""
 
-ABILITIES = ("processes", "lock_store", "batches", "ordered_retries")
+ABILITIES = (
+    "processes",
+    "lock_store",
+    "batches",
+    "ordered_retries",
+    "ordering_across_queues",
+)
 """The hooks that are no field of `Backend`: had unless `lacks` says otherwise."""
 
 

@@ -72,7 +72,7 @@ async def test_a_driver_that_keeps_no_ordering_keys_refuses_a_job_with_one_namin
     with pytest.raises(UnsupportedOperation, match="ordering key 'account-7'"):
         await queue.push_many([keyed("plain", None), keyed("two", "account-7")])
 
-    assert "SQLite, PostgreSQL, MySQL/MariaDB, Kafka or memory://" in str(refused.value)
+    assert "SQLite, PostgreSQL, MySQL/MariaDB, Redis, Kafka or memory://" in str(refused.value)
     assert "Nothing was queued" in str(refused.value)
     if queue.capabilities.deferred:
         assert await queue.size("default") == 0, "nothing of the refused batch was stored"
@@ -168,14 +168,10 @@ async def test_a_failed_job_lets_the_next_of_its_key_go(ordered_queue: Queue) ->
     assert after.job.id == second.id
 
 
+@pytest.mark.needs("ordering_across_queues")
 async def test_an_ordering_key_holds_across_the_queues_of_a_connection(
     ordered_queue: Queue,
 ) -> None:
-    if not ordered_queue.capabilities.reserved_job_steps_aside:
-        pytest.skip(
-            f"on {ordered_queue.name} each queue is a topic of its own, and a record key orders "
-            "records within one partition of one topic (docs/flow-control.md)"
-        )
     first, second = keyed("here", "account-5", "default"), keyed("there", "account-5", "ordered")
     await ordered_queue.push(first)
     await ordered_queue.push(second)

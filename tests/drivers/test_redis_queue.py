@@ -19,7 +19,9 @@ import pytest
 
 from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.redis import NOT_A_JOB, RedisQueue
+from rainier_queue.drivers.redis import pushing as redis_pushing_module
 from rainier_queue.drivers.redis import queue as redis_queue_module
+from rainier_queue.drivers.redis import settling as redis_settling_module
 from rainier_queue.drivers.redis.wakeups import WAKE_TOKENS
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import (
@@ -427,7 +429,7 @@ async def test_due_times_follow_the_servers_clock_not_the_pushing_machines(
 ) -> None:
     pusher, worker = open_on(), open_on()
     ahead = datetime.now(UTC) + timedelta(hours=1)  # the pushing machine's clock is an hour fast
-    monkeypatch.setattr(redis_queue_module, "utcnow", lambda: ahead)
+    monkeypatch.setattr(redis_pushing_module, "utcnow", lambda: ahead)
     await pusher.push(a_job().with_changes(available_at=ahead + timedelta(seconds=1)))
     monkeypatch.undo()
 
@@ -445,7 +447,7 @@ async def test_a_retry_delay_counts_from_the_servers_clock(
     await queue.push(a_job())
     [got] = await queue.reserve("default")
     behind = datetime.now(UTC) - timedelta(hours=1)  # this worker's clock is an hour slow
-    monkeypatch.setattr(redis_queue_module, "utcnow", lambda: behind)
+    monkeypatch.setattr(redis_settling_module, "utcnow", lambda: behind)
     await queue.release(got, delay=timedelta(seconds=1))
     monkeypatch.undo()
 

@@ -54,6 +54,13 @@ An idle worker blocks on a per-namespace wake-up list (`BLPOP`) that
 every push appends to, so it starts a new job within a millisecond or two
 of the push, from any process.
 
+**Ordering keys.** Only one job of an ordering key is in a queue's stream
+or delayed set at a time; the key's later jobs wait in a line beside them,
+in the queue's slot, and the script that acknowledges or fails the job
+holding the key moves the next one out (`ordering.py`). A key's order is
+kept within one queue, not across queues. Jobs without a key run the plain
+scripts, unchanged.
+
 **Foreign entries.** `push_raw` appends a bare body for a consumer that is
 not this library. If this library's workers reserve such an entry, it is
 not a job: it goes straight to the failed store as a job named

@@ -26,6 +26,7 @@ its batches with its jobs (`may_lose_accepted_job`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -34,16 +35,25 @@ from urllib.parse import quote
 from ..._clock import from_micros, to_micros, utcnow
 from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...errors import UnsupportedOperation
+from ...job import ORDERING_KEY
 from .connection import Calls, translated
 from .keys import Keys
+from .ordered_scripts import ORDER_FN
+from .scripts import CLOCK_FN
 from .wakeups import WAKE_TOKENS, wake_apart
 
 KEPT = timedelta(days=7)
 """How long a finished batch's hash stays readable by id."""
 
-RECORD = r"""
--- KEYS: batch hash, done set, the stream of each callback in order, [wake list]
+RECORD = (
+    CLOCK_FN
+    + ORDER_FN
+    + r"""
+-- KEYS: batch hash, done set, the stream of each callback in order, then for each callback
+-- its queue's delayed set and ordering keys (heads, line, held, sequence), [wake list]
 -- ARGV: job id, count field, batch id, now (micros), seconds kept, callbacks, wake cap
+-- A callback with an ordering key (fields o<i>, its key, and j<i>, its id) takes its key
+-- or joins its key's line, as a push does (ordered_scripts.py).
 -- Answers {what, total, succeeded, failed, cancelled, created, finished}: what is 0 for
 -- no such batch, 1 for a record that changed nothing or was not the last, 2 + the
 -- callbacks queued for the record that finished the batch.
@@ -70,20 +80,29 @@ for i = 1, n do
   if kind == 'finally' or (kind == 'then' and s == total) or (kind == 'catch' and s < total) then
     local before = redis.call('HGET', KEYS[1], 'b' .. i)
     local after = redis.call('HGET', KEYS[1], 'a' .. i)
-    redis.call('XADD', KEYS[2 + i], '*', 'body', before .. counts .. after)
+    local body = before .. counts .. after
+    local ordered = redis.call('HGET', KEYS[1], 'o' .. i)
+    if ordered then
+      local at = 2 + n + 5 * (i - 1)
+      enter(KEYS[2 + i], KEYS[at + 1], KEYS[at + 2], KEYS[at + 3], KEYS[at + 4], KEYS[at + 5],
+            ordered, redis.call('HGET', KEYS[1], 'j' .. i), 0, body, server_ms())
+    else
+      redis.call('XADD', KEYS[2 + i], '*', 'body', body)
+    end
     queued = queued + 1
   end
 end
 redis.call('HSET', KEYS[1], 'finished', ARGV[4])
 redis.call('DEL', KEYS[2])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
-local wake = KEYS[3 + n]
+local wake = KEYS[3 + 6 * n]
 if queued > 0 and wake then
   for _ = 1, queued do redis.call('LPUSH', wake, '1') end
   redis.call('LTRIM', wake, 0, tonumber(ARGV[7]) - 1)
 end
 return answer(2 + queued)
 """
+)
 
 
 class RedisBatches:
@@ -124,6 +143,9 @@ class RedisBatches:
             fields[f"q{i}"] = callback.queue
             fields[f"b{i}"] = callback.before
             fields[f"a{i}"] = callback.after
+            ordered = _ordering_of(callback)
+            if ordered is not None:
+                fields[f"o{i}"], fields[f"j{i}"] = ordered
         key = self._key(batch_id, queues)
         async with translated("open a batch"):
             client = await self._calls.ready()
@@ -136,6 +158,8 @@ class RedisBatches:
         queues = batch.callback_queues
         key = self._key(batch.batch_id, queues)
         names = [key, key + ":done", *(self._keys.queue(q).stream for q in queues)]
+        for q in queues:
+            names += [self._keys.queue(q).delayed, *self._keys.queue(q).ordered_keys]
         if not self._cluster:
             names.append(self._keys.wake)
         args = [
@@ -194,6 +218,17 @@ class RedisBatches:
             finished_at=None if finished is None else from_micros(int(finished)),
             callbacks=tuple((c.kind, c.name()) for c in callbacks),
         )
+
+
+def _ordering_of(callback: Callback) -> tuple[str, str] | None:
+    """A callback's ordering key and job id, if it has a key: it is then queued as a keyed
+    push is, behind an earlier job of its key."""
+    try:
+        data = json.loads(callback.before + callback.after)
+        key = (data.get("headers") or {}).get(ORDERING_KEY)
+        return (key, str(data["id"])) if isinstance(key, str) and key else None
+    except (ValueError, KeyError, AttributeError, TypeError):
+        return None
 
 
 __all__ = ["KEPT", "RECORD", "RedisBatches"]

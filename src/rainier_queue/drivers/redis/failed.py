@@ -5,7 +5,9 @@ A failed record is `{"job": <envelope>, "error": ..., "failed_at": ...}`
 as JSON, pushed onto the queue's own failed list by the same script that
 removes the job from its stream, so the two never disagree. The set of
 queues that ever had a failed job is kept namespace-wide, for listing and
-flushing across every queue. Retrying removes the exact record and appends
+flushing across every queue. A job with an ordering key that fails lets its
+key go in the same script, and one retried joins the end of its key's line
+(`ordered_scripts.py`). Retrying removes the exact record and appends
 the restored job to the stream in one script, so a retry cannot run twice.
 """
 
@@ -22,9 +24,10 @@ from ...envelope.fields import parse_json, raw_value, time_field
 from ...envelope.reading import Malformed
 from ...errors import MalformedEntry
 from ...queue import FailedJob
-from . import scripts
+from . import ordered_scripts, scripts
 from .connection import Calls, translated
 from .keys import GROUP, Keys, QueueKeys
+from .ordering import LET_GO, ordering_key
 from .wakeups import wake_apart
 
 log = logging.getLogger("rainier_queue.redis")
@@ -54,12 +57,22 @@ class RedisFailedStore:
         )
         async with translated("record a failed job"):
             await (await self._ready()).sadd(self.keys.failed_queues, job.queue)
+        named = [keys.stream, keys.leases, keys.deliveries, keys.failed]
+        key = ordering_key(job)
+        if key is None:
+            ok = await self._calls.run(
+                scripts.FAIL, named, [GROUP, entry_id, token, record], f"fail job {job.id}"
+            )
+            return bool(ok)
+        # A failed job lets its ordering key go: the next of the key leaves the line.
         ok = await self._calls.run(
-            scripts.FAIL,
-            [keys.stream, keys.leases, keys.deliveries, keys.failed],
-            [GROUP, entry_id, token, record],
+            ordered_scripts.FAIL,
+            [*named, keys.delayed, keys.heads, keys.line, keys.held],
+            [GROUP, entry_id, token, record, key, job.id],
             f"fail job {job.id}",
         )
+        if ok == LET_GO:
+            await wake_apart(await self._ready(), self.keys.wake, 1)
         return bool(ok)
 
     async def _failed_queues(self, queue: str | None) -> list[str]:
@@ -106,9 +119,21 @@ class RedisFailedStore:
         # Not its uniqueness key: that lock was given back when the job failed.
         restored = failed.job.with_changes(attempts=0, available_at=utcnow(), unique_key=None)
         keys = self.keys.queue(name)
-        ok = await self._calls.run(
-            scripts.RESTORE_FAILED, [keys.failed, keys.stream], [raw, restored.to_json()], "retry"
-        )
+        key = ordering_key(restored)
+        if key is None:
+            ok = await self._calls.run(
+                scripts.RESTORE_FAILED,
+                [keys.failed, keys.stream],
+                [raw, restored.to_json()],
+                "retry",
+            )
+        else:  # it joins the end of its key's line
+            ok = await self._calls.run(
+                ordered_scripts.RESTORE_FAILED,
+                [keys.failed, keys.stream, keys.delayed, *keys.ordered_keys],
+                [raw, restored.to_json(), key, restored.id],
+                "retry",
+            )
         if ok:
             await wake_apart(await self._ready(), self.keys.wake, 1)
         return bool(ok)

@@ -8,6 +8,10 @@ Queue names are percent-encoded before they become part of a key, so a
 name with `{`, `}`, `*`, `?`, `[`, `:` or spaces can neither break the hash
 tag nor be read as a pattern.
 
+A queue that holds jobs with an ordering key has three keys more, in the
+same slot (`ordering.py`): the key that each ordering key's running or next
+job holds, the later jobs of every key in one line, and their bodies.
+
 Namespace-wide keys (the wake-up list, the dataset marker, the set of
 queues that have failed jobs) are hash-tagged `{_}`: they live on a slot
 of their own and are only ever used with single-key commands.
@@ -45,9 +49,48 @@ class QueueKeys:
     cursor: str
     """Where the next XAUTOCLAIM scan of the pending list starts."""
     failed: str
+    heads: str
+    """Ordering key -> the id of the one job of that key that is out of the line: waiting in
+    the stream, delayed (a retry's backoff) or running. The key's later jobs wait for it."""
+    line: str
+    """The later jobs of every ordering key, one sorted set read by range of key: members
+    `<length of key>:<key>:<sequence>`, all scored 0, so a key's jobs sort in push order."""
+    held: str
+    """Line member -> the held job: `<due ms>|<length of id>|<id><body>`."""
+    sequence: str
+    """A counter that numbers the line's members."""
 
     def all(self) -> list[str]:
-        return [self.stream, self.delayed, self.leases, self.deliveries, self.cursor, self.failed]
+        return [
+            self.stream,
+            self.delayed,
+            self.leases,
+            self.deliveries,
+            self.cursor,
+            self.failed,
+            self.heads,
+            self.line,
+            self.held,
+            self.sequence,
+        ]
+
+    @property
+    def ordered_acknowledge_keys(self) -> list[str]:
+        """The keys of `ordered_scripts.ACKNOWLEDGE`, in its order."""
+        return [
+            self.stream,
+            self.leases,
+            self.deliveries,
+            self.delayed,
+            self.heads,
+            self.line,
+            self.held,
+        ]
+
+    @property
+    def ordered_keys(self) -> list[str]:
+        """The keys a script that moves a key's line touches beyond its own, in this order."""
+        return [self.heads, self.line, self.held, self.sequence]
 
     @property
     def reserve_keys(self) -> list[str]:
@@ -100,6 +143,10 @@ def _queue_keys(prefix: str, name: str) -> QueueKeys:
         deliveries=base + "deliveries",
         cursor=base + "cursor",
         failed=base + "failed",
+        heads=base + "ordered:heads",
+        line=base + "ordered:line",
+        held=base + "ordered:held",
+        sequence=base + "ordered:sequence",
     )
 
 

@@ -5,7 +5,8 @@ Why a part of its own, and why a scan: a stream entry is found by its entry
 id, not by the job's, and keeping an index from one to the other would cost
 every push, promotion, acknowledgement and failure a write more, for a
 question an operator asks now and then. So `find_job` reads the queues
-instead: each stream (in pages), each delayed set, then the failed lists.
+instead: each stream (in pages), each delayed set, the jobs held behind
+their ordering keys (`ordering.py`), then the failed lists.
 Its cost grows with the jobs waiting (about a millisecond per thousand on
 a local server); pushes and settles pay nothing for it.
 
@@ -32,6 +33,7 @@ from ...jobstate import Found
 from .connection import Calls, translated
 from .failed import RedisFailedStore
 from .keys import GROUP, Keys, QueueKeys
+from .ordering import ordering_key, read_held
 
 PAGE = 500
 """Stream entries read per round trip while looking for a job."""
@@ -59,6 +61,8 @@ class RedisLookup:
             found = await self._in_stream(keys, queue, job_id, needle)
             if found is None:
                 found = await self._in_delayed(keys, queue, job_id, needle)
+            if found is None:
+                found = await self._in_line(keys, queue, job_id, needle)
             if found is not None:
                 return found
         failed = await self._failed.find(job_id)
@@ -137,6 +141,37 @@ class RedisLookup:
                     return Found(job=job, where="queued")
                 return Found(job=job, where="delayed", due_at=due)
         return None
+
+    async def _in_line(self, keys: QueueKeys, queue: str, job_id: str, needle: str) -> Found | None:
+        """A job held behind an earlier one of its ordering key: waiting (`ordering.py`)."""
+        client = await self._ready()
+        async with translated("read the jobs held behind their ordering keys"):
+            async for _, value in client.hscan_iter(keys.held, count=PAGE):
+                if needle not in value:
+                    continue
+                held = read_held(str(value))
+                job = None if held is None else _job(held.body, queue, job_id)
+                if job is not None:
+                    return Found(job=job, where="queued")
+        return None
+
+    # -- OrderingLookup ----------------------------------------------------------
+
+    async def ahead_of(self, job_id: str) -> str | None:
+        """The job holding the ordering key of `job_id`, if that is another job: the one of
+        its key out of the line (waiting, delayed or running), which it waits for."""
+        found = await self.find_job(job_id)
+        if found is None or found.where == "failed":
+            return None
+        key = ordering_key(found.job)
+        if key is None:
+            return None
+        client = await self._ready()
+        async with translated("read which job holds an ordering key"):
+            head = await cast(
+                Awaitable[Any], client.hget(self._keys.queue(found.job.queue).heads, key)
+            )
+        return None if head is None or str(head) == job_id else str(head)
 
     # -- RecordStore -------------------------------------------------------------
 

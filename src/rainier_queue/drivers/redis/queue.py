@@ -2,23 +2,23 @@
 """`RedisQueue`: the Queue port on Redis streams (see the package docstring for the costs).
 
 The queue is composed of parts, each an object of its own on the one client
-(`connection.Calls`) and key family (`keys.Keys`): `RedisReserver` reserves
-and reads what it reserved, `RedisWaiter` waits for work (with the reserve
-behind the wait), `RedisFailedStore` keeps the failed list, `RedisHealth`
-answers `doctor` and watches for a wiped dataset, and the pushes go out
-through `replication.HeldWrites`. What is left here is the port: each
-method says which part does the work, or does it in one script.
+(`connection.Calls`) and key family (`keys.Keys`): `RedisPusher` pushes
+(through `replication.HeldWrites`), `RedisReserver` reserves and reads what
+it reserved, `RedisWaiter` waits for work (with the reserve behind the
+wait), `RedisSettler` acknowledges, releases and renews, `RedisFailedStore`
+keeps the failed list, `RedisHealth` answers `doctor` and watches for a
+wiped dataset. Ordering keys live in those parts' scripts (`ordering.py`).
+What is left here is the port: each method says which part does the work,
+or does it in one script.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import socket
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from redis.asyncio import Redis
@@ -41,7 +41,6 @@ from ...queue import (
 )
 from ...redact import redact_url
 from ..options import check_lease
-from ..unordered import refuse_ordering_keys
 from . import scripts
 from .batching import RedisBatches
 from .cluster_writes import ClusterWrites
@@ -52,13 +51,14 @@ from .health import RedisHealth
 from .keys import DEFAULT_PREFIX, GROUP, Keys, check_prefix
 from .lookup import RedisLookup
 from .pausing import RedisPauses
+from .pushing import RedisPusher
 from .replication import OPTIONS as DURABILITY_OPTIONS
-from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from, raise_first
-from .reserving import RedisReserver, ack_args, lost
+from .replication import Durability, HeldWrites, ReplicatedWrites, durability_from
+from .reserving import RedisReserver, lost
 from .rewriting import RedisRewriter
 from .settings import RedisSettings
+from .settling import RedisSettler
 from .waiting import RedisWaiter
-from .wakeups import WAKE_TOKENS, wake_apart, wake_commands
 
 if TYPE_CHECKING:
     from .. import DriverContext
@@ -70,25 +70,8 @@ QUEUE_OPTIONS = frozenset({"lease", "consumer", *DURABILITY_OPTIONS})
 """The options the queue takes beyond its connection's (`RedisSettings.OPTIONS`)."""
 
 
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
-
-
-def _delay_ms(job: QueuedJob, now: datetime) -> int:
-    """A delay, not a moment (the push script adds it to the server's clock); 0: due now."""
-    return max(1, _ms(job.available_at) - _ms(now)) if job.available_at > now else 0
-
-
 def _consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-
-
-UNORDERED = (
-    "a stream hands a queue's entries to any free worker, and a job released with a "
-    "backoff waits apart from them in a sorted set, so nothing holds a key's later jobs "
-    "behind an earlier one"
-)
-"""Why Redis cannot keep an ordering key's order (`Capabilities.ordering_keys`)."""
 
 
 class RedisQueue(Queue):
@@ -110,6 +93,7 @@ class RedisQueue(Queue):
         records=True,
         cancellable=True,
         batches=True,
+        ordering_keys=True,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = RedisSettings.OPTIONS | QUEUE_OPTIONS
@@ -187,9 +171,20 @@ class RedisQueue(Queue):
             cluster=self.cluster,
         )
         self.pauses = RedisPauses(self._calls, self.keys)
+        """The paused queues (`Pausable`), a set of the namespace."""
         self.batches = RedisBatches(self._calls, self.keys, cluster=self.cluster)
         """Batches (`BatchStore`), a hash and a set each, recorded by one script."""
-        """The paused queues (`Pausable`), a set of the namespace."""
+        self._pusher = RedisPusher(
+            self._calls,
+            self.keys,
+            client,
+            self._pushes,
+            cluster=self.cluster,
+            replicated=self._replicated is not None,
+        )
+        """Pushes (`pushing.py`), keyed jobs into their keys' lines (`ordering.py`)."""
+        self._settler = RedisSettler(self._calls, self.keys, consumer=self.consumer)
+        """Acknowledgements, releases and renewals (`settling.py`)."""
         self._waiter = RedisWaiter(
             self._calls,
             self.keys,
@@ -217,77 +212,17 @@ class RedisQueue(Queue):
         base = redact_url(self._url.split("?", 1)[0])
         return f"{kind} {base} prefix={self.keys.prefix!r}{durable}"
 
-    # -- pushing -----------------------------------------------------------------
+    # -- pushing (RedisPusher) ----------------------------------------------------
 
     @override
     async def push(self, job: QueuedJob) -> str:
-        """One job, off-cluster.
-
-        Due now, it is an `XADD` and the wake-up, sent as plain commands in one
-        round trip, not as the push script: on a server that was idle (a
-        lone job pushed to an idle worker, whose wait for it this is) the
-        script took about 45 µs of Redis's time and the three commands take
-        about 20 (`INFO commandstats`, 50 pushes a second). The entry is
-        written before the wake-up, so a woken worker finds it. Another
-        client's command may now come between the two; at worst a worker
-        takes the job first and the wake-up then wakes one that finds
-        nothing, as a stale wake-up token does. Delayed, it is `push_many`'s
-        script, which reads the server's clock.
-        """
-        refuse_ordering_keys(self, UNORDERED, (job,))
-        if self.cluster:
-            await self.push_many([job])
-            return job.id
-        keys = self.keys.queue(job.queue)
-        delay = _delay_ms(job, utcnow())
-        if not delay:
-            sent = [
-                ("XADD", keys.stream, "*", "body", job.to_json()),
-                *wake_commands(self.keys.wake, 1),
-            ]
-            await self._pushes.commands(sent, what="push jobs", job_ids=[job.id])
-            return job.id
-        args = [1, WAKE_TOKENS, delay, job.to_json()]
-        names = [keys.stream, keys.delayed, self.keys.wake]
-        script = self._calls.script(scripts.PUSH)
-        await self._pushes.script(script, names, args, what="push jobs", job_ids=[job.id])
-        return job.id
+        """Off-cluster and keyless, due now: `XADD` and the wake-up in one round trip."""
+        return await self._pusher.push(job)
 
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """One script per queue (each one slot); off-cluster the wake-up rides along."""
-        if not jobs:
-            return []
-        refuse_ordering_keys(self, UNORDERED, jobs)
-        await self._calls.ready()
-        now = utcnow()
-        by_queue: dict[str, list[Any]] = defaultdict(list)
-        for job in jobs:
-            by_queue[job.queue] += [_delay_ms(job, now), job.to_json()]
-        tokens = min(len(jobs), WAKE_TOKENS)
-
-        async def push_to(queue: str, pairs: list[Any]) -> None:
-            keys = self.keys.queue(queue)
-            names = [keys.stream, keys.delayed] + ([] if self.cluster else [self.keys.wake])
-            args = [tokens, WAKE_TOKENS, *pairs]
-            ids = [job.id for job in jobs if job.queue == queue]
-            script = self._calls.script(scripts.PUSH)
-            await self._pushes.script(script, names, args, what="push jobs", job_ids=ids)
-
-        if len(by_queue) == 1:
-            # The usual case, one queue: awaited here rather than as a task of its own,
-            # which would send it a loop turn later (latency) for a task's cost (CPU).
-            [(queue, pairs)] = by_queue.items()
-            await push_to(queue, pairs)
-        else:
-            pushes = [push_to(q, pairs) for q, pairs in by_queue.items()]
-            if self._replicated is None:
-                await asyncio.gather(*pushes)
-            else:
-                raise_first(await asyncio.gather(*pushes, return_exceptions=True))
-        if self.cluster:
-            await wake_apart(self.client, self.keys.wake, tokens)
-        return [job.id for job in jobs]
+        return await self._pusher.push_many(jobs)
 
     @override
     async def push_raw(self, queue: str, body: str) -> None:
@@ -296,14 +231,7 @@ class RedisQueue(Queue):
         If this library's own workers reserve it, it is not a job: it goes to
         the failed store under the name `rainier-queue:not-a-job`.
         """
-        stream = self.keys.queue(queue).stream
-        await self._calls.ready()
-        xadd = ("XADD", stream, "*", "body", body)
-        # On a cluster the wake-up list is on another slot, so it is a command of its own.
-        sent = [xadd] if self.cluster else [xadd, *wake_commands(self.keys.wake, 1)]
-        await self._pushes.commands(sent, what="push a raw body", job_ids=[])
-        if self.cluster:
-            await wake_apart(self.client, self.keys.wake, 1)
+        await self._pusher.push_raw(queue, body)
 
     # -- reserving and waiting (RedisReserver, RedisWaiter) ------------------------
 
@@ -363,30 +291,8 @@ class RedisQueue(Queue):
 
     @override
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
-        by_queue: dict[str, list[int]] = defaultdict(list)
-        for i, reservation in enumerate(reservations):
-            by_queue[reservation.job.queue].append(i)
-        results: list[Exception | None] = [None] * len(reservations)
-
-        async def settle(queue: str, indexes: list[int]) -> None:
-            keys = self.keys.queue(queue)
-            args = ack_args(reservations, indexes)
-            try:
-                done = await self._calls.run(
-                    scripts.ACKNOWLEDGE,
-                    [keys.stream, keys.leases, keys.deliveries],
-                    args,
-                    "acknowledge jobs",
-                )
-            except Exception as exc:
-                for i in indexes:
-                    results[i] = exc
-                return
-            for i, ok in zip(indexes, done, strict=True):
-                results[i] = None if ok else lost(reservations[i])
-
-        await asyncio.gather(*(settle(q, ix) for q, ix in by_queue.items()))
-        return results
+        """One script per queue, concurrently (`RedisSettler`)."""
+        return await self._settler.acknowledge_many(reservations)
 
     @override
     async def release(
@@ -396,34 +302,11 @@ class RedisQueue(Queue):
         delay: timedelta = timedelta(0),
         count_attempt: bool = True,
     ) -> None:
-        job = reservation.job
-        attempts = job.attempts if count_attempt else max(0, job.attempts - 1)
-        now = utcnow()
-        again = job.with_changes(attempts=attempts, available_at=now + delay)
-        keys = self.keys.queue(job.queue)
-        due = max(1, round(delay.total_seconds() * 1000)) if delay > timedelta(0) else 0
-        ok = await self._calls.run(
-            scripts.RELEASE,
-            [keys.stream, keys.delayed, keys.leases, keys.deliveries],
-            [GROUP, str(reservation.handle), reservation.token, again.to_json(), due],
-            f"release job {job.id}",
-        )
-        if not ok:
-            raise lost(reservation)
-        if not due:
-            await wake_apart(await self._calls.ready(), self.keys.wake, 1)
+        await self._settler.release(reservation, delay=delay, count_attempt=count_attempt)
 
     @override
     async def renew(self, reservation: Reservation) -> None:
-        keys = self.keys.queue(reservation.job.queue)
-        ok = await self._calls.run(
-            scripts.RENEW,
-            [keys.stream, keys.leases],
-            [GROUP, self.consumer, str(reservation.handle), reservation.token],
-            f"renew the lease of job {reservation.job.id}",
-        )
-        if not ok:
-            raise lost(reservation)
+        await self._settler.renew(reservation)
 
     @override
     async def fail(self, reservation: Reservation, error: str) -> None:
@@ -439,7 +322,9 @@ class RedisQueue(Queue):
     async def size(self, queue: str) -> int:
         keys = self.keys.queue(queue)
         return int(
-            await self._calls.run(scripts.SIZE, [keys.stream, keys.delayed], [GROUP], "count jobs")
+            await self._calls.run(
+                scripts.SIZE, [keys.stream, keys.delayed, keys.line], [GROUP], "count jobs"
+            )
         )
 
     async def counts(self, queue: str) -> QueueCounts:
@@ -447,7 +332,7 @@ class RedisQueue(Queue):
         keys = self.keys.queue(queue)
         lease_ms = max(1, int(self._lease.total_seconds() * 1000))
         answer = await self._calls.run(
-            scripts.COUNTS, [keys.stream, keys.delayed], [GROUP, lease_ms], "count jobs"
+            scripts.COUNTS, [keys.stream, keys.delayed, keys.line], [GROUP, lease_ms], "count jobs"
         )
         waiting, delayed, reserved, known, soonest_ms = (int(v) for v in answer)
         return QueueCounts(
@@ -471,7 +356,10 @@ class RedisQueue(Queue):
         keys = self.keys.queue(queue)
         return int(
             await self._calls.run(
-                scripts.CLEAR, [keys.stream, keys.delayed, keys.leases], [], f"clear {queue!r}"
+                scripts.CLEAR,
+                [keys.stream, keys.delayed, keys.leases, keys.heads, keys.line, keys.held],
+                [],
+                f"clear {queue!r}",
             )
         )
 
@@ -480,6 +368,10 @@ class RedisQueue(Queue):
     async def find_job(self, job_id: str) -> Found | None:
         """The job in a stream, a delayed set or a failed list; None if in none (a scan)."""
         return await self.lookup.find_job(job_id)
+
+    async def ahead_of(self, job_id: str) -> str | None:
+        """`OrderingLookup`: the job holding `job_id`'s ordering key, if another (a scan)."""
+        return await self.lookup.ahead_of(job_id)
 
     async def put_record(self, key: str, value: bytes, ttl: timedelta) -> None:
         await self.lookup.put_record(key, value, ttl)

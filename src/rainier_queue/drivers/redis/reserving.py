@@ -26,11 +26,13 @@ from ...envelope.reading import Malformed, read_envelope
 from ...errors import LeaseLost
 from ...queue import Reservation, new_token
 from ..malformed import Pass, quarantine, top_up
-from . import scripts
+from . import ordered_scripts, scripts
 from .connection import Calls, translated
 from .failed import RedisFailedStore
 from .health import RedisHealth
 from .keys import GROUP, Keys, QueueKeys
+from .ordering import LET_GO, ordering_key, settle_args
+from .wakeups import wake_apart
 
 log = logging.getLogger("rainier_queue.redis")
 
@@ -152,23 +154,32 @@ class RedisReserver:
         pipe = client.pipeline(transaction=True)
         for name, indexes in by_queue.items():
             ack_keys = self.keys.queue(name)
-            pipe.eval(
-                scripts.ACKNOWLEDGE,
-                3,
-                ack_keys.stream,
-                ack_keys.leases,
-                ack_keys.deliveries,
-                *ack_args(reservations, indexes),
-            )
+            if any(ordering_key(reservations[i].job) is not None for i in indexes):
+                named = ack_keys.ordered_acknowledge_keys
+                sent = [GROUP, *settle_args(reservations, indexes)]
+                pipe.eval(ordered_scripts.ACKNOWLEDGE, len(named), *named, *sent)
+            else:
+                pipe.eval(
+                    scripts.ACKNOWLEDGE,
+                    3,
+                    ack_keys.stream,
+                    ack_keys.leases,
+                    ack_keys.deliveries,
+                    *ack_args(reservations, indexes),
+                )
         call = self.call(queue, limit)
         keys, args, _ = call
         pipe.eval(scripts.RESERVE, len(keys.reserve_keys), *keys.reserve_keys, *args)
         async with translated(f"acknowledge jobs and reserve from {queue!r}"):
             answers = await pipe.execute()
         outcomes: list[Exception | None] = [None] * len(reservations)
+        let_go = False
         for indexes, done in zip(by_queue.values(), answers, strict=False):
+            let_go = let_go or LET_GO in done
             for i, ok in zip(indexes, done, strict=True):
                 outcomes[i] = None if ok else lost(reservations[i])
+        if let_go:
+            await wake_apart(client, self.keys.wake, 1)
         first = await self.read(queue, call, answers[-1])
         return outcomes, await self.top_up(queue, limit, first)
 
@@ -179,14 +190,25 @@ class RedisReserver:
         call = self.call(queue, limit)
         keys, args, _ = call
         sent = [*args[:4], len(reservations), args[4]]
-        for reservation in reservations:
-            sent += [str(reservation.handle), reservation.token]
-        acked, rows = await self._calls.run(
-            scripts.ACKNOWLEDGE_AND_RESERVE,
-            keys.reserve_keys,
-            sent,
-            f"acknowledge jobs and reserve from {queue!r}",
-        )
+        if any(ordering_key(reservation.job) is not None for reservation in reservations):
+            sent += settle_args(reservations, range(len(reservations)))
+            acked, rows = await self._calls.run(
+                ordered_scripts.ACKNOWLEDGE_AND_RESERVE,
+                [*keys.reserve_keys, *keys.ordered_keys[:3]],
+                sent,
+                f"acknowledge jobs and reserve from {queue!r}",
+            )
+            if LET_GO in acked:  # a job left its key's line: for another worker, if not ours
+                await wake_apart(await self._calls.ready(), self.keys.wake, 1)
+        else:
+            for reservation in reservations:
+                sent += [str(reservation.handle), reservation.token]
+            acked, rows = await self._calls.run(
+                scripts.ACKNOWLEDGE_AND_RESERVE,
+                keys.reserve_keys,
+                sent,
+                f"acknowledge jobs and reserve from {queue!r}",
+            )
         outcomes: list[Exception | None] = [
             None if ok else lost(reservation)
             for reservation, ok in zip(reservations, acked, strict=True)

@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Rewriting stored payloads (`rainier-queue reencrypt`) on Redis, one Lua script per entry.
 
-A queue's jobs sit in three places, and each is rewritten its own way,
+A queue's jobs sit in four places, and each is rewritten its own way,
 each write a compare-and-set in one script on the queue's slot, so that an
 entry settled, reserved or rewritten meanwhile is left as it now is:
 
 - the delayed set: the member replaced by the new body, with its score
   (due time) kept;
+- the jobs held behind their ordering keys (`ordering.py`): each value
+  replaced in its hash, so a job keeps its place in its key's line;
 - the failed list: the record replaced where it stands (`LPOS`, `LSET`);
 - the stream: an entry no worker has been handed yet is appended anew with
   the new body and the old one deleted. A stream entry cannot be changed in
@@ -30,6 +32,8 @@ from ...envelope.reading import read_envelope
 from ...queue import Rewrite, Rewritten
 from .connection import Calls, translated
 from .keys import GROUP, Keys, QueueKeys
+from .ordered_scripts import REWRITE_HELD
+from .ordering import Held, read_held
 
 PAGE = 200
 """Entries read per call."""
@@ -88,6 +92,7 @@ class RedisRewriter:
             moved, held = await self._stream(keys, rewrite)
             done += moved
             in_flight += held
+            done += await self._held(keys, rewrite)
             done += await self._failed(keys, rewrite)
         return Rewritten(done, in_flight)
 
@@ -164,6 +169,23 @@ class RedisRewriter:
             if len(page) < PAGE:
                 return held
             after = f"({_text(page[-1]['message_id'])}"
+
+    async def _held(self, keys: QueueKeys, rewrite: Rewrite) -> int:
+        """The jobs held behind their ordering keys: each value replaced where it stands."""
+        client = await self._calls.ready()
+        count = 0
+        async with translated("read the held jobs to rewrite"):
+            found = [(m, v) async for m, v in client.hscan_iter(keys.held, count=PAGE)]
+        for member, value in found:
+            held = read_held(_text(value))
+            new = None if held is None else _rewritten_body(held.body, rewrite)
+            if held is None or new is None:
+                continue
+            again = Held(due_ms=held.due_ms, job_id=held.job_id, body=new).value()
+            count += await self._calls.run(
+                REWRITE_HELD, [keys.held], [member, value, again], "rewrite a held job"
+            )
+        return count
 
     async def _failed(self, keys: QueueKeys, rewrite: Rewrite) -> int:
         client = await self._calls.ready()

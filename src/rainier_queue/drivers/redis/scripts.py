@@ -19,15 +19,15 @@ from __future__ import annotations
 # Lua's `unpack` takes a few thousand values at most, so commands over many
 # ids go in chunks; one command per chunk, not one per job, is what keeps a
 # batch cheap (each `redis.call` costs about as much as a small command).
-_CLOCK = """
+CLOCK_FN = """
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 """
 
-_MANY = (
-    _CLOCK
+MANY_FN = (
+    CLOCK_FN
     + """
 local function many(command, key, list, first)
   local answers = {}
@@ -48,7 +48,7 @@ end
 """
 )
 
-_RESERVE_FN = """
+RESERVE_FN = """
 -- Reserve up to `limit` entries of one queue; the i-th one's token is `nonce.i`.
 local function reserve(stream, delayed, leases, deliveries, cursor,
                        group, consumer, lease, limit, nonce)
@@ -113,7 +113,7 @@ local function reserve(stream, delayed, leases, deliveries, cursor,
 end
 """
 
-_ACKNOWLEDGE_FN = """
+ACKNOWLEDGE_FN = """
 -- Acknowledge (id, token) pairs of one queue: the same check and removal as
 -- the other settles, done for the whole batch with one command of each kind.
 -- 1 per pair whose token still held the lease, 0 for the others.
@@ -141,8 +141,8 @@ end
 """
 
 RESERVE = (
-    _MANY
-    + _RESERVE_FN
+    MANY_FN
+    + RESERVE_FN
     + """
 -- KEYS: stream, delayed, leases, deliveries, cursor
 -- ARGV: group, consumer, lease_ms, limit, nonce
@@ -152,9 +152,9 @@ return reserve(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], AR
 )
 
 ACKNOWLEDGE_AND_RESERVE = (
-    _MANY
-    + _ACKNOWLEDGE_FN
-    + _RESERVE_FN
+    MANY_FN
+    + ACKNOWLEDGE_FN
+    + RESERVE_FN
     + """
 -- A busy worker's acknowledgements and its next reserve from the same queue,
 -- as one script: one command, atomic, and the acknowledged leases are gone
@@ -178,7 +178,7 @@ return {acked, reserved}
 )
 
 PUSH = (
-    _CLOCK
+    CLOCK_FN
     + """
 -- KEYS: stream, delayed, [wake list: only off-cluster, where any keys may meet]
 -- ARGV: wake_tokens, wake_cap, then pairs of delay_ms (0: due now) and body
@@ -199,7 +199,7 @@ return (#ARGV - 2) / 2
 """
 )
 
-_SETTLE_PREAMBLE = """
+SETTLE_FN = """
 local function current(leases, id, token)
   return redis.call('HGET', leases, id) == token
 end
@@ -212,8 +212,8 @@ end
 """
 
 ACKNOWLEDGE = (
-    _MANY
-    + _ACKNOWLEDGE_FN
+    MANY_FN
+    + ACKNOWLEDGE_FN
     + """
 -- KEYS: stream, leases, deliveries
 -- ARGV: group, id_1, token_1, id_2, token_2, ...
@@ -227,8 +227,8 @@ return acknowledge(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ids, tokens)
 )
 
 RELEASE = (
-    _CLOCK
-    + _SETTLE_PREAMBLE
+    CLOCK_FN
+    + SETTLE_FN
     + """
 -- KEYS: stream, delayed, leases, deliveries
 -- ARGV: group, id, token, new_body, delay_ms (0: due now, else from the server's clock)
@@ -245,7 +245,7 @@ return 1
 )
 
 FAIL = (
-    _SETTLE_PREAMBLE
+    SETTLE_FN
     + """
 -- KEYS: stream, leases, deliveries, failed
 -- ARGV: group, id, token, failed_record
@@ -267,22 +267,23 @@ return 1
 """
 
 SIZE = """
--- KEYS: stream, delayed
+-- KEYS: stream, delayed, line (the jobs held behind an earlier one of their ordering key)
 -- ARGV: group
 local length = redis.call('XLEN', KEYS[1])
 local pending = 0
 local summary = redis.pcall('XPENDING', KEYS[1], ARGV[1])
 if type(summary) == 'table' and not summary.err then pending = summary[1] end
-return length - pending + redis.call('ZCARD', KEYS[2])
+return length - pending + redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
 """
 
 COUNTS = (
-    _CLOCK
+    CLOCK_FN
     + """
--- KEYS: stream, delayed
+-- KEYS: stream, delayed, line (the jobs held behind an earlier one of their ordering key)
 -- ARGV: group, lease in ms
--- Answers: waiting, delayed, reserved, whether something falls due later, and in how
--- many ms from now the soonest delayed job falls due or held lease ends (<= 0: lapsed).
+-- Answers: waiting (held ones included), delayed, reserved, whether something falls due
+-- later, and in how many ms from now the soonest delayed job falls due or held lease
+-- ends (<= 0: lapsed).
 local now = server_ms()
 local length = redis.call('XLEN', KEYS[1])
 local reserved = 0
@@ -306,12 +307,13 @@ if reserved > 0 then
   if known == 0 or ends < soonest then soonest = ends end
   known = 1
 end
-return {length - reserved + due, later, reserved, known, soonest}
+local held = redis.call('ZCARD', KEYS[3])
+return {length - reserved + due + held, later, reserved, known, soonest}
 """
 )
 
 OLDEST = (
-    _CLOCK
+    CLOCK_FN
     + """
 -- KEYS: stream, delayed
 -- ARGV: group
@@ -342,14 +344,34 @@ return oldest
 )
 
 CLEAR = """
--- KEYS: stream, delayed, leases
--- Waiting entries go; delivered ones stay, so their holders can still settle them.
-local removed = redis.call('ZCARD', KEYS[2])
-redis.call('DEL', KEYS[2])
+-- KEYS: stream, delayed, leases, heads, line, held
+-- Waiting entries go; delivered ones stay, so their holders can still settle them. The
+-- jobs held behind their ordering key go too, and a key whose job out of the line went
+-- is let go; one whose job is delivered stays that job's.
+local removed = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[5])
+redis.call('DEL', KEYS[2], KEYS[5], KEYS[6])
+local keyed = redis.call('HLEN', KEYS[4]) > 0
+local running = {}
 for _, entry in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
   if redis.call('HEXISTS', KEYS[3], entry[1]) == 0 then
     redis.call('XDEL', KEYS[1], entry[1])
     removed = removed + 1
+  elseif keyed then
+    local fields = entry[2]
+    for i = 1, #fields, 2 do
+      if fields[i] == 'body' then
+        local ok, job = pcall(cjson.decode, fields[i + 1])
+        if ok and type(job) == 'table' and type(job['id']) == 'string' then
+          running[job['id']] = true
+        end
+      end
+    end
+  end
+end
+if keyed then
+  local heads = redis.call('HGETALL', KEYS[4])
+  for i = 1, #heads, 2 do
+    if not running[heads[i + 1]] then redis.call('HDEL', KEYS[4], heads[i]) end
   end
 end
 return removed
