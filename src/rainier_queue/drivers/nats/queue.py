@@ -326,7 +326,7 @@ class NATSQueue(Queue):
     async def wait_and_reserve(
         self, queue: str, timeout: timedelta, *, limit: int
     ) -> list[Reservation]:
-        """Wait in one pull request on the server, then take the rest of `limit` at once."""
+        """Wait in one pull request on the server, which brings up to `limit` jobs at once."""
         served = await self._serve(queue)
         reserving = asyncio.ensure_future(self._wait_and_take(queue, served, timeout, limit))
         try:
@@ -345,15 +345,7 @@ class NATSQueue(Queue):
     async def _wait_and_take(
         self, queue: str, served: _Served, timeout: timedelta, limit: int
     ) -> list[Reservation]:
-        got = await served.fetcher.wait(max(timeout.total_seconds(), 0.01))
-        if got and limit > 1:
-            try:
-                with contextlib.suppress(NoAnswer):
-                    got += await served.fetcher.take(limit - 1)
-            except asyncio.CancelledError:
-                # The wait's message is in hand and no reservation holds it yet.
-                served.fetcher.put_back(got)
-                raise
+        got = await served.fetcher.wait(max(timeout.total_seconds(), 0.01), limit)
         reservations, _ = await self._hand_out(queue, served, got)
         return reservations
 
