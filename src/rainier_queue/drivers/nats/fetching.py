@@ -26,6 +26,7 @@ Two kinds of request, one at a time per consumer and process:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import deque
@@ -117,10 +118,9 @@ class Fetcher:
                         break
                     raise NoAnswer(self._api)
                 self._news.clear()
-                try:
-                    await asyncio.wait_for(self._news.wait(), left)
-                except TimeoutError:
-                    continue
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):  # not wait_for: it can swallow a cancel
+                        await self._news.wait()
             self._ended.discard(name)
             return self._taken(limit)
 
@@ -163,10 +163,9 @@ class Fetcher:
             if left <= 0:
                 break
             self._news.clear()
-            try:
-                await asyncio.wait_for(self._news.wait(), left)
-            except TimeoutError:
-                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):  # not wait_for: it can swallow a cancel
+                    await self._news.wait()
         self._ended.discard(name)
 
     def leftovers(self) -> list[Arrival]:

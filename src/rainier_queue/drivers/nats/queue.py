@@ -5,7 +5,6 @@ what choosing it costs)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,7 @@ from .. import malformed as toolkit
 from ..unordered import refuse_ordering_keys
 from .connection import NATSConnection, translated
 from .delays import DUE, DelayMover
+from .ending import cancel_for_sure
 from .exhausted import ExhaustedMover
 from .failed import FailedStore
 from .fetching import Arrival, Fetcher, NoAnswer
@@ -539,11 +539,7 @@ class NATSQueue(Queue):
     async def aclose(self) -> None:
         served, self._served = list(self._served.values()), {}
         for one in served:
-            for task in one.tasks:
-                task.cancel()
-            for task in one.tasks:
-                with contextlib.suppress(BaseException):
-                    await task
+            await cancel_for_sure(one.tasks)
         for one in served:
             for arrival in one.fetcher.leftovers():  # came after their wait was given up
                 try:
