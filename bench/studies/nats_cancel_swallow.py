@@ -65,9 +65,11 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between reads [0]")
     args = parser.parse_args()
     got = asyncio.run(swallowed(args.url, args.cycles, args.pause))
+    client = importlib.metadata.version("nats-py")
+    python = sys.version.split()[0]
     print(
         f"{got} of {args.cycles} cancellations swallowed "
-        f"(Python {sys.version.split()[0]}, nats-py {importlib.metadata.version('nats-py')}, pause {args.pause}s)"
+        f"(Python {python}, nats-py {client}, pause {args.pause}s)"
     )
 
 
