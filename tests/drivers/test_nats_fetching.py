@@ -1,28 +1,38 @@
 # SPDX-License-Identifier: MIT
-"""A NATS worker's idle wait cancelled after its message came loses no delivery.
+"""A NATS worker's idle wait: one pull request per wake-up, and no delivery lost to a cancel.
 
-`wait_and_reserve` waits on the server for one message, then takes the rest
-of its limit at once. A worker cancels that wait whenever it stops waiting
-(a slot freed, a stop). Cancelled during the second step, the message the
-wait had already brought was dropped: the server held it as delivered,
-nobody ran it, and after the ack wait it came back counted as an attempt
-no handler had made (seen in the thread-overrun fault test: a job's
-attempts went 1, then 3).
+`wait_and_reserve` waits in one pull request on the server (`no_wait` with
+`expires`), which the server answers, once a message comes, with what it
+has up to the worker's free slots. It used to wait for one message and then
+ask for the rest in a second request: a round trip more between a push and
+its job starting on an idle worker, the pickup latency `make bench` showed.
+
+A worker cancels that wait whenever it stops waiting (a slot freed, a
+stop). Messages that came before the cancel must be kept for the next
+reserve: dropped, the server holds each as delivered, nobody runs it, and
+after the ack wait it comes back counted as an attempt no handler made
+(seen in the thread-overrun fault test: a job's attempts went 1, then 3).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
+import nats
 import pytest
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
 
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers.nats import NATSQueue
-from rainier_queue.drivers.nats.fetching import Arrival, Fetcher
+from rainier_queue.drivers.nats.connection import NATSConnection
+from rainier_queue.drivers.nats.fetching import Fetcher
+from rainier_queue.drivers.nats.settings import NATSSettings
 from rainier_queue.envelope import QueuedJob
 
 from ..contract.backends import BACKENDS  # first: it imports every backend_*.py in turn
@@ -42,34 +52,68 @@ async def namespace(tmp_path: Path) -> AsyncIterator[str]:
     await cleanup(tmp_path, name)
 
 
-async def test_a_wait_cancelled_while_taking_more_keeps_the_message_it_brought(
-    namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def nats_queue(namespace: str) -> NATSQueue:
     queue = open_queue(f"{SERVER}/?prefix={namespace}")
     assert isinstance(queue, NATSQueue)
+    return queue
+
+
+async def test_a_wait_that_finds_jobs_brings_up_to_its_limit_in_one_request(
+    namespace: str,
+) -> None:
+    queue = nats_queue(namespace)
+    spy = await nats.connect(SERVER)
+    try:
+        jobs = [QueuedJob.create("noop", {"n": n}) for n in range(3)]
+        for job in jobs:
+            await queue.push(job)
+        await queue._serve("default")  # its delay mover's first pass is over
+        api = f"$JS.API.CONSUMER.MSG.NEXT.{queue.names.stream}.{queue.names.consumer('default')}"
+        requests: list[bytes] = []
+
+        async def heard(msg: Msg) -> None:
+            requests.append(msg.data)
+
+        await spy.subscribe(api, cb=heard)
+        await spy.flush()
+
+        got = await queue.wait_and_reserve("default", timedelta(seconds=5), limit=3)
+        await spy.flush()  # the spy has seen every request sent before this
+        assert sorted(r.job.id for r in got) == sorted(j.id for j in jobs)
+        assert len(requests) == 1, f"the wait took {len(requests)} requests: {requests}"
+        await queue.acknowledge_many(got)
+    finally:
+        await spy.close()
+        await queue.aclose()
+
+
+async def test_a_wait_cancelled_after_its_message_came_keeps_it_for_the_next_reserve(
+    namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = nats_queue(namespace)
     try:
         job = QueuedJob.create("noop", {})
-        await queue.push(job)
-
-        taking = asyncio.Event()
-        original = Fetcher.take
         jobs = (await queue._serve("default")).fetcher  # not the delay movers' fetchers
+        came = asyncio.Event()
+        original = Fetcher._arrived
 
-        async def take_that_hangs(self: Fetcher, limit: int) -> list[Arrival]:
+        async def arrived_without_the_end(self: Fetcher, msg: Msg) -> None:
+            if self is jobs and msg.headers and "Status" in msg.headers:
+                return  # the request's end never comes: the wait holds its message
+            await original(self, msg)
             if self is jobs:
-                taking.set()  # the wait's message is in hand: hold the call here
-                await asyncio.Event().wait()
-            return await original(self, limit)
+                came.set()
 
-        monkeypatch.setattr(Fetcher, "take", take_that_hangs)
+        monkeypatch.setattr(Fetcher, "_arrived", arrived_without_the_end)
         waiting = asyncio.create_task(
             queue.wait_and_reserve("default", timedelta(seconds=5), limit=2)
         )
-        await asyncio.wait_for(taking.wait(), 10)
+        await queue.push(job)
+        await asyncio.wait_for(came.wait(), 10)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        monkeypatch.setattr(Fetcher, "take", original)
+        monkeypatch.setattr(Fetcher, "_arrived", original)
 
         got = await queue.reserve("default")
         assert [r.job.id for r in got] == [job.id], "the delivery the wait brought was dropped"
@@ -77,3 +121,70 @@ async def test_a_wait_cancelled_while_taking_more_keeps_the_message_it_brought(
         await queue.acknowledge(got[0])
     finally:
         await queue.aclose()
+
+
+async def test_a_wait_the_server_refuses_at_once_waits_on_for_its_time() -> None:
+    """A `no_wait` request meets a 408 at once while other requests wait for messages the
+    server has but may not hand out yet; the wait goes on in a plain request, instead of
+    coming back empty for its worker to ask again at once, and again."""
+    check()
+    name = "rqr" + uuid.uuid4().hex[:10]
+    subject = f"{name}.jobs"
+    other = await nats.connect(SERVER)
+    connection = NATSConnection(NATSSettings.read(f"{SERVER}/?prefix={name}", {}, who="test")[0])
+    js = other.jetstream()
+    try:
+        await js.add_stream(
+            StreamConfig(name=name, subjects=[subject], retention=RetentionPolicy.WORK_QUEUE)
+        )
+        # One delivery in flight at most: the second message waits on the server.
+        await js.add_consumer(
+            name,
+            ConsumerConfig(
+                durable_name="c",
+                ack_policy=AckPolicy.EXPLICIT,
+                filter_subject=subject,
+                ack_wait=30,
+                max_ack_pending=1,
+            ),
+        )
+        await js.publish(subject, b"first")
+        await js.publish(subject, b"second")
+        fetcher = Fetcher(connection, name, "c")
+        [first] = await fetcher.take(1)
+
+        api = f"$JS.API.CONSUMER.MSG.NEXT.{name}.c"
+        waits_on = asyncio.Event()
+
+        async def heard(msg: Msg) -> None:
+            if msg.reply.startswith(fetcher._inbox) and "no_wait" not in json.loads(msg.data):
+                waits_on.set()  # a request the server keeps until it expires
+
+        await other.subscribe(api, cb=heard)
+        # Another client waits for more than the server has to give (the 408's cause).
+        ended = asyncio.Event()
+
+        async def its_end(msg: Msg) -> None:
+            ended.set()
+
+        inbox = other.new_inbox()
+        await other.subscribe(inbox, cb=its_end)
+        await other.publish(api, json.dumps({"batch": 5, "expires": int(1e9)}).encode(), inbox)
+        await other.flush()
+
+        waiting = asyncio.create_task(fetcher.wait(20.0))
+        kept = asyncio.create_task(waits_on.wait())
+        await asyncio.wait([waiting, kept], timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        assert not waiting.done(), f"the wait came back at once, with {waiting.result()}"
+        assert kept.done(), "the wait sent no request the server keeps"
+        await asyncio.wait_for(ended.wait(), 10)  # the other request is gone
+        await first.msg.ack()  # the second message may be handed out now
+
+        got = await asyncio.wait_for(waiting, 30)
+        assert [a.msg.data for a in got] == [b"second"], "the wait came back without its job"
+        await got[0].msg.ack()
+        await fetcher.aclose()
+    finally:
+        await js.delete_stream(name)
+        await other.close()
+        await connection.aclose()

@@ -25,14 +25,13 @@ delayed jobs wait on their subject, counted as delayed by `counts`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from datetime import timedelta
 
 from ..._clock import utcnow
 from .connection import NATSConnection, translated
-from .fetching import Arrival, Fetcher, NoAnswer
+from .fetching import Arrival, Fetcher
 from .leases import ACK, nak
 
 log = logging.getLogger("rainier_queue.nats")
@@ -63,10 +62,7 @@ class DelayMover:
     async def run(self) -> None:
         while True:
             try:
-                got = await self._fetcher.wait(WAIT)
-                if got:
-                    with contextlib.suppress(NoAnswer):
-                        got += await self._fetcher.take(BATCH)
+                got = await self._fetcher.wait(WAIT, BATCH)
                 for arrival in got:
                     await self._move(arrival)
             except asyncio.CancelledError:

@@ -17,14 +17,16 @@ Two kinds of request, one at a time per consumer and process:
 - `take(n)`: `no_wait`, for `reserve`. The server answers at once with up
   to `n` messages, then a status (404 none, 408 fewer than asked) unless it
   sent all `n`.
-- `wait(seconds)`: one message, waiting up to `seconds` on the server, for
-  an idle worker (`wait_and_reserve`). Whatever comes after the caller
+- `wait(seconds, n)`: `no_wait` with `expires`, for an idle worker
+  (`wait_and_reserve`). The server holds it up to `seconds` until a message
+  comes, then answers as `take(n)` does. Whatever comes after the caller
   stopped waiting is kept, stamped, for the next call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import deque
@@ -37,6 +39,8 @@ from .connection import API_TIMEOUT, NATSConnection, translated
 
 GRACE = 2.0
 """Seconds past a waiting request's expiry before it is given up without its status."""
+EARLY = 0.1
+"""Seconds before its expiry that a waiting request ending with nothing is asked again."""
 
 
 class NoAnswer(Exception):
@@ -114,47 +118,55 @@ class Fetcher:
                         break
                     raise NoAnswer(self._api)
                 self._news.clear()
-                try:
-                    await asyncio.wait_for(self._news.wait(), left)
-                except TimeoutError:
-                    continue
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):  # not wait_for: it can swallow a cancel
+                        await self._news.wait()
             self._ended.discard(name)
             return self._taken(limit)
 
-    async def wait(self, seconds: float) -> list[Arrival]:
-        """One message, waiting up to `seconds` for it on the server ([] if none came)."""
+    async def wait(self, seconds: float, limit: int = 1) -> list[Arrival]:
+        """Up to `limit` messages, waiting up to `seconds` on the server for the first ([] if
+        none came).
+
+        One request, `no_wait` with `expires`: the server holds it until a message
+        comes, then hands out what it has, up to `limit`, and ends it at once (a
+        408). So a worker woken by one push takes the jobs behind it in the same
+        round trip, and no request stays open to hand this process jobs later,
+        whose leases would run while no slot waits for them.
+        """
         async with self._lock:
-            out = self._taken(1)
+            out = self._taken(limit)
             if out:
                 return out
-            name = await self._ask({"batch": 1, "expires": int(seconds * 1e9)})
-            deadline = time.monotonic() + seconds + GRACE
-            while not self._arrivals and name not in self._ended:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._news.clear()
-                try:
-                    await asyncio.wait_for(self._news.wait(), left)
-                except TimeoutError:
-                    continue
-            self._ended.discard(name)
+            began = time.monotonic()
+            request: dict[str, object] = {"batch": limit, "expires": int(seconds * 1e9)}
+            name = await self._ask({**request, "no_wait": True})
+            await self._until_over(name, limit, began + seconds + GRACE)
+            left = began + seconds - time.monotonic()
+            if not self._arrivals and left > EARLY:
+                # Ended with nothing long before its expiry (the server refuses a `no_wait`
+                # request while others wait for the messages it has): wait the rest of the
+                # time in a plain request, which the server keeps.
+                request = {"batch": 1, "expires": int(left * 1e9)}
+                name = await self._ask(request)
+                await self._until_over(name, 1, time.monotonic() + left + GRACE)
             if not self._arrivals:
                 # A wait the connection dropped under ends with nothing: said as an outage,
                 # so the worker backs off instead of asking again at once.
                 self._connection.require_connected("wait for jobs")
-            return self._taken(1)
+            return self._taken(limit)
 
-    def put_back(self, arrivals: list[Arrival]) -> None:
-        """Keep messages taken by a call that was cancelled before it handed them out.
-
-        They go back in front, with their arrival stamps (their leases still run),
-        for the next call: dropped, each would wait out its ack wait unseen and
-        come back counted as one more delivery, an attempt no handler ran.
-        """
-        self._arrivals.extendleft(reversed(arrivals))
-        if arrivals:
-            self._news.set()
+    async def _until_over(self, name: str, limit: int, deadline: float) -> None:
+        """Until request `name` ended (its status came), `limit` messages came, or `deadline`."""
+        while len(self._arrivals) < limit and name not in self._ended:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._news.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):  # not wait_for: it can swallow a cancel
+                    await self._news.wait()
+        self._ended.discard(name)
 
     def leftovers(self) -> list[Arrival]:
         """Messages that arrived for nobody (after their request was given up)."""

@@ -5,7 +5,6 @@ what choosing it costs)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,7 @@ from .. import malformed as toolkit
 from ..unordered import refuse_ordering_keys
 from .connection import NATSConnection, translated
 from .delays import DUE, DelayMover
+from .ending import cancel_for_sure
 from .exhausted import ExhaustedMover
 from .failed import FailedStore
 from .fetching import Arrival, Fetcher, NoAnswer
@@ -326,7 +326,7 @@ class NATSQueue(Queue):
     async def wait_and_reserve(
         self, queue: str, timeout: timedelta, *, limit: int
     ) -> list[Reservation]:
-        """Wait in one pull request on the server, then take the rest of `limit` at once."""
+        """Wait in one pull request on the server, which brings up to `limit` jobs at once."""
         served = await self._serve(queue)
         reserving = asyncio.ensure_future(self._wait_and_take(queue, served, timeout, limit))
         try:
@@ -345,15 +345,7 @@ class NATSQueue(Queue):
     async def _wait_and_take(
         self, queue: str, served: _Served, timeout: timedelta, limit: int
     ) -> list[Reservation]:
-        got = await served.fetcher.wait(max(timeout.total_seconds(), 0.01))
-        if got and limit > 1:
-            try:
-                with contextlib.suppress(NoAnswer):
-                    got += await served.fetcher.take(limit - 1)
-            except asyncio.CancelledError:
-                # The wait's message is in hand and no reservation holds it yet.
-                served.fetcher.put_back(got)
-                raise
+        got = await served.fetcher.wait(max(timeout.total_seconds(), 0.01), limit)
         reservations, _ = await self._hand_out(queue, served, got)
         return reservations
 
@@ -547,11 +539,7 @@ class NATSQueue(Queue):
     async def aclose(self) -> None:
         served, self._served = list(self._served.values()), {}
         for one in served:
-            for task in one.tasks:
-                task.cancel()
-            for task in one.tasks:
-                with contextlib.suppress(BaseException):
-                    await task
+            await cancel_for_sure(one.tasks)
         for one in served:
             for arrival in one.fetcher.leftovers():  # came after their wait was given up
                 try:
