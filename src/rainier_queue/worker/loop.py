@@ -223,6 +223,7 @@ class Worker:
             asyncio.Event(),
         )
         self._assemble()
+        self._port.on_worker_start()
         keeper = asyncio.create_task(self._keeper.run(), name="rainier-queue lease keeper")
         watching: asyncio.Task[None] | None = None
         if self._watch is not None:

@@ -177,7 +177,9 @@ class Consumer:
         channel = await self._open()
         number = self.number
         sub = self._subs.setdefault(queue, Subscription(queue))
-        want = self.held_on(queue) + len(sub.buffer) + max(1, window)
+        # Not counting what is buffered: the caller takes it out of its `window`, and
+        # counting it again grew the window a little with every wait that found some.
+        want = self.held_on(queue) + max(1, window)
         if sub.prefetch >= want:
             return
         underlay = await channel.get_underlay_channel()
