@@ -234,12 +234,22 @@ class RabbitMQQueue(Queue):
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """Every publish sent before any confirm is awaited: one round trip for the batch."""
         refuse_ordering_keys(self, UNORDERED, jobs)
-        results = await asyncio.gather(
-            *(self._publish(job) for job in jobs), return_exceptions=True
+        now = utcnow()
+        routes = [self._route(job.queue, job.available_at - now) for job in jobs]
+        delayed = zip(jobs, routes, strict=True)
+        for queue in {job.queue for job, (_, rest) in delayed if rest is not None}:
+            await self._existing(queue)  # a tier takes anything; is the queue there?
+        outcomes = await self._client.publish_many(
+            [
+                (route, job.to_json().encode(), _properties(job.id, rest))
+                for job, (route, rest) in zip(jobs, routes, strict=True)
+            ]
         )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        for job, (route, _), outcome in zip(jobs, routes, outcomes, strict=True):
+            if isinstance(outcome, Unroutable):
+                raise self._not_provisioned(job.queue, route) from None
+            if outcome is not None:
+                raise outcome
         return [job.id for job in jobs]
 
     @override
