@@ -55,6 +55,7 @@ from pamqp import commands as spec
 from ...errors import LeaseLost
 from .connection import AMQPClient, shielded, translated
 from .names import AMQPDelivery
+from .window import JobPace
 
 log = logging.getLogger("rainier_queue.rabbitmq")
 
@@ -93,6 +94,8 @@ class Consumer:
         self._generation = 0
         """The client's connection the channel was opened on."""
         self._prefetch = 1
+        self.pace = JobPace()
+        """How long handed-out jobs are held; quick ones widen the window (window.py)."""
         """The prefetch last asked on the channel (for consumers started after it)."""
 
     # -- the channel --------------------------------------------------------------
@@ -136,6 +139,7 @@ class Consumer:
         self._channel = None
         self.number += 1  # every handle naming the old channel is stale from now on
         self._held.clear()
+        self.pace.clear()
         self._messages.clear()
         self._unsettled.clear()
         self._subs.clear()
@@ -179,7 +183,7 @@ class Consumer:
         sub = self._subs.setdefault(queue, Subscription(queue))
         # Not counting what is buffered: the caller takes it out of its `window`, and
         # counting it again grew the window a little with every wait that found some.
-        want = self.held_on(queue) + max(1, window)
+        want = max(self.pace.least_window(), self.held_on(queue) + max(1, window))
         if sub.prefetch >= want:
             return
         underlay = await channel.get_underlay_channel()
@@ -265,6 +269,7 @@ class Consumer:
     def hold(self, token: str, delivery: AMQPDelivery, message: DeliveredMessage) -> None:
         self._held[token] = delivery
         self._messages[token] = message
+        self.pace.handed_out(token)
 
     def unhold(self, tokens: Sequence[str]) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
         """Take back deliveries handed out that their caller never got, in order."""
@@ -272,6 +277,7 @@ class Consumer:
         for token in tokens:
             delivery = self._held.pop(token, None)
             message = self._messages.pop(token, None)
+            self.pace.forget(token)
             if delivery is not None and message is not None:
                 out.append((message, delivery))
         return out
@@ -318,6 +324,7 @@ class Consumer:
     def release_hold(self, token: str) -> None:
         self._held.pop(token, None)
         self._messages.pop(token, None)
+        self.pace.forget(token)
 
     async def ack(self, tags: Sequence[int]) -> None:
         """Acknowledge `tags`: those below every other unsettled delivery with one
@@ -356,6 +363,7 @@ class Consumer:
         channel, self._channel = self._channel, None
         self.number += 1
         self._held.clear()
+        self.pace.clear()
         self._messages.clear()
         self._unsettled.clear()
         self._subs.clear()
