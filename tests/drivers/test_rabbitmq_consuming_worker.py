@@ -101,17 +101,10 @@ async def test_a_scripts_reserve_has_nothing_pushed_to_it(rabbit: RabbitMQQueue)
 def test_the_window_widens_only_while_jobs_are_settled_quickly() -> None:
     pace = JobPace()
     assert pace.least_window() == 0  # nothing measured: the slots decide
-    pace.handed_out("a")
-    pace.settled("a")
+    pace.settled(1)
+    assert pace.least_window() == 0  # one settle is no interval yet
+    pace.settled(8)
     assert pace.least_window() == QUICK_WINDOW
     slow = JobPace()
     slow.seconds = 2 * HOLD_BOUND / QUICK_WINDOW
     assert slow.least_window() == 0
-
-
-def test_a_job_taken_back_unrun_is_not_a_jobs_time() -> None:
-    pace = JobPace()
-    pace.handed_out("a")
-    pace.forget("a")
-    pace.settled("a")
-    assert pace.seconds is None

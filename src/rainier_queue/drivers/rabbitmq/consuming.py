@@ -95,7 +95,7 @@ class Consumer:
         """The client's connection the channel was opened on."""
         self._prefetch = 1
         self.pace = JobPace()
-        """How long handed-out jobs are held; quick ones widen the window (window.py)."""
+        """How quickly jobs are settled here; quickly, and the window widens (window.py)."""
         """The prefetch last asked on the channel (for consumers started after it)."""
 
     # -- the channel --------------------------------------------------------------
@@ -139,7 +139,6 @@ class Consumer:
         self._channel = None
         self.number += 1  # every handle naming the old channel is stale from now on
         self._held.clear()
-        self.pace.clear()
         self._messages.clear()
         self._unsettled.clear()
         self._subs.clear()
@@ -269,7 +268,6 @@ class Consumer:
     def hold(self, token: str, delivery: AMQPDelivery, message: DeliveredMessage) -> None:
         self._held[token] = delivery
         self._messages[token] = message
-        self.pace.handed_out(token)
 
     def unhold(self, tokens: Sequence[str]) -> list[tuple[DeliveredMessage, AMQPDelivery]]:
         """Take back deliveries handed out that their caller never got, in order."""
@@ -277,7 +275,6 @@ class Consumer:
         for token in tokens:
             delivery = self._held.pop(token, None)
             message = self._messages.pop(token, None)
-            self.pace.forget(token)
             if delivery is not None and message is not None:
                 out.append((message, delivery))
         return out
@@ -324,7 +321,6 @@ class Consumer:
     def release_hold(self, token: str) -> None:
         self._held.pop(token, None)
         self._messages.pop(token, None)
-        self.pace.forget(token)
 
     async def ack(self, tags: Sequence[int]) -> None:
         """Acknowledge `tags`: those below every other unsettled delivery with one
@@ -363,7 +359,6 @@ class Consumer:
         channel, self._channel = self._channel, None
         self.number += 1
         self._held.clear()
-        self.pace.clear()
         self._messages.clear()
         self._unsettled.clear()
         self._subs.clear()

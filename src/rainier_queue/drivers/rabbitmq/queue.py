@@ -408,8 +408,7 @@ class RabbitMQQueue(Queue):
     async def _settled(self, reservations: Sequence[Reservation], tags: list[int]) -> None:
         """Acknowledge `tags`; a channel that closed meanwhile makes it `LeaseLost`, and each
         job is remembered, to be settled when the broker hands it back (settles.py)."""
-        for reservation in reservations:
-            self._consumer.pace.settled(reservation.token)
+        self._consumer.pace.settled(len(reservations))
         try:
             await self._consumer.ack(tags)
         except (BrokerUnavailable, LeaseLost) as exc:

@@ -12,12 +12,17 @@ half of Dramatiq's drain on classic queues.
 
 A window wider than the slots is a cost when jobs are long: the jobs in it
 wait for this worker while another may stand idle. So the window is widened
-to `QUICK_WINDOW` only while the jobs it hands out are settled quickly: when
-`QUICK_WINDOW` of them one after another take at most `HOLD_BOUND` on average
-(from hand-out to the settle), so a job held beyond the slots waits about
-that long at most. Measured as the worker runs, as a moving average; until
-it has measured, the window is the slots. A window never shrinks (consuming.py
-says why), so a worker whose jobs turn slow keeps the wider window.
+to `QUICK_WINDOW` only while this worker settles jobs quickly enough that a
+window that full empties within `HOLD_BOUND`: at least `QUICK_WINDOW /
+HOLD_BOUND` (320) jobs a second, measured as a moving average of the time
+between its settles. A job held beyond the slots then waits about that long
+at most. Until it has measured, the window is the slots. A window never
+shrinks (consuming.py says why), so a worker whose jobs turn slow keeps the
+wider window.
+
+Measured between settles rather than from hand-out to settle: in a full
+window each job's own hold includes its wait behind the others, so the
+window it is measured for would decide the measure.
 """
 
 from __future__ import annotations
@@ -27,41 +32,32 @@ import time
 QUICK_WINDOW = 64
 """The least window of a worker whose jobs are quick."""
 HOLD_BOUND = 0.2
-"""Seconds: the longest `QUICK_WINDOW` jobs may take, one after another, to count as quick."""
+"""Seconds: the longest a full `QUICK_WINDOW` may take to empty, at the rate jobs are settled."""
 WEIGHT = 0.1
-"""How much each settled job moves the average."""
+"""How much each settle moves the average."""
 
 
 class JobPace:
-    """The moving average of how long a handed-out job is held before it is settled."""
+    """The moving average of the seconds between one settled job and the next."""
 
-    __slots__ = ("_since", "seconds")
+    __slots__ = ("_last", "seconds")
 
     def __init__(self) -> None:
-        self._since: dict[str, float] = {}
+        self._last: float | None = None
         self.seconds: float | None = None
 
-    def handed_out(self, token: str) -> None:
-        self._since[token] = time.monotonic()
-
-    def forget(self, token: str) -> None:
-        """A hand-out taken back unrun: not a job's time."""
-        self._since.pop(token, None)
-
-    def settled(self, token: str) -> None:
-        began = self._since.pop(token, None)
-        if began is None:
+    def settled(self, jobs: int) -> None:
+        """`jobs` were settled together just now."""
+        now = time.monotonic()
+        last, self._last = self._last, now
+        if last is None or jobs < 1:
             return
-        took = time.monotonic() - began
-        self.seconds = (
-            took if self.seconds is None else self.seconds + WEIGHT * (took - self.seconds)
-        )
-
-    def clear(self) -> None:
-        self._since.clear()
+        each = (now - last) / jobs
+        average = self.seconds
+        self.seconds = each if average is None else average + WEIGHT * (each - average)
 
     def least_window(self) -> int:
-        """`QUICK_WINDOW` while the jobs are quick, else 0 (the slots decide)."""
+        """`QUICK_WINDOW` while jobs are settled quickly, else 0 (the slots decide)."""
         quick = self.seconds is not None and self.seconds * QUICK_WINDOW <= HOLD_BOUND
         return QUICK_WINDOW if quick else 0
 
