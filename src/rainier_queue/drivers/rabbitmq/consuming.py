@@ -1,18 +1,19 @@
 # SPDX-License-Identifier: MIT
 """The consumer: jobs pushed by the broker into a window the size of the worker's free slots.
 
-No polling. A queue object holds one consuming channel and, once it waits
-for work, a subscription (`basic.consume`) per work queue. The broker
-pushes deliveries into a local buffer; a reserve takes from it first. The
-subscription's prefetch is the jobs this object holds plus the ones it
-asked for (`held + limit`), which for a worker is its concurrency, so the
-broker never sends more than the worker has free slots for, and the jobs it
-could not take stay on the broker for other workers.
+No polling. A queue object holds one consuming channel and, once a worker
+reserves or waits for work, a subscription (`basic.consume`) per work
+queue. The broker pushes deliveries into a local buffer; a reserve takes
+from it first. The subscription's prefetch is the jobs this object holds
+plus the ones it asked for (`held + limit`), which for a worker is its free
+slots, so the broker never sends more than the worker has room for, and the
+jobs it could not take stay on the broker for other workers; while its jobs
+are quick, the window is wider (window.py says why and how quick).
 
-A reserve that finds the buffer short takes the rest with `basic.get`, one
-round trip a job, on the same channel: a reserve that never waited (a
-script, `rainier-queue` commands, a test) then holds exactly what it was
-handed and nothing is on its way to it, so `size` counts exactly.
+A reserve that does not consume (a script, `rainier-queue` commands, a
+test) takes what it lacks with `basic.get`, one round trip a job, on the
+same channel: it then holds exactly what it was handed and nothing is on
+its way to it, so `size` counts exactly.
 
 A window grows when a reserve asks for more than it has room for, and
 never shrinks while the worker runs: cancelling a consumer makes RabbitMQ
