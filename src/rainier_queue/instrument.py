@@ -398,6 +398,10 @@ class InstrumentedQueue(Queue):
         return await self.inner.clear(queue)
 
     @override
+    def on_worker_start(self) -> None:
+        self.inner.on_worker_start()
+
+    @override
     async def on_worker_stop(self) -> None:
         await self.inner.on_worker_stop()
 

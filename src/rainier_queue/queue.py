@@ -389,6 +389,15 @@ class Queue(abc.ABC):
     async def clear(self, queue: str) -> int:
         """Discard every waiting job on `queue` and return how many."""
 
+    def on_worker_start(self) -> None:  # noqa: B027 - optional hook, nothing to do by default
+        """Called by a worker before its first reserve: its reserves come again and again.
+
+        For a driver whose broker pushes jobs to a consumer (RabbitMQ): a worker
+        consumes, so a busy worker's reserve takes what was pushed instead of
+        asking for each job, while a script's one-off reserve still holds exactly
+        what it was handed. It does no I/O; the default does nothing.
+        """
+
     async def on_worker_stop(self) -> None:  # noqa: B027 - optional hook, nothing to do by default
         """Called by a worker that stops, after its last job is settled or handed back.
 

@@ -224,6 +224,7 @@ class Worker:
             asyncio.Event(),
         )
         self._assemble()
+        self._port.on_worker_start()
         beside = Beside(self._keeper, self._watch, self._cancels, self._heartbeat)
         await beside.start()
         log.info(

@@ -59,9 +59,10 @@ queue and needs no new infrastructure.
   the publisher confirm: a nack is `BrokerRejected`, a confirm that never
   comes `OutcomeUnknown`, a message no queue takes `NotProvisioned`.
 - Workers consume (`basic.consume`); the broker pushes jobs into a window
-  the size of the worker's free slots, and a reserve tops up with
-  `basic.get` (consuming.py). A reservation holds the channel and delivery
-  tag, never anything in the payload.
+  the size of the worker's free slots, or 64 while its jobs are quick
+  (window.py), and a worker's reserve takes what was pushed; anything else's
+  reserve takes its jobs with `basic.get` (consuming.py). A reservation
+  holds the channel and delivery tag, never anything in the payload.
 - Acknowledgements ride on the worker's ack batching: the longest run of
   tags is acknowledged with one `multiple=True` frame.
 - `release` publishes a copy with the attempts so far (to the work queue or

@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 import errno
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import aio_pika
@@ -244,26 +244,68 @@ class AMQPClient:
         A message no queue takes is returned (`Unroutable`); a nack is
         `BrokerRejected`; no confirm within `confirm_timeout` is `OutcomeUnknown`.
         """
+        [outcome] = await self.publish_many([(routing_key, body, properties)])
+        if outcome is not None:
+            raise outcome
+
+    async def publish_many(
+        self, messages: Sequence[tuple[str, bytes, spec.Basic.Properties]]
+    ) -> list[Exception | None]:
+        """Publish each `(routing_key, body, properties)`, all written before any confirm is
+        awaited; each one's outcome as `publish` would raise it (None: confirmed).
+
+        A publish does not wait for its frames to leave the socket before the
+        next is written (aiormq's `wait=False`): what says the broker has it is
+        the confirm, awaited either way. Waiting for each write held the
+        channel's lock across a turn of the event loop per message.
+        """
         channel = await self.publishing()
         underlay = await channel.get_underlay_channel()
+        assert isinstance(underlay, aiormq.Channel), "aio-pika's channel is aiormq's underneath"
         timeout = self.settings.confirm_timeout.total_seconds()
-        try:
-            async with translated(f"publish to queue {routing_key!r}", sent=True):
-                await underlay.basic_publish(
+
+        async def one(routing_key: str, body: bytes, properties: spec.Basic.Properties) -> Any:
+            try:
+                return await underlay.basic_publish(
                     body,
                     routing_key=routing_key,
                     properties=properties,
                     mandatory=True,
                     timeout=timeout,
+                    wait=False,
                 )
+            except Exception as exc:
+                return exc
+
+        answers = await asyncio.gather(*(one(*message) for message in messages))
+        outcomes: list[Exception | None] = []
+        for (routing_key, _, _), answer in zip(messages, answers, strict=True):
+            outcomes.append(
+                await self._translated(routing_key, answer, timeout)
+                if isinstance(answer, Exception)
+                else None
+            )
+        return outcomes
+
+    async def _translated(self, routing_key: str, error: Exception, timeout: float) -> Exception:
+        """A publish's error as this library's (`translated`), saying so when the broker
+        has blocked the connection."""
+        try:
+            async with translated(f"publish to queue {routing_key!r}", sent=True):
+                raise error
         except OutcomeUnknown as exc:
             if self.blocked():
-                raise OutcomeUnknown(
+                blocked = OutcomeUnknown(
                     f"RabbitMQ has blocked publishing on this connection (a memory or disk "
                     f"alarm on the broker), and the push to {routing_key!r} was not confirmed "
                     f"within {timeout:g}s; it may or may not be stored"
-                ) from exc
-            raise
+                )
+                blocked.__cause__ = exc
+                return blocked
+            return exc
+        except Exception as exc:
+            return exc
+        raise AssertionError("unreachable: `translated` re-raises what it is given")
 
     async def declare(self, name: str, *, arguments: dict[str, Any] | None = None) -> int:
         """Declare `name` (durable, with `arguments`), or only look it up when `arguments` is None.

@@ -1,18 +1,19 @@
 # SPDX-License-Identifier: MIT
 """The consumer: jobs pushed by the broker into a window the size of the worker's free slots.
 
-No polling. A queue object holds one consuming channel and, once it waits
-for work, a subscription (`basic.consume`) per work queue. The broker
-pushes deliveries into a local buffer; a reserve takes from it first. The
-subscription's prefetch is the jobs this object holds plus the ones it
-asked for (`held + limit`), which for a worker is its concurrency, so the
-broker never sends more than the worker has free slots for, and the jobs it
-could not take stay on the broker for other workers.
+No polling. A queue object holds one consuming channel and, once a worker
+reserves or waits for work, a subscription (`basic.consume`) per work
+queue. The broker pushes deliveries into a local buffer; a reserve takes
+from it first. The subscription's prefetch is the jobs this object holds
+plus the ones it asked for (`held + limit`), which for a worker is its free
+slots, so the broker never sends more than the worker has room for, and the
+jobs it could not take stay on the broker for other workers; while its jobs
+are quick, the window is wider (window.py says why and how quick).
 
-A reserve that finds the buffer short takes the rest with `basic.get`, one
-round trip a job, on the same channel: a reserve that never waited (a
-script, `rainier-queue` commands, a test) then holds exactly what it was
-handed and nothing is on its way to it, so `size` counts exactly.
+A reserve that does not consume (a script, `rainier-queue` commands, a
+test) takes what it lacks with `basic.get`, one round trip a job, on the
+same channel: it then holds exactly what it was handed and nothing is on
+its way to it, so `size` counts exactly.
 
 A window grows when a reserve asks for more than it has room for, and
 never shrinks while the worker runs: cancelling a consumer makes RabbitMQ
@@ -55,6 +56,7 @@ from pamqp import commands as spec
 from ...errors import LeaseLost
 from .connection import AMQPClient, shielded, translated
 from .names import AMQPDelivery
+from .window import JobPace
 
 log = logging.getLogger("rainier_queue.rabbitmq")
 
@@ -93,6 +95,8 @@ class Consumer:
         self._generation = 0
         """The client's connection the channel was opened on."""
         self._prefetch = 1
+        self.pace = JobPace()
+        """How quickly jobs are settled here; quickly, and the window widens (window.py)."""
         """The prefetch last asked on the channel (for consumers started after it)."""
 
     # -- the channel --------------------------------------------------------------
@@ -177,7 +181,9 @@ class Consumer:
         channel = await self._open()
         number = self.number
         sub = self._subs.setdefault(queue, Subscription(queue))
-        want = self.held_on(queue) + len(sub.buffer) + max(1, window)
+        # Not counting what is buffered: the caller takes it out of its `window`, and
+        # counting it again grew the window a little with every wait that found some.
+        want = max(self.pace.least_window(), self.held_on(queue) + max(1, window))
         if sub.prefetch >= want:
             return
         underlay = await channel.get_underlay_channel()

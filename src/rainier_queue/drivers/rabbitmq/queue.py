@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from aiormq.abc import DeliveredMessage
 from pamqp import commands as spec
@@ -71,6 +71,16 @@ def _deliveries(message: DeliveredMessage) -> int:
     return count if isinstance(count, int) and count >= 0 else 0
 
 
+Fill = Literal["up to limit", "if none", "never"]
+"""How many jobs a reserve takes with `basic.get` beyond what the broker pushed here."""
+UP_TO_LIMIT: Fill = "up to limit"
+"""As many as it asked for: a reserve that does not consume."""
+IF_NONE: Fill = "if none"
+"""One when nothing was pushed: a worker's reserve, which learns whether the queue is empty."""
+NEVER: Fill = "never"
+"""None: a wait that the broker's push ended."""
+
+
 UNORDERED = (
     "a queue delivers to every consumer at once, and a retry with a backoff goes round "
     "through a delay queue behind the rest, so nothing holds a key's later jobs behind an "
@@ -111,6 +121,8 @@ class RabbitMQQueue(Queue):
         self._known: set[str] = set()
         """Work queues seen to exist, so a reserve looks each up once."""
         self._lost = LostSettles()
+        self._serving = False
+        """Whether a worker reserves from this object again and again (`on_worker_start`)."""
 
     @property
     @override
@@ -222,12 +234,22 @@ class RabbitMQQueue(Queue):
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """Every publish sent before any confirm is awaited: one round trip for the batch."""
         refuse_ordering_keys(self, UNORDERED, jobs)
-        results = await asyncio.gather(
-            *(self._publish(job) for job in jobs), return_exceptions=True
+        now = utcnow()
+        routes = [self._route(job.queue, job.available_at - now) for job in jobs]
+        delayed = zip(jobs, routes, strict=True)
+        for queue in {job.queue for job, (_, rest) in delayed if rest is not None}:
+            await self._existing(queue)  # a tier takes anything; is the queue there?
+        outcomes = await self._client.publish_many(
+            [
+                (route, job.to_json().encode(), _properties(job.id, rest))
+                for job, (route, rest) in zip(jobs, routes, strict=True)
+            ]
         )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        for job, (route, _), outcome in zip(jobs, routes, outcomes, strict=True):
+            if isinstance(outcome, Unroutable):
+                raise self._not_provisioned(job.queue, route) from None
+            if outcome is not None:
+                raise outcome
         return [job.id for job in jobs]
 
     @override
@@ -242,12 +264,27 @@ class RabbitMQQueue(Queue):
     # -- reserving -------------------------------------------------------------------
 
     @override
+    def on_worker_start(self) -> None:
+        """A worker consumes: its reserves take what the broker pushed (see `reserve`)."""
+        self._serving = True
+
+    @override
     async def reserve(self, queue: str, *, limit: int = 1) -> list[Reservation]:
-        """What the broker pushed here already, and the rest with `basic.get` (consuming.py)."""
+        """What the broker pushed here already; the rest with `basic.get` (consuming.py).
+
+        A worker's reserve (after `on_worker_start`) consumes instead, its window
+        the jobs it holds plus the `limit` it asks for, and takes what was pushed:
+        one `basic.get` only when nothing was, so an empty answer means the queue
+        had nothing ready. Asking the broker for each job, one round trip a job,
+        held a busy worker to a few hundred jobs a second.
+        """
         if limit < 1:
             return []
         name = await self._existing(queue)
-        return await self._take_all(queue, name, limit, fill=True)
+        if self._serving:
+            await self._consumer.subscribe(name, limit)
+            return await self._take_all(queue, name, limit, fill=IF_NONE)
+        return await self._take_all(queue, name, limit, fill=UP_TO_LIMIT)
 
     @override
     async def wait_and_reserve(
@@ -263,7 +300,7 @@ class RabbitMQQueue(Queue):
         name = await self._existing(queue)
         await self._consumer.subscribe(name, limit)
         await self._consumer.wait([name], timeout.total_seconds())
-        taking = asyncio.ensure_future(self._take_all(queue, name, limit, fill=False))
+        taking = asyncio.ensure_future(self._take_all(queue, name, limit, fill=NEVER))
         try:
             return await asyncio.shield(taking)
         except asyncio.CancelledError:
@@ -279,7 +316,7 @@ class RabbitMQQueue(Queue):
         await self._consumer.wait(names, timeout.total_seconds())
 
     async def _take_all(
-        self, queue: str, name: str, limit: int, *, fill: bool
+        self, queue: str, name: str, limit: int, *, fill: Fill
     ) -> list[Reservation]:
         """Up to `limit` jobs, more taken for the places messages that are not jobs took.
 
@@ -300,15 +337,16 @@ class RabbitMQQueue(Queue):
             raise
 
     async def _take(
-        self, queue: str, name: str, limit: int, *, fill: bool
+        self, queue: str, name: str, limit: int, *, fill: Fill
     ) -> tuple[list[Reservation], int]:
         got = self._consumer.take(name, limit)
         out: list[Reservation] = []
         skipped = read = 0
         try:
-            if fill and len(got) < limit:
-                await self._consumer.fetch(name, limit - len(got))
-                got += self._consumer.take(name, limit - len(got))
+            wanted = limit - len(got) if fill == UP_TO_LIMIT else 0 if got or fill == NEVER else 1
+            if wanted > 0:
+                await self._consumer.fetch(name, wanted)
+                got += self._consumer.take(name, wanted)
             for message, delivery in got:
                 reservation = await self._read(queue, message, delivery)
                 read += 1
@@ -370,6 +408,7 @@ class RabbitMQQueue(Queue):
     async def _settled(self, reservations: Sequence[Reservation], tags: list[int]) -> None:
         """Acknowledge `tags`; a channel that closed meanwhile makes it `LeaseLost`, and each
         job is remembered, to be settled when the broker hands it back (settles.py)."""
+        self._consumer.pace.settled(len(reservations))
         try:
             await self._consumer.ack(tags)
         except (BrokerUnavailable, LeaseLost) as exc:
@@ -536,6 +575,7 @@ class RabbitMQQueue(Queue):
 
     @override
     async def on_worker_stop(self) -> None:
+        self._serving = False
         for name in list(self._known):
             await self._consumer.unsubscribe(name)
         await self._give_back()
