@@ -58,6 +58,7 @@ from ...jobstate import Found
 from ...queue import (
     DEFAULT_LEASE,
     Capabilities,
+    FailedJob,
     Finding,
     Queue,
     QueueCounts,
@@ -106,7 +107,7 @@ def _micros(value: object) -> int | None:
     return int(cast(SupportsInt, value))  # an int, or a Decimal from MySQL's arithmetic
 
 
-class DatabaseQueue(FailedTable, Queue):
+class DatabaseQueue(Queue):
     """Jobs as rows, claimed under the dialect's lock and settled by reservation token."""
 
     name: ClassVar[str] = "database"
@@ -147,6 +148,8 @@ class DatabaseQueue(FailedTable, Queue):
         self._schema_ready = False
         self._pauses = PausedTable(self._tables, dialect, self._run)
         self._batches = BatchTables(self._tables, dialect, self._run, self._push_in_session)
+        self._failed = FailedTable(dialect, self._sql, self._run)
+        """The failed table: rows that are not jobs moved in; listed, retried, forgotten."""
         """Batches (`BatchStore`): counters and markers beside the jobs (`batching.py`)."""
 
     @property
@@ -318,7 +321,7 @@ class DatabaseQueue(FailedTable, Queue):
             if claims:
                 await s.executemany(self._sql.claim, claims)
             if bad:
-                await self._quarantine(s, queue, bad)
+                await self._failed.quarantine(s, queue, bad)
             return out, len(bad)
 
         return work
@@ -561,6 +564,20 @@ class DatabaseQueue(FailedTable, Queue):
 
     async def batch_progress(self, batch_id: str) -> BatchProgress | None:
         return await self._batches.batch_progress(batch_id)
+
+    # -- FailedJobStore (failed.py) ---------------------------------------------
+
+    async def failed_jobs(self, *, queue: str | None = None, limit: int = 100) -> list[FailedJob]:
+        return await self._failed.failed_jobs(queue=queue, limit=limit)
+
+    async def retry_failed(self, job_id: str) -> bool:
+        return await self._failed.retry_failed(job_id)
+
+    async def forget_failed(self, job_id: str) -> bool:
+        return await self._failed.forget_failed(job_id)
+
+    async def flush_failed(self, *, queue: str | None = None) -> int:
+        return await self._failed.flush_failed(queue=queue)
 
     # -- RewritesStoredJobs ----------------------------------------------------
 

@@ -3,7 +3,8 @@
 
 Why apart: the queue's hot path (push, claim, settle) is in `DatabaseQueue`;
 the failed table is read and written on the cold path, by operators and by
-the claim when it meets a row that is not a job. Both ways in are moves
+the claim when it meets a row that is not a job; `DatabaseQueue` holds one and
+hands it its unit of work. Both ways in are moves
 (a copy, then a delete, in one transaction), so a crash between the two
 writes leaves the row where it was, never nowhere:
 
@@ -20,7 +21,8 @@ matched on the reservation's token.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from ..._clock import from_micros
 from ...envelope.fields import micros_field
@@ -28,7 +30,7 @@ from ...envelope.reading import Malformed, read_columns
 from ...errors import BrokerError, MalformedEntry
 from ...queue import FailedJob
 from ..malformed import quarantine
-from .dialect import Dialect, Row, Session, T, Work
+from .dialect import Dialect, Row, Session
 from .statements import Statements
 
 log = logging.getLogger("rainier_queue.database")
@@ -39,15 +41,20 @@ transaction holds locked unclaimed, what is wrong with it)."""
 
 
 class FailedTable:
-    """The failed table's side of `DatabaseQueue` (a base of it): moves in, reads, retries."""
+    """The failed table's side of a `DatabaseQueue`, which holds one: moves in, reads, retries."""
 
-    _dialect: Dialect
-    _sql: Statements
+    def __init__(
+        self,
+        dialect: Dialect,
+        sql: Statements,
+        run: Callable[..., Awaitable[Any]],
+    ) -> None:
+        self._dialect = dialect
+        self._sql = sql
+        self._run = run
+        """The queue's unit of work in a transaction (`DatabaseQueue._run`), schema ensured."""
 
-    async def _run(self, work: Work[T], *, write: bool = True, durable: bool = True) -> T:
-        raise NotImplementedError  # DatabaseQueue's: a unit of work in a transaction
-
-    async def _quarantine(self, s: Session, queue: str, bad: Sequence[Quarantined]) -> None:
+    async def quarantine(self, s: Session, queue: str, bad: Sequence[Quarantined]) -> None:
         """Move rows that are not jobs into the failed table, as they are stored.
 
         Inside the claim's own transaction where there is one (the rows are
@@ -72,14 +79,14 @@ class FailedTable:
             await s.execute(self._sql.quarantine, (error, now, seq, token))
             await s.execute(self._sql.quarantine_delete, (seq, token))
 
-    async def _quarantine_apart(self, queue: str, bad: Sequence[Quarantined]) -> None:
-        """`_quarantine` in a transaction of its own, for a claim already committed.
+    async def quarantine_apart(self, queue: str, bad: Sequence[Quarantined]) -> None:
+        """`quarantine` in a transaction of its own, for a claim already committed.
 
         If the database fails now, the rows stay claimed and come back when
         their lease ends, to be moved then; the jobs claimed with them still run.
         """
         try:
-            await self._run(lambda s: self._quarantine(s, queue, bad))
+            await self._run(lambda s: self.quarantine(s, queue, bad))
         except BrokerError as exc:
             log.warning(
                 "queue %r: could not move %d malformed row(s) to the failed table yet (%s); "
@@ -98,7 +105,7 @@ class FailedTable:
             if queue is None
             else (self._sql.failed_on_queue, (queue, limit))
         )
-        rows = await self._run(lambda s: s.fetchall(sql, params), write=False)
+        rows: list[Row] = await self._run(lambda s: s.fetchall(sql, params), write=False)
         return [_failed_from_row(row) for row in rows]
 
     async def retry_failed(self, job_id: str) -> bool:
@@ -114,20 +121,23 @@ class FailedTable:
             await self._dialect.announce(s, (str(found[0][1]),))
             return True
 
-        restored = await self._run(work)
+        restored: bool = await self._run(work)
         if restored:
             self._dialect.pushed()
         return restored
 
     async def forget_failed(self, job_id: str) -> bool:
         """Delete a failed job for good; False if no such job."""
-        return await self._run(lambda s: s.execute(self._sql.forget_failed, (job_id,))) > 0
+        deleted: int = await self._run(lambda s: s.execute(self._sql.forget_failed, (job_id,)))
+        return deleted > 0
 
     async def flush_failed(self, *, queue: str | None = None) -> int:
         """Delete every failed job (of `queue`, or all); how many."""
         if queue is None:
-            return await self._run(lambda s: s.execute(self._sql.flush_all))
-        return await self._run(lambda s: s.execute(self._sql.flush_queue, (queue,)))
+            flushed: int = await self._run(lambda s: s.execute(self._sql.flush_all))
+        else:
+            flushed = await self._run(lambda s: s.execute(self._sql.flush_queue, (queue,)))
+        return flushed
 
 
 def _failed_from_row(row: Row) -> FailedJob:

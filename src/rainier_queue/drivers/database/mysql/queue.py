@@ -342,7 +342,7 @@ class MySQLQueue(DatabaseQueue):
                     )
                 )
             if bad:
-                await self._quarantine(s, queue, bad)
+                await self._failed.quarantine(s, queue, bad)
             return out, len(bad)
 
         return work

@@ -327,7 +327,7 @@ class PostgresQueue(DatabaseQueue):
                 )
             )
         if bad:
-            await self._quarantine_apart(queue, bad)
+            await self._failed.quarantine_apart(queue, bad)
         return out, len(bad)
 
     @override
