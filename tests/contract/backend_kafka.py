@@ -141,12 +141,6 @@ BACKEND = Backend(
         _produce, bad={"no-value": (None, "no value")}, listed=_listed
     ),  # and a record with a key alone
     lacks={
-        "batches": (
-            "its only shared store is the lock store (cache/stores.py), and recording a batch's"
-            " last job there and producing its callbacks to a topic are writes to two servers:"
-            " a crash between them loses the callbacks or a retry queues them twice; refused at"
-            " dispatch (Capabilities.batches)"
-        ),
         "ordered_retries": (
             "a log cannot skip one record and come back to it: a retry with a backoff is"
             " produced again at the end of its partition, behind the later jobs of its key,"
