@@ -210,9 +210,7 @@ class CacheBatches:
         raw = await self._cache.get(self._key(batch_id, "callbacks"))
         return () if raw is None else callbacks_from_json(raw.decode())
 
-    async def _progress(
-        self, batch_id: str, state: _State, *, named: bool = True
-    ) -> BatchProgress:
+    async def _progress(self, batch_id: str, state: _State, *, named: bool = True) -> BatchProgress:
         """The batch as `state` has it; with its callbacks' names only when `named` (a read
         more, which `record_in_batch`'s answer goes without)."""
         callbacks = await self._callbacks(batch_id) if named else ()

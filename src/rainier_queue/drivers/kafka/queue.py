@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from typing_extensions import override
 
 from ..._clock import utcnow
+from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError, LeaseLost, NotProvisioned
 from ...locks import Cache, LockManager
-from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...queue import Capabilities, FailedJob, Finding, Queue, QueueCounts, Reservation
 from ..cached_batches import CacheBatches
 from ..pausing import CachePauses
