@@ -48,6 +48,7 @@ async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.needs("shared_backlog")
 async def test_a_batch_across_three_workers_one_killed_fires_its_then_exactly_once(
     tmp_path: Path, url: str
 ) -> None:
