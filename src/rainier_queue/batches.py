@@ -14,7 +14,9 @@ Why it needs a store, where a chain needs none: a callback waits for many
 jobs that finish on many machines, so something must count them, and the
 count must be shared. The connection's own store keeps it (a table, a Redis
 hash, the memory driver's dict; `batchstate.py` says how the callbacks are
-queued exactly once, and why a crash loses none). A driver without such a
+queued exactly once, and why a crash loses none), or, on Kafka, the lock
+store its workers share (`drivers/cached_batches.py`: callbacks at least
+once there). A driver without such a
 store (`Capabilities.batches` False) refuses a batch at `dispatch`, naming
 itself, and nothing is queued.
 
@@ -145,10 +147,11 @@ def batch_store(queue: Queue) -> BatchStore:
         return queue
     raise UnsupportedOperation(
         f"the {queue.describe()} connection cannot keep a batch: the {queue.name} driver has "
-        "no store in which recording a batch's last job and queuing its callbacks is one "
-        "write, so callbacks could be lost or queued twice; nothing was queued. Dispatch "
-        "batches on a connection that keeps them (the drivers are named in "
-        "docs/workflows.md), or chain the work instead"
+        "no store to count a batch's jobs in (neither its own, as the database and Redis "
+        "drivers have, nor a lock store it counts in, as Kafka's), so the callbacks could "
+        "be lost; nothing was queued. Dispatch batches on a connection that keeps them: "
+        "memory, a database, Redis, or Kafka (docs/workflows.md names them), or chain the "
+        "work instead"
     )
 
 

@@ -195,9 +195,10 @@ BACKEND = Backend(
     ),
     lacks={
         "batches": (
-            "a key-value bucket could hold the counts, but queuing the callbacks is a publish"
-            " to the stream, another write, and JetStream drops a duplicate publish only within"
-            " its duplicate window; refused at dispatch (Capabilities.batches)"
+            "not built yet: its key-value bucket could count a batch by Kafka's five steps"
+            " (drivers/cached_batches.py over create and update-by-revision), the callbacks"
+            " published with a Nats-Msg-Id JetStream drops as a duplicate within its window;"
+            " refused at dispatch (Capabilities.batches)"
         ),
         "lock_store": (
             "there is no NATS lock store (cache/stores.py): schedules and locks use another"

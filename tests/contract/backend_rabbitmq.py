@@ -229,8 +229,9 @@ BACKEND = Backend(
     },
     lacks={
         "batches": (
-            "no store of its own beside the queue in which recording a batch's last job and"
-            " publishing its callbacks are one write; refused at dispatch (Capabilities.batches)"
+            "no store of its own to count in, and the `locks` store is the manager's, not"
+            " handed to the queue (Kafka's is: drivers/cached_batches.py); not built yet,"
+            " refused at dispatch (Capabilities.batches)"
         ),
         "lock_store": (
             "there is no RabbitMQ lock store (cache/stores.py): schedules and locks use "

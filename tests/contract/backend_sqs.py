@@ -298,9 +298,9 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         ),
         lacks={
             "batches": (
-                "no store of its own beside the queue in which recording a batch's last job and"
-                " sending its callbacks are one write; refused at dispatch"
-                " (Capabilities.batches)"
+                "no store of its own to count in, and the `locks` store is the manager's, not"
+                " handed to the queue (Kafka's is: drivers/cached_batches.py); not built yet,"
+                " refused at dispatch (Capabilities.batches)"
             ),
             "backlog": (
                 "moto's, not the driver's: moto 5.2's ReceiveMessage marks each message received"

@@ -259,6 +259,7 @@ HOOKS = (
     "batches",
     "ordered_retries",
     "ordering_across_queues",
+    "shared_backlog",
 )
 """Every hook a contract or fault test may need."""
 
@@ -268,6 +269,7 @@ ABILITIES = (
     "batches",
     "ordered_retries",
     "ordering_across_queues",
+    "shared_backlog",
 )
 """The hooks that are no field of `Backend`: had unless `lacks` says otherwise."""
 

@@ -48,6 +48,7 @@ async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.needs("shared_backlog")
 async def test_a_batch_across_three_workers_one_killed_fires_its_then_exactly_once(
     tmp_path: Path, url: str
 ) -> None:
@@ -160,13 +161,66 @@ async def test_a_worker_killed_between_recording_the_last_job_and_settling_it_lo
     assert len(set(attempts)) == len(attempts), f"queued once, each run a later delivery: {runs}"
 
 
-def _dying_worker(url: str, ledger: Path) -> subprocess.Popen[bytes]:
-    """`dying_batch_worker` in a process of its own, writing its runs to `ledger` and what
-    it prints to `dying.log` beside it."""
+@pytest.mark.timeout(300)
+async def test_a_worker_killed_after_producing_the_callbacks_runs_them_at_least_once(
+    tmp_path: Path, url: str
+) -> None:
+    # Where a batch is counted in a lock store and its callbacks go to a broker (Kafka), the
+    # finishing job's worker dies after producing them and before marking them produced.
+    # The job runs again and produces them again, under the same id: the counts stay exact,
+    # the `then` runs with them (twice, as two copies of one job id), and `catch` never.
+    queue = open_queue(url)
+    try:
+        if queue.capabilities.batch_callbacks_exactly_once:
+            pytest.skip(f"{queue.name} queues the callbacks in the write that counts the last job")
+        batch_id = await (
+            batch([Tally(n=n) for n in range(3)])
+            .then(BatchDone(kind="then"))
+            .catch(BatchDone(kind="catch"))
+            .dispatch(QueueManager(queue))
+        )
+    finally:
+        await queue.aclose()
+    ledger = tmp_path / "ledger.db"
+    open_ledger(str(ledger)).close()
+
+    dying = _dying_worker(url, ledger, "produced")
+    died = await asyncio.to_thread(dying.wait, 120)
+    printed = (tmp_path / "dying.log").read_text(errors="replace")
+    assert died == 9, f"the worker should die right after producing the callbacks:\n{printed}"
+
+    settings = ("--sleep", "0.2s", "--timeout", "1.5s")
+    rescuer = worker(config(tmp_path, url, lease=LEASE), ledger, *settings)
+    try:
+        deadline = time.monotonic() + 150
+        queue = open_queue(url)
+        try:
+            while True:
+                assert rescuer.poll() is None, output(rescuer)
+                assert time.monotonic() < deadline, f"the batch never finished: {output(rescuer)}"
+                progress = await QueueManager(queue).batch(batch_id)
+                if progress.finished and _callbacks(ledger) and not await queue.size("default"):
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await queue.aclose()
+    finally:
+        assert await terminate(rescuer) == 0, output(rescuer)
+
+    assert (progress.succeeded, progress.failed, progress.pending) == (3, 0, 0)
+    runs = [(job_id, e) for job_id, _, _, _, e in events(ledger) if ":" in e]
+    assert {e for _, e in runs} == {"then:3:0:0"}, "then, with the counts; never catch"
+    assert {job_id for job_id, _ in runs} == {f"{batch_id}.then"}, "every copy under one id"
+    assert len(runs) == 2, f"produced again by the rerun, and both copies ran: {runs}"
+
+
+def _dying_worker(url: str, ledger: Path, gap: str = "recorded") -> subprocess.Popen[bytes]:
+    """`dying_batch_worker` in a process of its own, dying in `gap`, writing its runs to
+    `ledger` and what it prints to `dying.log` beside it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAINIER_QUEUE_TEST_LEDGER": str(ledger)}
     with (ledger.parent / "dying.log").open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.dying_batch_worker", url, LEASE],
+            [sys.executable, "-m", "tests.faults.dying_batch_worker", url, LEASE, gap],
             cwd=ROOT,
             env=env,
             stdout=out,

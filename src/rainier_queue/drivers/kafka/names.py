@@ -102,6 +102,11 @@ def paused_key(group: str, topic: str) -> str:
     return f"kafka-paused:{group}:{topic}"
 
 
+def batch_prefix(group: str, topic_prefix: str) -> str:
+    """What the lock store keys of one group's batches start with (`cached_batches.py`)."""
+    return f"kafka-batch:{group}:{topic_prefix}:"
+
+
 def lease_name(group: str, topic: str, partition: int) -> str:
     """The lock one partition's lease is held under (the lock manager adds its prefix)."""
     return f"kafka:{group}:{topic}:{partition}"

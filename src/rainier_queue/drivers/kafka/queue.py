@@ -13,16 +13,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from typing_extensions import override
 
 from ..._clock import utcnow
+from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError, LeaseLost, NotProvisioned
 from ...locks import Cache, LockManager
 from ...queue import Capabilities, FailedJob, Finding, Queue, QueueCounts, Reservation
+from ..cached_batches import CacheBatches
 from ..pausing import CachePauses
 from .connection import KafkaClients, translated
 from .failed_topics import FailedTopics
 from .failing import FailedRecords
 from .membership import Membership
-from .names import KafkaPosition, failed_topic_name, paused_key, topic_name
+from .names import KafkaPosition, batch_prefix, failed_topic_name, paused_key, topic_name
 from .partitions import Cursor, Delivery, Partitions, PartitionState
 from .provisioning import Topics
 from .reserving import Reserver
@@ -68,6 +70,8 @@ class KafkaQueue(Queue):
         push_creates_resources=False,
         pausable=True,
         limits=True,
+        batches=True,
+        batch_callbacks_exactly_once=False,
         ordering_keys=True,
     )
 
@@ -111,6 +115,10 @@ class KafkaQueue(Queue):
             locks.cache, lambda queue: paused_key(settings.group, self.topic_for(queue))
         )
         """The paused queues (`Pausable`): a key per queue in the lock store the group shares."""
+        self.batches = CacheBatches(
+            locks.cache, batch_prefix(settings.group, settings.topic_prefix), self.push_many
+        )
+        """Batches (`BatchStore`), counted in the lock store; callbacks at least once."""
 
     @property
     @override
@@ -360,6 +368,19 @@ class KafkaQueue(Queue):
     def limit_store(self) -> Cache:
         """Where limits per key are counted: the lock store every worker of the group shares."""
         return self.locks.cache
+
+    # -- batches (BatchStore): counted in the group's lock store (cached_batches.py) ------
+
+    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
+        await self.batches.open_batch(batch_id, total, callbacks)
+
+    async def record_in_batch(
+        self, batch: Member, job_id: str, outcome: Outcome
+    ) -> BatchProgress | None:
+        return await self.batches.record_in_batch(batch, job_id, outcome)
+
+    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
+        return await self.batches.batch_progress(batch_id)
 
     # -- paused queues (Pausable): keys in the group's lock store ------------------------
 
