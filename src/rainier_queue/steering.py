@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from . import batches, cancelling, lookup
 from . import explain as explaining
@@ -30,19 +30,27 @@ from .queue import Pausable, Queue
 from .registry import JobRegistry
 
 
+class Connections(Protocol):
+    """What a `Steering` call needs of the manager it is a base of (its `self`)."""
+
+    @property
+    def registry(self) -> JobRegistry: ...
+
+    @property
+    def locks(self) -> LockManager | None: ...
+
+    def connection(self, name: str | None = None) -> Queue: ...
+
+
 class Steering:
-    """Pause, resume, cancel, and what a job, a batch or the workers are doing now."""
+    """Pause, resume, cancel, and what a job, a batch or the workers are doing now.
 
-    registry: JobRegistry
-    locks: LockManager | None
-
-    def connection(self, name: str | None = None) -> Queue:
-        """The connection called `name` (the default when None): the manager's."""
-        raise NotImplementedError
+    Each call's `self` is a `Connections` (the manager): a base with no state
+    and nothing of its own to stand in for."""
 
     # -- pausing queues ----------------------------------------------------------
 
-    async def pause(self, queue: str, *, connection: str | None = None) -> bool:
+    async def pause(self: Connections, queue: str, *, connection: str | None = None) -> bool:
         """Pause `queue` on a connection: its workers take none of its jobs until `resume`.
 
         Pushes are still taken. Every worker of the connection, on any
@@ -52,17 +60,19 @@ class Steering:
         """
         return await pausable(self.connection(connection)).pause(_queue_name(queue))
 
-    async def resume(self, queue: str, *, connection: str | None = None) -> bool:
+    async def resume(self: Connections, queue: str, *, connection: str | None = None) -> bool:
         """Let workers take `queue`'s jobs again; True if it was paused."""
         return await pausable(self.connection(connection)).resume(_queue_name(queue))
 
     async def paused(
-        self, queues: Sequence[str], *, connection: str | None = None
+        self: Connections, queues: Sequence[str], *, connection: str | None = None
     ) -> frozenset[str]:
         """Which of `queues` are paused on a connection."""
         return await pausable(self.connection(connection)).paused(list(queues))
 
-    async def cancel(self, job_id: str, *, connection: str | None = None) -> Cancellation:
+    async def cancel(
+        self: Connections, job_id: str, *, connection: str | None = None
+    ) -> Cancellation:
         """Cancel job `job_id`: removed if it waits (where the driver can remove one job),
         else marked, and a worker running it asks its handler to stop within its
         `pause_check`. It ends as cancelled, neither failed nor retried.
@@ -72,7 +82,9 @@ class Steering:
         """
         return await cancelling.cancel(self.connection(connection), job_id)
 
-    async def batch(self, batch_id: str, *, connection: str | None = None) -> BatchProgress:
+    async def batch(
+        self: Connections, batch_id: str, *, connection: str | None = None
+    ) -> BatchProgress:
         """Batch `batch_id` now: its total, how many succeeded, failed, were cancelled and
         are pending, and whether it finished (its callbacks then queued).
 
@@ -89,7 +101,7 @@ class Steering:
 
     # -- seeing the system (lookup.py) --------------------------------------------------
 
-    async def status(self, job_id: str, connection: str | None = None) -> JobState:
+    async def status(self: Connections, job_id: str, connection: str | None = None) -> JobState:
         """Where job `job_id` is: queued, delayed, running, succeeded, failed or unknown.
 
         Answered from the connection's own storage and the records its workers
@@ -99,7 +111,7 @@ class Steering:
         return await lookup.status(self.connection(connection), job_id)
 
     async def result(
-        self,
+        self: Connections,
         job_id: str,
         *,
         timeout: timedelta | float | None = None,
@@ -114,7 +126,7 @@ class Steering:
         """
         return await lookup.result(self.connection(connection), job_id, timeout=timeout)
 
-    async def explain(self, job_id: str, connection: str | None = None) -> Explanation:
+    async def explain(self: Connections, job_id: str, connection: str | None = None) -> Explanation:
         """Why job `job_id` is not running, in plain words, and what would change that.
 
         `Explanation.code` is the deciding reason for a script, `lines` the answer
@@ -125,7 +137,7 @@ class Steering:
         at = None if store is None else explaining.LimitsAt(store, self.registry)
         return await explaining.explain(queue, job_id, limits=at)
 
-    async def workers(self, connection: str | None = None) -> list[WorkerBeat]:
+    async def workers(self: Connections, connection: str | None = None) -> list[WorkerBeat]:
         """The heartbeats of the workers on a connection, gone ones included (`is_gone`)."""
         return await lookup.workers(self.connection(connection))
 
