@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: MIT
+"""moto's SQS answers without two costs that grow with a queue's length, its answers unchanged.
+
+Why: a receive on moto 5.2 cost about as much as reading every message of
+the queue some ninety times over, so a backlog of thousands of messages
+took seconds a receive (bench/studies/moto_queue_cost.py measures it), and
+a test that drains 20,000 jobs would take hours. SQS's cost a call does not
+grow with the queue. Two things in moto make it so, and neither is in what
+a call answers:
+
+- checking a received message against the queue's retention period reads
+  the period through `get_queue_attributes`, which builds every attribute
+  of the queue, the approximate counts among them (a walk over every
+  message each), three times for one number; here it reads the queue's own
+  `message_retention_period`, the number those walks return beside;
+- moto's clock (`unix_time`, `unix_time_millis`), asked twice for each
+  message a walk looks at, builds two datetimes to subtract them; here it
+  is `time.time()`, the same seconds since the epoch.
+
+What stays: every walk over a queue's messages that moto makes to answer
+(visibility, delays, FIFO groups, deletes by receipt handle), so a call
+still costs in proportion to the queue, only with a far smaller factor.
+
+Applied by tests/moto_atomic.py when it serves the tests.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+from moto.core import utils
+from moto.sqs import models
+
+_unix_time = utils.unix_time
+
+
+def unix_time(dt: datetime.datetime | None = None) -> float:
+    """Seconds since the epoch, as moto's own, without a datetime when none is given."""
+    return time.time() if dt is None else _unix_time(dt)
+
+
+def unix_time_millis(dt: datetime.datetime | None = None) -> float:
+    return unix_time(dt) * 1000.0
+
+
+def _within_retention(self: models.SQSBackend, queue_name: str, message: models.Message) -> bool:
+    """moto's own test, the period read off the queue rather than out of all its attributes."""
+    period = int(self.get_queue(queue_name).message_retention_period)  # type: ignore[attr-defined]
+    return period + message.sent_timestamp / 1000 > unix_time()  # type: ignore[operator]
+
+
+def patch() -> None:
+    """Apply both (idempotent)."""
+    models.unix_time = unix_time  # type: ignore[assignment]
+    models.unix_time_millis = unix_time_millis  # type: ignore[assignment]
+    models.SQSBackend.is_message_valid_based_on_retention_period = _within_retention  # type: ignore[method-assign]
