@@ -297,6 +297,7 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
             else {}
         ),
         lacks={
+            **({"ordered_retries": ORDERED_RETRIES} if fifo else {}),
             "batches": (
                 "no store of its own beside the queue in which recording a batch's last job and"
                 " sending its callbacks are one write; refused at dispatch"
@@ -319,5 +320,11 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         },
     )
 
+
+ORDERED_RETRIES = (
+    "a retry with a backoff is sent again (a send and a delete: SQS cannot delay a message in"
+    " flight on a FIFO queue and keep its place), so it joins the back of its message group"
+    " and the later jobs of its key run before it (docs/flow-control.md)"
+)
 
 BACKEND = make_backend("sqs", fifo=False)

@@ -72,7 +72,7 @@ async def test_a_driver_that_keeps_no_ordering_keys_refuses_a_job_with_one_namin
     with pytest.raises(UnsupportedOperation, match="ordering key 'account-7'"):
         await queue.push_many([keyed("plain", None), keyed("two", "account-7")])
 
-    assert "SQLite, PostgreSQL, MySQL/MariaDB, Kafka or memory://" in str(refused.value)
+    assert "SQLite, PostgreSQL, MySQL/MariaDB, Kafka, SQS FIFO" in str(refused.value)
     assert "Nothing was queued" in str(refused.value)
     if queue.capabilities.deferred:
         assert await queue.size("default") == 0, "nothing of the refused batch was stored"
@@ -176,6 +176,8 @@ async def test_an_ordering_key_holds_across_the_queues_of_a_connection(
             f"on {ordered_queue.name} each queue is a topic of its own, and a record key orders "
             "records within one partition of one topic (docs/flow-control.md)"
         )
+    if ordered_queue.name == "sqs":
+        pytest.skip("on SQS each queue is a FIFO queue of its own, whose groups are its own")
     first, second = keyed("here", "account-5", "default"), keyed("there", "account-5", "ordered")
     await ordered_queue.push(first)
     await ordered_queue.push(second)
