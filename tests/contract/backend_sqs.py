@@ -303,16 +303,6 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
                 " sending its callbacks are one write; refused at dispatch"
                 " (Capabilities.batches)"
             ),
-            "backlog": (
-                "moto's, not the driver's: moto 5.2's ReceiveMessage marks each message received"
-                " without a lock, one request thread each, so receivers at once may both take"
-                " one message under a 300 s visibility timeout (bench.studies.moto_receive_race:"
-                " 1,000 messages, 4 receivers, one handed out twice, its receive count 2),"
-                " which the test rightly counts as a job run twice; and its receives cost grows"
-                " about as the square of the queue's length (500 took 24 s, 1,000 took 88 s;"
-                " 20,000 would take hours), so neither this test nor a smaller one can hold on"
-                " moto. The SIGKILL, restart, network-cut, Ctrl-C and drain tests run"
-            ),
             "lock_store": (
                 "there is no SQS lock store (cache/stores.py): schedules and locks use "
                 "another server's"
