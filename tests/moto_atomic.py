@@ -17,7 +17,7 @@ let go while the queue's own condition waits (at most a second) for a send.
 Everything else (receive counts, redrive, FIFO groups, deduplication) is
 moto's own code, unchanged.
 
-The tests' server also takes tests/moto_fast.py's three repairs of moto's
+The tests' server also takes tests/moto_fast.py's four repairs of moto's
 cost a call (none of them changes an answer).
 
 Run as moto's own `moto_server`: `python tests/moto_atomic.py -H 127.0.0.1 -p PORT`.
