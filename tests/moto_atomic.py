@@ -17,28 +17,20 @@ let go while the queue's own condition waits (at most a second) for a send.
 Everything else (receive counts, redrive, FIFO groups, deduplication) is
 moto's own code, unchanged.
 
-And one cost: moto reads the clock through a `datetime` sum for every
-message it looks at, and a FIFO send reads the queue's attributes (which
-count every message) four times, so a FIFO send cost milliseconds per
-message already queued: 300 jobs in 30 calls at once took 11 s on a
-machine under some load and 30 s under heavy load, past the 5 s a fault
-test allows a call. Its SQS module's clock is read from `time.time()`
-here, the same number: the 30 s became 0.65 s. A FIFO send still counts
-the queue, so it still grows with the queue's length.
+The tests' server also takes tests/moto_fast.py's four repairs of moto's
+cost a call (none of them changes an answer).
 
 Run as moto's own `moto_server`: `python tests/moto_atomic.py -H 127.0.0.1 -p PORT`.
 """
 
 from __future__ import annotations
 
-import datetime
 import functools
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from moto.core.utils import unix_time as _slow_unix_time
 from moto.server import main
 from moto.sqs import models
 
@@ -94,21 +86,11 @@ def _receiving(receive: Callable[..., Any]) -> Callable[..., Any]:
     return receive_message
 
 
-def _unix_time(dt: datetime.datetime | None = None) -> float:
-    return time.time() if dt is None else _slow_unix_time(dt)
-
-
-def _unix_time_millis(dt: datetime.datetime | None = None) -> float:
-    return _unix_time(dt) * 1000.0
-
-
 def patch() -> None:
-    """Make moto's SQS backend's message calls atomic, its clock cheap (idempotent)."""
+    """Make moto's SQS backend's message calls atomic (idempotent)."""
     backend = models.SQSBackend
     if getattr(backend, "_rainier_atomic", False):
         return
-    models.unix_time = _unix_time  # type: ignore[attr-defined]
-    models.unix_time_millis = _unix_time_millis  # type: ignore[attr-defined]
     for name in ATOMIC:
         if hasattr(backend, name):
             setattr(backend, name, _atomic(getattr(backend, name)))
@@ -117,5 +99,12 @@ def patch() -> None:
 
 
 if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests import moto_fast
+
     patch()
+    moto_fast.patch()  # calls whose cost does not climb with the queue as moto's own did
     main()

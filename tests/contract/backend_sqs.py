@@ -297,20 +297,21 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
             else {}
         ),
         lacks={
+            **(
+                {
+                    "ordered_retries": ORDERED_RETRIES,
+                    "ordering_across_queues": (
+                        "each queue is a FIFO queue of its own, whose message groups are its"
+                        " own: a key's order holds within one queue (docs/flow-control.md)"
+                    ),
+                }
+                if fifo
+                else {}
+            ),
             "batches": (
                 "no store of its own to count in, and the `locks` store is the manager's, not"
                 " handed to the queue (Kafka's is: drivers/cached_batches.py); not built yet,"
                 " refused at dispatch (Capabilities.batches)"
-            ),
-            "backlog": (
-                "moto's, not the driver's: moto 5.2's ReceiveMessage marks each message received"
-                " without a lock, one request thread each, so receivers at once may both take"
-                " one message under a 300 s visibility timeout (bench.studies.moto_receive_race:"
-                " 1,000 messages, 4 receivers, one handed out twice, its receive count 2),"
-                " which the test rightly counts as a job run twice; and its receives cost grows"
-                " about as the square of the queue's length (500 took 24 s, 1,000 took 88 s;"
-                " 20,000 would take hours), so neither this test nor a smaller one can hold on"
-                " moto. The SIGKILL, restart, network-cut, Ctrl-C and drain tests run"
             ),
             "lock_store": (
                 "there is no SQS lock store (cache/stores.py): schedules and locks use "
@@ -319,5 +320,11 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         },
     )
 
+
+ORDERED_RETRIES = (
+    "a retry with a backoff is sent again (a send and a delete: SQS cannot delay a message in"
+    " flight on a FIFO queue and keep its place), so it joins the back of its message group"
+    " and the later jobs of its key run before it (docs/flow-control.md)"
+)
 
 BACKEND = make_backend("sqs", fifo=False)
