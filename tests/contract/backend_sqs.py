@@ -297,17 +297,6 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
             else {}
         ),
         lacks={
-            **(
-                {
-                    "ordered_retries": ORDERED_RETRIES,
-                    "ordering_across_queues": (
-                        "each queue is a FIFO queue of its own, whose message groups are its"
-                        " own: a key's order holds within one queue (docs/flow-control.md)"
-                    ),
-                }
-                if fifo
-                else {}
-            ),
             "batches": (
                 "no store of its own to count in, and the `locks` store is the manager's, not"
                 " handed to the queue (Kafka's is: drivers/cached_batches.py); not built yet,"
@@ -320,11 +309,5 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         },
     )
 
-
-ORDERED_RETRIES = (
-    "a retry with a backoff is sent again (a send and a delete: SQS cannot delay a message in"
-    " flight on a FIFO queue and keep its place), so it joins the back of its message group"
-    " and the later jobs of its key run before it (docs/flow-control.md)"
-)
 
 BACKEND = make_backend("sqs", fifo=False)

@@ -28,13 +28,11 @@ What choosing it costs:
 - **A retry with a delay, or a job handed back at shutdown, is sent again**
   (a send and a delete), so that it counts as waiting; a plain retry is one
   visibility change.
-- **FIFO queues give deduplication, and order per ordering key**: a job
-  with an ordering key goes to its key's message group, which SQS hands out
-  one message at a time, in order; every other job is its own group. Its id
-  is the deduplication id, so a push repeated within 5 minutes is one job.
-  A retry with a backoff is sent again, to the back of its group. Order
-  across keys holds on neither kind of queue (`fifo_within_queue` is
-  false), and a standard queue refuses a job with an ordering key.
+- **FIFO queues give deduplication, not order across jobs**: every job is
+  its own message group (a job with an ordering key is refused: see
+  docs/flow-control.md), its id the
+  deduplication id, so a push repeated within 5 minutes is one job. Order
+  holds on neither kind of queue (`fifo_within_queue` is false).
 - **Every queue must be provisioned** (`rainier-queue provision`): its work
   queue and its failed queue. A push to a queue that does not exist is
   refused (`NotProvisioned`).

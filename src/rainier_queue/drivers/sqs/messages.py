@@ -16,10 +16,8 @@
   delivery to a worker that died counts; an early receive of a carried
   delay is not an attempt and is taken off (one per 12 hours of delay that
   was left at the first receive).
-- On a FIFO queue a job with an ordering key goes to its key's message group
-  (`key:` and the key, or their hash), so SQS hands out the group's messages
-  one at a time in order; every other job is its own group, so a held or
-  delayed job without a key never holds up another; its
+- On a FIFO queue every job is its own message group (a job with an
+  ordering key is refused before it gets here), so a held or delayed job never holds up another; its
   deduplication id is the job id on a push (a push repeated within SQS's
   5 minutes is one job), and fresh for a job sent again by a release.
 """
@@ -37,7 +35,6 @@ from typing import Any
 from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...errors import PayloadError
-from ...job import ORDERING_KEY
 from .settings import MAX_DELAY, MAX_VISIBILITY
 
 DELAY_ATTRIBUTE = "rq-delay-ms"
@@ -50,13 +47,6 @@ def fifo_id(text: str) -> str:
     if _ID.match(text):
         return text
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def group_of(job: QueuedJob) -> str:
-    """A job's FIFO message group: its ordering key's (`key:` before it, so no job id can
-    share it), or one of its own, so a held or delayed job without a key holds up no other."""
-    key = job.headers.get(ORDERING_KEY) if job.headers else None
-    return fifo_id(job.id) if key is None else fifo_id(f"key:{key}")
 
 
 def delay_of(job: QueuedJob) -> timedelta:
@@ -95,7 +85,7 @@ def entry(
                 }
             }
     if fifo:
-        args["MessageGroupId"] = group_of(job)
+        args["MessageGroupId"] = fifo_id(job.id)
         args["MessageDeduplicationId"] = fifo_id(dedup or job.id)
     return args
 

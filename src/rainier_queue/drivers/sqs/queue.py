@@ -7,9 +7,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from typing_extensions import override
 
@@ -50,10 +49,12 @@ PURGE_FIX = (
 
 
 UNORDERED = (
-    "a standard SQS queue delivers its messages in no set order, to any worker; a FIFO queue "
-    "(`fifo=true` in the URL) keeps each ordering key's jobs in order, as one message group"
+    "a standard queue delivers its messages in no set order, to any worker; a FIFO queue's "
+    "message groups keep order, but one receive can hand a worker several messages of a "
+    "group, which it would have to hold back unrenewed, and that is not built yet (every "
+    "job here is its own message group)"
 )
-"""Why standard SQS cannot keep an ordering key's order (`Capabilities.ordering_keys`)."""
+"""Why SQS does not keep an ordering key's order (`Capabilities.ordering_keys`)."""
 
 
 class SQSQueue(Queue):
@@ -81,12 +82,6 @@ class SQSQueue(Queue):
         """`sqs://[key:secret@][host:port]/?region=...&prefix=...&fifo=...&lease=...`."""
         settings, _ = SQSSettings.read(url, options, who="the `sqs` driver")
         return cls(settings)
-
-    def __new__(cls, settings: SQSSettings) -> Self:
-        """An `SQSFifoQueue` when `settings` say FIFO: its capabilities differ."""
-        if settings.fifo and not issubclass(cls, SQSFifoQueue):
-            return cast(Self, object.__new__(SQSFifoQueue))
-        return object.__new__(cls)
 
     def __init__(self, settings: SQSSettings) -> None:
         self.settings = settings
@@ -144,8 +139,7 @@ class SQSQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
-        if not self.names.fifo:
-            refuse_ordering_keys(self, UNORDERED, (job,))
+        refuse_ordering_keys(self, UNORDERED, (job,))
         await self._send(job)
         return job.id
 
@@ -175,8 +169,7 @@ class SQSQueue(Queue):
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
         """`SendMessageBatch`, ten a call (fewer when large), eight calls on their way at once."""
-        if not self.names.fifo:
-            refuse_ordering_keys(self, UNORDERED, jobs)
+        refuse_ordering_keys(self, UNORDERED, jobs)
         batches: list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]] = []
         limit = self.settings.max_message_size
         for queue in dict.fromkeys(job.queue for job in jobs):
@@ -252,12 +245,9 @@ class SQSQueue(Queue):
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:
-        try:
-            delivery = self._current(reservation)
-            await self._delete(delivery, f"acknowledge job {reservation.job.id}")
-            self._ledger.done(reservation.token)
-        finally:
-            self._receiver.gate.settled(reservation)
+        delivery = self._current(reservation)
+        await self._delete(delivery, f"acknowledge job {reservation.job.id}")
+        self._ledger.done(reservation.token)
 
     async def _delete(self, delivery: Delivery, what: str) -> None:
         await self._connection.call(
@@ -267,8 +257,6 @@ class SQSQueue(Queue):
     @override
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
         """`DeleteMessageBatch`, ten a call, the calls side by side; a stale one is `LeaseLost`."""
-        for reservation in reservations:
-            self._receiver.gate.settled(reservation)
         results: list[Exception | None] = [None] * len(reservations)
         by_url: dict[str, list[tuple[int, Delivery]]] = {}
         for i, reservation in enumerate(reservations):
@@ -326,18 +314,7 @@ class SQSQueue(Queue):
     ) -> None:
         """Due now and counted: the message is made visible again (one call). Otherwise it is
         sent again (with its delay, or with the attempt given back) and then deleted, so that
-        `size` counts it as waiting or delayed, which a hidden message would not be.
-
-        Either way a job with an ordering key goes behind the jobs of its key this worker
-        received after it, which go first (its group's order on SQS is the sending order)."""
-        try:
-            await self._release(reservation, delay, count_attempt=count_attempt)
-        finally:
-            self._receiver.gate.settled(reservation)
-
-    async def _release(
-        self, reservation: Reservation, delay: timedelta, *, count_attempt: bool
-    ) -> None:
+        `size` counts it as waiting or delayed, which a hidden message would not be."""
         delivery = self._current(reservation)
         job = reservation.job
         if delay <= timedelta(0) and count_attempt:
@@ -380,14 +357,11 @@ class SQSQueue(Queue):
     @override
     async def fail(self, reservation: Reservation, error: str) -> None:
         """The record goes to the failed queue first, then the message is deleted."""
-        try:
-            delivery = self._current(reservation)
-            await self._failed.record(reservation.job, error)
-            self._current(reservation)
-            await self._delete(delivery, f"remove failed job {reservation.job.id}")
-            self._ledger.done(reservation.token)
-        finally:
-            self._receiver.gate.settled(reservation)
+        delivery = self._current(reservation)
+        await self._failed.record(reservation.job, error)
+        self._current(reservation)
+        await self._delete(delivery, f"remove failed job {reservation.job.id}")
+        self._ledger.done(reservation.token)
 
     # -- the failed store (FailedJobStore) ----------------------------------------------
 
@@ -490,13 +464,6 @@ class SQSQueue(Queue):
             await self.hand_back_unstarted(left)
         finally:
             await self._connection.aclose()
-
-
-class SQSFifoQueue(SQSQueue):
-    """`fifo=true`: FIFO queues, whose message groups keep each ordering key's jobs in order
-    (a retry with a backoff is sent again, to the back of its group)."""
-
-    capabilities: ClassVar[Capabilities] = replace(SQSQueue.capabilities, ordering_keys=True)
 
 
 __all__ = ["SQSQueue"]

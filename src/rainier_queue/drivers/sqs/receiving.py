@@ -34,7 +34,6 @@ from .connection import SQSConnection, server_time
 from .failed import FailedStore
 from .leases import Delivery, SQSLedger, visibility
 from .messages import SYSTEM_ATTRIBUTES, received
-from .ordering import KeyGate
 from .provisioning import Queues
 
 log = logging.getLogger("rainier_queue.sqs")
@@ -62,15 +61,12 @@ class Receiver:
         self._leftovers: dict[str, list[Reservation]] = {}
         self._polls: dict[asyncio.Future[Any], str] = {}
         """Receives under way whose caller may give up waiting, by queue."""
-        self.gate = KeyGate()
-        """Ordering keys with a job out, and the jobs a receive brought behind them."""
 
     async def reserve(self, queue: str, limit: int) -> list[Reservation]:
         if limit < 1:
             return []
         await self.give_back_lapsed()
-        out = self.gate.next_up(queue, limit)
-        out += self._take_leftovers(queue, limit - len(out))
+        out = self._take_leftovers(queue, limit)
         if len(out) >= limit:
             return out
         url = await self._queues.url(queue)
@@ -92,8 +88,7 @@ class Receiver:
         if limit < 1:
             return []
         await self.give_back_lapsed()
-        out = self.gate.next_up(queue, limit)
-        out += self._take_leftovers(queue, limit - len(out))
+        out = self._take_leftovers(queue, limit)
         if out:
             return out
         url = await self._queues.url(queue)
@@ -110,7 +105,7 @@ class Receiver:
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
         """Long-poll each queue for one job, which is kept for the next reserve."""
         await self.give_back_lapsed()
-        if any(self._leftovers.get(queue) for queue in queues) or self.gate.ready(queues):
+        if any(self._leftovers.get(queue) for queue in queues):
             return
         if timeout.total_seconds() < 1:
             await asyncio.sleep(timeout.total_seconds())
@@ -198,8 +193,6 @@ class Receiver:
             return []
         now = utcnow()
         fresh = [r for r in kept if r.lease_until is not None and r.lease_until > now]
-        for lapsed in (r for r in kept if r not in fresh):
-            self.gate.settled(lapsed)  # given back by the ledger: its key holds nothing here
         out, self._leftovers[queue] = fresh[:limit], fresh[limit:]
         return out
 
@@ -256,9 +249,7 @@ class Receiver:
             await self._hide(url, hide)
         # A message hidden until due took a place, as one that was not a job did: the reserve
         # receives again for both (malformed.top_up), so a short answer means none are due.
-        # So did a job that waits behind another of its ordering key (ordering.py).
-        admitted = self.gate.admit(out)
-        return admitted, malformed + len(hide) + len(out) - len(admitted)
+        return out, malformed + len(hide)
 
     async def _quarantine(self, queue: str, delivery: Delivery, found: Malformed) -> None:
         where = f"queue {queue!r}: SQS message {delivery.message_id}"
@@ -314,7 +305,7 @@ class Receiver:
         await asyncio.sleep(0)  # let the polls' callbacks keep what they received
         left = [r for kept in self._leftovers.values() for r in kept]
         self._leftovers.clear()
-        return left + self.gate.let_go()
+        return left
 
 
 __all__ = ["Receiver"]
