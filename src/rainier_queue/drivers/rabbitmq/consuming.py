@@ -53,7 +53,7 @@ from aio_pika.abc import AbstractChannel
 from aiormq.abc import DeliveredMessage
 from pamqp import commands as spec
 
-from ...errors import LeaseLost
+from ...errors import BrokerUnavailable, LeaseLost
 from .connection import AMQPClient, shielded, translated
 from .names import AMQPDelivery
 from .window import JobPace
@@ -91,6 +91,9 @@ class Consumer:
         self._unsettled: set[int] = set()
         """The tag of every delivery on the current channel not acknowledged yet."""
         self._arrived = asyncio.Event()
+        self.lost: BaseException | None = None
+        """Why the channel's connection was lost under this object, until a reserve says so
+        (`raise_if_lost`); a channel the broker closed for a bad call is no outage."""
         self._opening = asyncio.Lock()
         self._generation = 0
         """The client's connection the channel was opened on."""
@@ -113,8 +116,9 @@ class Consumer:
                 and self._generation == self._client.generation
             ):
                 return self._channel
-            if self._channel is not None:  # its connection was lost: all on it is stale
-                self._closed(self.number, None)
+            if self._channel is not None:  # it closed, or its connection went: all on it is stale
+                gone = self._generation != self._client.generation
+                self._closed(self.number, None, connection_lost=gone)
             channel = await self._client.channel()
             self._generation = self._client.generation
             self.number += 1
@@ -124,7 +128,9 @@ class Consumer:
             self._channel = channel
             return channel
 
-    def _closed(self, number: int, exc: BaseException | None) -> None:
+    def _closed(
+        self, number: int, exc: BaseException | None, *, connection_lost: bool = True
+    ) -> None:
         """The channel went: the broker has put every delivery on it back."""
         if number != self.number:
             return
@@ -139,11 +145,32 @@ class Consumer:
             )
         self._channel = None
         self.number += 1  # every handle naming the old channel is stale from now on
+        # A channel error is the broker refusing one call (a missing queue, a consumer
+        # timeout, logged above); anything else closing it means its connection went.
+        if connection_lost and not isinstance(exc, aiormq.exceptions.AMQPChannelError):
+            self.lost = exc if exc is not None else ConnectionError("its connection was lost")
         self._held.clear()
         self._messages.clear()
         self._unsettled.clear()
         self._subs.clear()
         self._arrived.set()
+
+    def raise_if_lost(self) -> None:
+        """`BrokerUnavailable`, once, if the channel closed under this object since last asked.
+
+        A worker whose reserves take what the broker pushed may make no call of
+        its own while its connection is cut: the heartbeat finds the connection
+        dead, the channel closes, and nothing else would tell the worker that
+        it lost the broker for a while (its jobs' settles are refused as stale).
+        Raised by the next reserve or wait, it is an outage the worker counts,
+        says, and rides out; the reserve after it opens a new channel.
+        """
+        lost, self.lost = self.lost, None
+        if lost is not None:
+            raise BrokerUnavailable(
+                f"RabbitMQ is unreachable: the consuming channel closed ({lost}); the jobs "
+                "held on it go back to the queue, and a new channel is opened"
+            )
 
     def _underlay(self) -> aiormq.abc.AbstractChannel:
         channel = self._channel

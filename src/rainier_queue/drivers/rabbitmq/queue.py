@@ -280,6 +280,7 @@ class RabbitMQQueue(Queue):
         """
         if limit < 1:
             return []
+        self._consumer.raise_if_lost()
         name = await self._existing(queue)
         if self._serving:
             await self._consumer.subscribe(name, limit)
@@ -297,6 +298,7 @@ class RabbitMQQueue(Queue):
         two) and what it took goes back in front of the buffer, unsettled and
         uncounted, for the next call.
         """
+        self._consumer.raise_if_lost()
         name = await self._existing(queue)
         await self._consumer.subscribe(name, limit)
         await self._consumer.wait([name], timeout.total_seconds())
@@ -310,6 +312,7 @@ class RabbitMQQueue(Queue):
 
     @override
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
+        self._consumer.raise_if_lost()
         names = [await self._existing(queue) for queue in queues]
         for name in names:
             await self._consumer.subscribe(name, 1)
