@@ -32,7 +32,6 @@ from ...locks import Cache, parse_counter
 from .connection import NATSConnection, translated
 from .settings import NATSSettings
 
-
 _WRONG_LAST = (10071, 10164)
 """JetStream's error codes for a write whose expected last revision was not the last."""
 
