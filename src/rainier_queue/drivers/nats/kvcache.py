@@ -116,8 +116,9 @@ class KeyValueCache(Cache):
         try:
             async with translated("read a key"):
                 entry = await kv.get(_key(key))
-        except jx.KeyDeletedError as gone:
-            return None, (gone.entry.revision or 0) if gone.entry is not None else 0
+        except jx.KeyNotFoundError as gone:  # nats-py says so of a deleted key too
+            marker = getattr(gone, "entry", None)
+            return None, (marker.revision or 0) if marker is not None else 0
         except jx.NotFoundError:
             return None, 0
         return entry.value, entry.revision or 0
