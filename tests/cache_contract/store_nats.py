@@ -5,9 +5,11 @@ runs on it. The URL's prefix names the bucket, `<prefix>-batches`, as the queue'
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import nats
+import nats.js.errors
 
 from rainier_queue.cache import Cache
 from rainier_queue.drivers.cached_batches import KEPT
@@ -44,10 +46,8 @@ def check() -> None:
 async def cleanup(tmp: Path, namespace: str) -> None:
     client = await nats.connect(SERVER)
     try:
-        try:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
             await client.jetstream().delete_stream(f"KV_{namespace}-batches")
-        except Exception:
-            pass
     finally:
         await client.close()
 
