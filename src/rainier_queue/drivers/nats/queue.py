@@ -192,6 +192,11 @@ class NATSQueue(Queue):
     async def batch_progress(self, batch_id: str) -> BatchProgress | None:
         return await self.batches.batch_progress(batch_id)
 
+    @property
+    def repeat_window(self) -> timedelta:
+        """`DropsRepeatedCallbacks`: a callback published again within it is dropped."""
+        return self.settings.duplicate_window
+
     # -- pushing ----------------------------------------------------------------------
 
     @override
