@@ -4,8 +4,9 @@ within the stream's duplicate window and queued again after it.
 
 The finishing job's worker dies between publishing the callbacks and marking them
 published (the one gap of `cached_batches.py` that publishes twice), and the job is
-recorded again, as its redelivery is: at once, the second publish is a duplicate the
-server drops; after the window has passed, it is a second copy of the callback. The
+recorded again, as its redelivery is: at once (the first copy already run and deleted),
+the second publish is a duplicate the server drops; after the window has passed, it is
+a second copy of the callback. The
 window here is 1 s (an option of the stream), so the wait for it stays short.
 """
 
@@ -83,10 +84,13 @@ async def test_a_callback_published_again_is_dropped_within_the_window_and_not_a
         await queue.open_batch("within", 1, [_then("within")])
         within = Member("within", ("default",))
         await _finish_dying_after_the_publish(queue, within)
+        [ran] = await queue.reserve("default")  # the callback runs and is deleted meanwhile
+        assert ran.job.id == "within.then"
+        await queue.acknowledge(ran)
         progress = await queue.record_in_batch(within, "last", Outcome.SUCCEEDED)  # the rerun
         assert progress is not None
         assert progress.finished
-        assert await queue.size("default") == 1, "published again at once: dropped"
+        assert await queue.size("default") == 0, "published again within the window: dropped"
 
         await queue.open_batch("after", 1, [_then("after")])
         after = Member("after", ("default",))
@@ -95,8 +99,8 @@ async def test_a_callback_published_again_is_dropped_within_the_window_and_not_a
         progress = await queue.record_in_batch(after, "last", Outcome.SUCCEEDED)
         assert progress is not None
         assert progress.finished
-        assert await queue.size("default") == 3, "published again after the window: a copy"
-        ids = sorted(r.job.id for r in await queue.reserve("default", limit=3))
-        assert ids == ["after.then", "after.then", "within.then"]
+        assert await queue.size("default") == 2, "published again after the window: a copy"
+        ids = [r.job.id for r in await queue.reserve("default", limit=3)]
+        assert ids == ["after.then", "after.then"]
     finally:
         await queue.aclose()
