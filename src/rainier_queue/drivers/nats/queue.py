@@ -106,9 +106,7 @@ class NATSQueue(Queue):
             self._connection, settings, f"{self.names.prefix}-batches", KEPT
         )
         self.batches = CacheBatches(self._batch_bucket, "", self.push_many)
-        """Batches (`BatchStore`), counted in the bucket `<prefix>-batches` by Kafka's steps;
-        the callbacks are published under their fixed ids, so the stream drops a second
-        publish within its duplicate window (docs/drivers/nats.md, "Batches")."""
+        """Batches (`BatchStore`) in a bucket; callbacks deduplicated (docs/drivers/nats.md)."""
         self._known: set[str] = set()
         self._served: dict[str, _Served] = {}
         self._starting = asyncio.Lock()
@@ -193,8 +191,7 @@ class NATSQueue(Queue):
         return await self.batches.batch_progress(batch_id)
 
     @property
-    def repeat_window(self) -> timedelta:
-        """`DropsRepeatedCallbacks`: a callback published again within it is dropped."""
+    def repeat_window(self) -> timedelta:  # DropsRepeatedCallbacks: the duplicate window
         return self.settings.duplicate_window
 
     # -- pushing ----------------------------------------------------------------------
