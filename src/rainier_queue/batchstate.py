@@ -34,7 +34,7 @@ import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from .batch_counts import BATCH_DONE, BatchCounts
@@ -233,12 +233,29 @@ class BatchStore(Protocol):
         ...
 
 
+@runtime_checkable
+class DropsRepeatedCallbacks(Protocol):
+    """A `BatchStore` whose broker drops a callback pushed again under its id within
+    `repeat_window` of the first push (NATS: the stream's duplicate window).
+
+    Its callbacks are at least once (`Capabilities.batch_callbacks_exactly_once` is
+    False) only when the second push comes later than that: a finisher that died
+    between pushing them and marking them pushed and runs again only after the window.
+    """
+
+    @property
+    def repeat_window(self) -> timedelta:
+        """How long after a push a second push of the same id is dropped."""
+        ...
+
+
 __all__ = [
     "BATCH",
     "KINDS",
     "BatchProgress",
     "BatchStore",
     "Callback",
+    "DropsRepeatedCallbacks",
     "Member",
     "Outcome",
     "callback_id",

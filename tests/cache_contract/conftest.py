@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from rainier_queue.cache import Cache
-from rainier_queue.cache.stores import open_cache
 
-from .stores import STORES
+from .stores import STORES, open_store
 
 
 @pytest.fixture(params=list(STORES), ids=list(STORES))
@@ -28,6 +27,6 @@ async def cache_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
 @pytest.fixture
 async def cache(cache_url: str) -> AsyncIterator[Cache]:
-    store = open_cache(cache_url)
+    store = open_store(cache_url)
     yield store
     await store.aclose()

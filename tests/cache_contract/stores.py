@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rainier_queue.cache import Cache
+from rainier_queue.cache.stores import open_cache
+
 
 @dataclass(frozen=True)
 class Store:
@@ -23,6 +26,9 @@ class Store:
     url: Callable[[Path, str], str]
     check: Callable[[], None] | None = None
     cleanup: Callable[[Path, str], Coroutine[Any, Any, None]] | None = None
+    opener: Callable[[str], Cache] | None = None
+    """How to open the store from its URL, for one `open_cache` has no scheme for (a
+    driver's own store, such as NATS's key-value bucket, that is no lock store a user names)."""
 
 
 def _discover() -> dict[str, Store]:
@@ -35,3 +41,11 @@ def _discover() -> dict[str, Store]:
 
 
 STORES: dict[str, Store] = _discover()
+
+
+def open_store(url: str) -> Cache:
+    """The store at `url`: by its store's own opener if it has one, else by `open_cache`."""
+    for store in STORES.values():
+        if store.opener is not None and url.startswith(f"{store.name}://"):
+            return store.opener(url)
+    return open_cache(url)

@@ -7,7 +7,8 @@ import asyncio
 from datetime import timedelta
 
 from rainier_queue.cache import Cache, LockManager
-from rainier_queue.cache.stores import open_cache
+
+from .stores import open_store
 
 SHORT = timedelta(milliseconds=200)
 
@@ -60,8 +61,8 @@ async def test_force_release_frees_a_lock_whoever_holds_it(cache: Cache) -> None
 
 
 async def test_a_store_says_whether_other_processes_share_its_locks(cache_url: str) -> None:
-    first = open_cache(cache_url)
-    second = open_cache(cache_url)
+    first = open_store(cache_url)
+    second = open_store(cache_url)
     try:
         held = await LockManager(first).acquire("job", timedelta(minutes=1))
         assert held is not None

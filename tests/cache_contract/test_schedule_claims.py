@@ -12,7 +12,6 @@ from typing_extensions import override
 
 from rainier_queue import LockManager, QueueManager
 from rainier_queue.cache import Cache
-from rainier_queue.cache.stores import open_cache
 from rainier_queue.drivers.memory import MemoryQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.scheduling import TICK_HEADER, Schedule, Scheduler
@@ -20,6 +19,7 @@ from rainier_queue.scheduling.claims import Claims, outcome
 
 from ..scheduling.clock import SteppedClock, at
 from ..scheduling.jobs import Report, registry
+from .stores import open_store
 
 TICK = datetime(2026, 5, 17, 10, 0, tzinfo=UTC)
 # A claim's lease in these tests. A scheduler held in its push renews its claim on a
@@ -29,7 +29,7 @@ SHORT = timedelta(milliseconds=600)
 
 
 async def test_a_tick_is_won_by_exactly_one_of_many_processes(cache_url: str) -> None:
-    stores = [open_cache(cache_url) for _ in range(4)]
+    stores = [open_store(cache_url) for _ in range(4)]
     if not stores[0].is_shared:  # a memory store: four claimers in one process share it
         stores = [stores[0]] * 4
     try:
@@ -149,7 +149,7 @@ class HeldQueue(MemoryQueue):
 
 def reopened(cache_url: str, cache: Cache) -> Cache:
     """The store as a second process would open it (the same object for a memory store)."""
-    return open_cache(cache_url) if cache.is_shared else cache
+    return open_store(cache_url) if cache.is_shared else cache
 
 
 def a_manager(queue: HeldQueue, store: Cache) -> QueueManager:

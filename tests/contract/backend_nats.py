@@ -80,6 +80,7 @@ async def cleanup(tmp: Path, namespace: str) -> None:
             names.failed_stream,
             f"KV_{namespace}-paused",
             f"KV_{namespace}-records",
+            f"KV_{namespace}-batches",
         ):
             try:
                 await js.delete_stream(stream)
@@ -194,12 +195,6 @@ BACKEND = Backend(
         " (the idle-worker restart test)",
     ),
     lacks={
-        "batches": (
-            "not built yet: its key-value bucket could count a batch by Kafka's five steps"
-            " (drivers/cached_batches.py over create and update-by-revision), the callbacks"
-            " published with a Nats-Msg-Id JetStream drops as a duplicate within its window;"
-            " refused at dispatch (Capabilities.batches)"
-        ),
         "lock_store": (
             "there is no NATS lock store (cache/stores.py): schedules and locks use another"
             " server's, as with Kafka"

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from rainier_queue import QueueManager, batch
+from rainier_queue.batchstate import DropsRepeatedCallbacks
 from rainier_queue.connections import open_queue
 
 from ..contract.backends import Backend
@@ -169,10 +170,14 @@ async def test_a_worker_killed_after_producing_the_callbacks_runs_them_at_least_
     # finishing job's worker dies after producing them and before marking them produced.
     # The job runs again and produces them again, under the same id: the counts stay exact,
     # the `then` runs with them (twice, as two copies of one job id), and `catch` never.
+    # Where the broker drops a push repeated under its id within a window (NATS), the rerun
+    # (a lease of 2 s later, well within the 2 minutes) is dropped and `then` runs once;
+    # tests/drivers/test_nats_batches.py publishes again after the window.
     queue = open_queue(url)
     try:
         if queue.capabilities.batch_callbacks_exactly_once:
             pytest.skip(f"{queue.name} queues the callbacks in the write that counts the last job")
+        copies = 1 if isinstance(queue, DropsRepeatedCallbacks) else 2
         batch_id = await (
             batch([Tally(n=n) for n in range(3)])
             .then(BatchDone(kind="then"))
@@ -211,7 +216,10 @@ async def test_a_worker_killed_after_producing_the_callbacks_runs_them_at_least_
     runs = [(job_id, e) for job_id, _, _, _, e in events(ledger) if ":" in e]
     assert {e for _, e in runs} == {"then:3:0:0"}, "then, with the counts; never catch"
     assert {job_id for job_id, _ in runs} == {f"{batch_id}.then"}, "every copy under one id"
-    assert len(runs) == 2, f"produced again by the rerun, and both copies ran: {runs}"
+    if copies == 2:
+        assert len(runs) == 2, f"produced again by the rerun, and both copies ran: {runs}"
+    else:
+        assert len(runs) == 1, f"the rerun's push was dropped as a repeat of the first: {runs}"
 
 
 def _dying_worker(url: str, ledger: Path, gap: str = "recorded") -> subprocess.Popen[bytes]:

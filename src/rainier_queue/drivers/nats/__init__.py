@@ -27,7 +27,10 @@
   reaches `max_deliver` (100 by default, above any job's `tries`) is moved to
   the failed store from the server's advisory, or by the periodic sweep.
 - **Duplicates are dropped only within the duplicate window** (2 min): a
-  push repeated after `OutcomeUnknown` within it is stored once.
+  push repeated after `OutcomeUnknown` within it is stored once. So are a
+  batch's callbacks (counted in the bucket `<prefix>-batches`, `kvcache.py`):
+  a finisher that dies after publishing them and runs again after the
+  window queues them twice (`batch_callbacks_exactly_once` False).
 - **`storage=memory` loses every job when the server stops**; the queue then
   says so (`may_lose_accepted_job`).
 

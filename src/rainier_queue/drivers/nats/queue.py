@@ -15,11 +15,13 @@ import nats.js.errors as jx
 from typing_extensions import override
 
 from ..._clock import utcnow
+from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...envelope import QueuedJob
 from ...envelope.reading import Malformed, read_envelope
 from ...errors import NotProvisioned
 from ...queue import Capabilities, FailedJob, Finding, Queue, QueueCounts, Reservation, new_token
 from .. import malformed as toolkit
+from ..cached_batches import KEPT, CacheBatches
 from ..unordered import refuse_ordering_keys
 from .connection import NATSConnection, translated
 from .delays import DUE, DelayMover
@@ -27,6 +29,7 @@ from .ending import cancel_for_sure
 from .exhausted import ExhaustedMover
 from .failed import FailedStore
 from .fetching import Arrival, Fetcher, NoAnswer
+from .kvcache import KeyValueCache
 from .leases import ACK, PROGRESS, TERMINATE, Delivery, nak, new_ledger
 from .names import Names
 from .pausing import NATSPauses
@@ -74,6 +77,8 @@ class NATSQueue(Queue):
         pausable=True,
         records=True,
         cancellable=True,
+        batches=True,
+        batch_callbacks_exactly_once=False,
     )
 
     OPTIONS: ClassVar[frozenset[str]] = NATSSettings.OPTIONS
@@ -97,6 +102,11 @@ class NATSQueue(Queue):
         self._ledger = new_ledger()
         self.pauses = NATSPauses(self._connection, self.names)
         """The paused queues (`Pausable`), entries of a key-value bucket."""
+        self._batch_bucket = KeyValueCache(
+            self._connection, settings, f"{self.names.prefix}-batches", KEPT
+        )
+        self.batches = CacheBatches(self._batch_bucket, "", self.push_many)
+        """Batches (`BatchStore`) in a bucket; callbacks deduplicated (docs/drivers/nats.md)."""
         self._known: set[str] = set()
         self._served: dict[str, _Served] = {}
         self._starting = asyncio.Lock()
@@ -121,6 +131,7 @@ class NATSQueue(Queue):
         """Create or update the streams and each queue's two consumers."""
         done = await self._provisioning.provision(queues)
         done += await self._records.provision()
+        done += await self._batch_bucket.provision()
         self._known.difference_update(queues)
         return done
 
@@ -165,6 +176,23 @@ class NATSQueue(Queue):
 
     async def records(self, prefix: str) -> list[bytes]:
         return await self._records.records(prefix)
+
+    # -- batches (BatchStore): counted in a key-value bucket (kvcache.py) ----------------
+
+    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
+        await self.batches.open_batch(batch_id, total, callbacks)
+
+    async def record_in_batch(
+        self, batch: Member, job_id: str, outcome: Outcome
+    ) -> BatchProgress | None:
+        return await self.batches.record_in_batch(batch, job_id, outcome)
+
+    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
+        return await self.batches.batch_progress(batch_id)
+
+    @property
+    def repeat_window(self) -> timedelta:  # DropsRepeatedCallbacks: the duplicate window
+        return self.settings.duplicate_window
 
     # -- pushing ----------------------------------------------------------------------
 
@@ -564,6 +592,8 @@ class NATSMemoryQueue(NATSQueue):
         pausable=True,
         records=True,
         cancellable=True,
+        batches=True,
+        batch_callbacks_exactly_once=False,
     )
 
 
