@@ -147,11 +147,11 @@ def batch_store(queue: Queue) -> BatchStore:
         return queue
     raise UnsupportedOperation(
         f"the {queue.describe()} connection cannot keep a batch: the {queue.name} driver has "
-        "no store to count a batch's jobs in (neither its own, as the database and Redis "
-        "drivers have, nor a lock store it counts in, as Kafka's), so the callbacks could "
-        "be lost; nothing was queued. Dispatch batches on a connection that keeps them: "
-        "memory, a database, Redis, or Kafka (docs/workflows.md names them), or chain the "
-        "work instead"
+        "no store to count a batch's jobs in (neither its own, as the database, Redis and "
+        "NATS drivers have, nor a lock store it counts in, as Kafka's), so the callbacks "
+        "could be lost; nothing was queued. Dispatch batches on a connection that keeps "
+        "them: memory, a database, Redis, Kafka or NATS (docs/workflows.md names them), or "
+        "chain the work instead"
     )
 
 
