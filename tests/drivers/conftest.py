@@ -11,8 +11,10 @@ imported from here, as tests/contract does. A fixture is set up only when a
 test asks for it, so the other drivers' tests in this directory never start
 a broker, and test_kafka_retention.py keeps a broker of its own.
 
-`opened` is every driver's: the queues a test opened, closed after it (the
-Redis files use it; test_postgres_queue.py has an `opened` of its own).
+`rabbit` is the RabbitMQ files' queue, on a namespace of its own made and
+removed through the contract suite's backend. `opened` is every driver's:
+the queues a test opened, closed after it (the Redis files use it;
+test_postgres_queue.py has an `opened` of its own).
 `certs` is the TLS files' authority and server certificate, one set per
 test module (tests/tls_certs.py).
 """
@@ -34,9 +36,11 @@ from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.drivers.kafka import KafkaQueue
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
 from rainier_queue.drivers.kafka.settings import KafkaSettings
+from rainier_queue.drivers.rabbitmq import RabbitMQQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import Queue
 
+from ..contract.backends import BACKENDS
 from ..kafka_broker import KafkaBroker, broker
 from ..tls_certs import Certs, make_certs
 
@@ -131,3 +135,21 @@ async def records_of(tansu: KafkaBroker, topic: str) -> list[Any]:
         return found
     finally:
         await consumer.stop()
+
+
+@pytest.fixture
+async def rabbit(tmp_path: Path) -> AsyncIterator[RabbitMQQueue]:
+    """A RabbitMQ queue on a namespace of its own, provisioned, closed and removed after."""
+    backend = BACKENDS["rabbitmq"]
+    assert backend.check is not None
+    backend.check()
+    namespace = "rq" + uuid.uuid4().hex[:12]
+    backend.setup(tmp_path, namespace, ["default"])
+    queue = backend.open(tmp_path, namespace)
+    assert isinstance(queue, RabbitMQQueue)
+    try:
+        yield queue
+    finally:
+        await queue.aclose()
+        assert backend.cleanup is not None
+        await backend.cleanup(tmp_path, namespace)

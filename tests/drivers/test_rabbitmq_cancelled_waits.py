@@ -20,10 +20,7 @@ Each test holds the wait at that exact await of a real connection.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import aiormq
@@ -34,30 +31,11 @@ from rainier_queue.drivers.rabbitmq import RabbitMQQueue
 from rainier_queue.drivers.rabbitmq.names import AMQPDelivery
 from rainier_queue.queue import Reservation
 
-from ..contract.backends import BACKENDS
 from ..contract.jobs import a_job
-
-BACKEND = BACKENDS["rabbitmq"]
 
 pytestmark = pytest.mark.timeout(60)
 
 LONG = timedelta(seconds=30)
-
-
-@pytest.fixture
-async def rabbit(tmp_path: Path) -> AsyncIterator[RabbitMQQueue]:
-    assert BACKEND.check is not None
-    BACKEND.check()
-    namespace = "rq" + uuid.uuid4().hex[:12]
-    BACKEND.setup(tmp_path, namespace, ["default"])
-    queue = BACKEND.open(tmp_path, namespace)
-    assert isinstance(queue, RabbitMQQueue)
-    try:
-        yield queue
-    finally:
-        await queue.aclose()
-        assert BACKEND.cleanup is not None
-        await BACKEND.cleanup(tmp_path, namespace)
 
 
 async def under_way(channel: aiormq.abc.AbstractChannel) -> None:

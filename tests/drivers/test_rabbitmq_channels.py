@@ -15,7 +15,6 @@ deliveries back as a `consumer_timeout` does.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -30,22 +29,6 @@ from ..contract.jobs import a_job
 BACKEND = BACKENDS["rabbitmq"]
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-async def rabbit(tmp_path: Path) -> AsyncIterator[RabbitMQQueue]:
-    assert BACKEND.check is not None
-    BACKEND.check()
-    namespace = "rq" + uuid.uuid4().hex[:12]
-    BACKEND.setup(tmp_path, namespace, ["default"])
-    queue = BACKEND.open(tmp_path, namespace)
-    assert isinstance(queue, RabbitMQQueue)
-    try:
-        yield queue
-    finally:
-        await queue.aclose()
-        assert BACKEND.cleanup is not None
-        await BACKEND.cleanup(tmp_path, namespace)
 
 
 async def close_the_consuming_channel(queue: RabbitMQQueue) -> None:

@@ -13,9 +13,6 @@ settled quickly, a worker's window widens past its slots (window.py).
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -23,28 +20,9 @@ from rainier_queue.drivers.rabbitmq import RabbitMQQueue
 from rainier_queue.drivers.rabbitmq.window import HOLD_BOUND, QUICK_WINDOW, JobPace
 from rainier_queue.queue import Reservation
 
-from ..contract.backends import BACKENDS
 from ..contract.jobs import a_job
 
-BACKEND = BACKENDS["rabbitmq"]
-
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-async def rabbit(tmp_path: Path) -> AsyncIterator[RabbitMQQueue]:
-    assert BACKEND.check is not None
-    BACKEND.check()
-    namespace = "rq" + uuid.uuid4().hex[:12]
-    BACKEND.setup(tmp_path, namespace, ["default"])
-    queue = BACKEND.open(tmp_path, namespace)
-    assert isinstance(queue, RabbitMQQueue)
-    try:
-        yield queue
-    finally:
-        await queue.aclose()
-        assert BACKEND.cleanup is not None
-        await BACKEND.cleanup(tmp_path, namespace)
 
 
 def pushed_here(queue: RabbitMQQueue) -> int:
