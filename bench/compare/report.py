@@ -184,6 +184,8 @@ def _fastest_caption(rows: Sequence[Row], backend: str) -> str:
     if e2e is None:
         return f"fastest peer: {system_name(best['system'])}; rainier-queue FAILED"
     name = system_name(best["system"])
+    if mode_name(best["system"]):  # "Huey, thread workers": no brackets within the brackets
+        name = f"{system_name(peer_of(best['system']))}, {mode_name(best['system'])}"
     text = f"rainier-queue / fastest peer ({name}): end-to-end {e2e:.2f}x"
     enq = ratio(ours, best, "enqueue_jobs_s")
     if enq is not None:

@@ -114,7 +114,7 @@ def test_the_slower_modes_ratio_is_marked_and_the_caption_says_which_mode_won() 
     assert cells["celery/prefork"][5] == "3.00x"
     assert cells["celery/threads"][5] == "(6.00x)"
     caption = report.caption(rows, "redis")
-    assert caption.startswith("rainier-queue / fastest peer (Huey (thread workers)): ")
+    assert caption.startswith("rainier-queue / fastest peer (Huey, thread workers): ")
     assert "Huey: thread workers 1.33x process workers" in caption
     assert "Celery: prefork pool 2.00x thread pool" in caption
 
