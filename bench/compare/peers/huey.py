@@ -3,9 +3,10 @@
 
 Huey's consumer runs its C workers as forked processes (`-k process`), as
 threads (`-k thread`, the CLI's default) or as greenlets. Its documentation
-shows process workers as the way to scale it out (the README's example
-starts its consumer with `-k process`), and steers blocking, I/O-bound
-tasks to threads or, for many of them at once, to greenlets. Process and
+shows process workers as the way to scale it out (the project's own
+example starts its consumer with `-k process -w 4`), and suggests greenlets
+for tasks that wait on I/O rather than compute; threads, the default, sit
+between the two: they cost no fork and wait without holding the GIL. Process and
 thread workers are both run here (`bench/compare/modes.py`: "huey/process"
 and "huey/thread", the mode from `MODE_ENV`) and ours is compared with the
 faster: short jobs that spend their time in Python are what processes are
