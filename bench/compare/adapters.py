@@ -24,6 +24,8 @@ from typing import Any
 from rich.console import Console
 
 from .constants import OURS, ROOT
+from .modes import mode_of
+from .peers._common import MODE_ENV
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = ROOT / "bench" / ".peers-venv"
@@ -68,8 +70,11 @@ def python_for(system: str) -> str:
     return sys.executable if system == OURS else str(PEERS_PYTHON)
 
 
-def adapter_env(tag: str, backend: str) -> dict[str, str]:
-    return {**os.environ, "RQCOMPARE_TAG": tag, "RQCOMPARE_BACKEND": backend}
+def adapter_env(tag: str, backend: str, system: str = "") -> dict[str, str]:
+    """The adapter's environment: the run's tag, its backend and the peer's mode, if it has one."""
+    env = {**os.environ, "RQCOMPARE_TAG": tag, "RQCOMPARE_BACKEND": backend}
+    env[MODE_ENV] = mode_of(system)
+    return env
 
 
 _available: dict[tuple[str, str, str], str | None] = {}
@@ -92,7 +97,7 @@ def _probe(system: str, backend: str, module: str) -> str | None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env=adapter_env("probe", backend),
+        env=adapter_env("probe", backend, system),
     )
     if probe.returncode:
         return (probe.stderr.strip().splitlines() or ["import failed"])[-1]
@@ -130,7 +135,7 @@ def run_adapter(
     if enqueue != "push_many":
         command += ["--enqueue", enqueue]
     proc = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, env=adapter_env(tag, backend)
+        command, cwd=ROOT, capture_output=True, text=True, env=adapter_env(tag, backend, system)
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     try:

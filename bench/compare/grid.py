@@ -9,9 +9,13 @@ wait on I/O. So besides today's throughput run, `bench.compare.run` runs:
 
 - **concurrency** cells: `--grid-jobs` jobs at concurrency 8 and at 32 per
   process, ours beside the peers that came near the fastest in today's run
-  (`contenders`), so the slow peers do not take the time budget;
-- **io**: each job awaits a 20 ms sleep before its count, at concurrency
-  64, ours beside the asyncio peers (the ones a job can await in);
+  (`contenders`, every mode of each), so the slow peers do not take the
+  time budget;
+- **io**: each job waits 20 ms before its count, at concurrency 64, ours
+  beside the asyncio peers (whose jobs await the sleep, as ours do) and
+  the thread-capable ones (whose jobs block in it: Huey and Celery in both
+  their modes, since this is where their thread workers may win, and
+  Dramatiq's threads);
 - **enqueue**: ours through the driver's `push_many` (of envelopes built
   before the clock, and built inside it) and through the public
   `QueueManager.dispatch_many` with real `Job` objects, interleaved;
@@ -32,10 +36,16 @@ from typing import Any, TextIO
 from . import report
 from .adapters import console, run_adapter
 from .constants import OURS
+from .modes import peer_of
 from .workloads import Setting, choose, emit, now, throughput
 
 ASYNC_PEERS = frozenset({"taskiq", "saq", "pgqueuer", "procrastinate"})
 """Peers whose jobs are coroutines: the I/O-bound workload's sleep is awaited, as ours is."""
+THREAD_PEERS = frozenset({"huey", "celery", "dramatiq"})
+"""Peers that can run jobs in threads, where a job blocked in its sleep frees the GIL for the
+others: in the I/O-bound workload, each in every mode it has (Huey's and Celery's processes
+too, so the faster of the two is the one compared). RQ, one job at a time per worker, is not."""
+IO_PEERS = ASYNC_PEERS | THREAD_PEERS
 
 IO_BACKENDS = ("postgres", "redis")
 """Where the asyncio peers run."""
@@ -55,10 +65,12 @@ fraction of the fastest peer's on that backend."""
 
 
 def contenders(base: list[dict[str, Any]], limit: int) -> set[tuple[str, str]] | None:
-    """(peer, backend) pairs worth running in the grid: near the fastest today, at most `limit`.
+    """(system, backend) pairs worth running in the grid: near the fastest today, at most `limit`.
 
-    None (every peer) when today's run did not happen, so there is nothing to
-    choose by.
+    A peer is judged by its fastest mode, `limit` counts peers (not modes),
+    and a chosen peer runs in every mode that finished today: the faster mode
+    at one concurrency need not be the faster at the next. None (every peer)
+    when today's run did not happen, so there is nothing to choose by.
     """
     if not base:
         return None
@@ -72,9 +84,9 @@ def contenders(base: list[dict[str, Any]], limit: int) -> set[tuple[str, str]] |
         if not peers:
             continue
         best = peers[0]["e2e_jobs_s"] or 0
-        chosen |= {
-            (r["system"], backend) for r in peers[:limit] if (r["e2e_jobs_s"] or 0) >= NEAR * best
-        }
+        near = [peer_of(r["system"]) for r in peers if (r["e2e_jobs_s"] or 0) >= NEAR * best]
+        picked = list(dict.fromkeys(near))[:limit]
+        chosen |= {(r["system"], backend) for r in peers if peer_of(r["system"]) in picked}
     return chosen
 
 
@@ -106,9 +118,11 @@ def concurrency_cells(
 
 
 def io_bound(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
-    """Jobs that await `--io-sleep-ms` each, at `--io-concurrency`, beside the asyncio peers."""
+    """Jobs that wait `--io-sleep-ms` each, at `--io-concurrency`, beside `IO_PEERS`."""
     pairs = _ours_on(IO_BACKENDS) | {
-        (s, b) for s, b, _ in choose(args, quiet=True) if s in ASYNC_PEERS and b in IO_BACKENDS
+        (s, b)
+        for s, b, _ in choose(args, quiet=True)
+        if peer_of(s) in IO_PEERS and b in IO_BACKENDS
     }
     setting = Setting(
         name=f"I/O-bound, {args.io_sleep_ms:g} ms sleep",

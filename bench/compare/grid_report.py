@@ -20,11 +20,13 @@ from .constants import FAR, OURS, PEER_RUN_FLOOR_S, TIMES
 from .labels import (
     backend_name,
     bound_ratio,
+    mode_name,
     num,
     ordered_backends,
     stopped_peer,
     system_name,
 )
+from .modes import peer_of, slower_modes
 
 Row = dict[str, Any]
 GridLine = tuple[str, str, str, str, str, str]
@@ -55,14 +57,12 @@ def _ratio_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}{TIMES}"
 
 
-def grid_lines(result: Row) -> list[GridLine]:
-    """Every setting's line per backend: throughput cells, enqueue, I/O, pickup latency."""
+def _settings(result: Row) -> list[tuple[str, list[Row]]]:
+    """(name, rows) of every throughput setting run: today's, the grid's cells, the I/O-bound."""
     p = result["params"]
-    lines: list[GridLine] = []
     today = f"{p['jobs']:,} jobs, c{p['concurrency']} (today's)"
     settings: list[tuple[str, list[Row]]] = [(today, result.get("throughput", []))]
-    grid = _by_setting(result.get("grid", []))
-    for name, rows in grid.items():
+    for name, rows in _by_setting(result.get("grid", [])).items():
         jobs = rows[0].get("jobs") if rows else None
         short = name.replace("concurrency ", "c")
         settings.append((f"{jobs:,} jobs, {short}" if jobs else short, rows))
@@ -72,6 +72,41 @@ def grid_lines(result: Row) -> list[GridLine]:
         settings.append(
             (f"{io[0]['jobs']:,} jobs, I/O-bound ({sleep:g} ms), c{io[0]['concurrency']}", io)
         )
+    return settings
+
+
+def mode_lines(result: Row) -> list[list[str]]:
+    """[backend, setting, peer, faster mode, its jobs/s, slower mode, its jobs/s, faster ÷ slower].
+
+    One line per peer run in several modes, per backend and setting: which
+    mode won there. Only the faster one's number stands against ours.
+    """
+    out: list[list[str]] = []
+    for name, rows in _settings(result):
+        for backend in ordered_backends(r["backend"] for r in rows):
+            by_system = {r["system"]: r for r in rows if r["backend"] == backend}
+            for slow, fast in slower_modes(rows, backend).items():
+                a, b = by_system[fast]["e2e_jobs_s"], by_system[slow]["e2e_jobs_s"]
+                out.append(
+                    [
+                        backend_name(backend),
+                        name,
+                        system_name(peer_of(fast)),
+                        mode_name(fast),
+                        num(a),
+                        mode_name(slow),
+                        num(b),
+                        _ratio_text(a / b),
+                    ]
+                )
+    return out
+
+
+def grid_lines(result: Row) -> list[GridLine]:
+    """Every setting's line per backend: throughput cells, enqueue, I/O, pickup latency."""
+    lines: list[GridLine] = []
+    settings = _settings(result)
+    grid = _by_setting(result.get("grid", []))
     backends = ordered_backends(
         r["backend"] for _, rows in settings for r in rows if r["backend"] not in ("memory",)
     )
@@ -205,6 +240,16 @@ def enqueue_lines(result: Row) -> list[list[str]]:
     ]
 
 
+MODE_HEAD = (
+    "backend",
+    "setting",
+    "peer",
+    "faster mode",
+    "faster mode jobs/s",
+    "slower mode",
+    "slower mode jobs/s",
+    "faster ÷ slower",
+)
 GRID_HEAD = ("backend", "setting", "rainier-queue", "fastest peer", "its number", "ours ÷ it")
 BACKLOG_HEAD = (
     "backend",
@@ -234,6 +279,11 @@ def tables(result: Row) -> list[Table]:
             "ours ÷ the fastest peer, at every setting",
             GRID_HEAD,
             [[backend_name(line[0]), *line[1:]] for line in grid_lines(result)],
+        ),
+        (
+            "the peers run in two modes: which won (ours is compared with the faster)",
+            MODE_HEAD,
+            list(mode_lines(result)),
         ),
         ("the drain of a large backlog (ours)", BACKLOG_HEAD, list(backlog_lines(result))),
         (
@@ -272,6 +322,13 @@ def markdown(result: Row) -> list[str]:
             grid,
         ),
         *_md_table(
+            "The peers run in two modes (Huey's process and thread workers, Celery's prefork "
+            "and thread pools), at each setting: which mode was faster; ours is compared with "
+            "the faster one only, and a ratio to the slower one is no margin:",
+            MODE_HEAD,
+            mode_lines(result),
+        ),
+        *_md_table(
             "A large backlog, ours alone (no peer: enqueueing a million jobs through the slower "
             "peers would take longer than the whole benchmark), drained to the end by "
             f"{p['processes']} processes at concurrency {_backlog_concurrency(result)}; the "
@@ -307,4 +364,4 @@ def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-__all__ = ["backlog_lines", "enqueue_lines", "grid_lines", "markdown", "tables"]
+__all__ = ["backlog_lines", "enqueue_lines", "grid_lines", "markdown", "mode_lines", "tables"]

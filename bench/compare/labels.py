@@ -11,13 +11,27 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .constants import BACKEND_NAMES, BACKEND_ORDER, DISPLAY, OURS
+from .modes import MODE_NAMES, mode_of, peer_of
 
 Row = dict[str, Any]
 
 
 def system_name(system: str) -> str:
-    """How the README names a system (the tables and JSON keep the short key)."""
-    return DISPLAY.get(system, system)
+    """How the README names a system (the tables and JSON keep the short key).
+
+    A peer's mode follows its name: "huey/process" is "Huey (process workers)".
+    """
+    mode = mode_of(system)
+    if not mode:
+        return DISPLAY.get(system, system)
+    peer = peer_of(system)
+    return f"{DISPLAY.get(peer, peer)} ({MODE_NAMES.get(mode, mode)})"
+
+
+def mode_name(system: str) -> str:
+    """A system's mode as the tables say it ("process workers"), or "" for a peer with one."""
+    mode = mode_of(system)
+    return MODE_NAMES.get(mode, mode)
 
 
 def backend_name(backend: str) -> str:

@@ -38,11 +38,13 @@ from .labels import (
     Row,
     backend_name,
     bound_ratio,
+    mode_name,
     num,
     ordered_backends,
     stopped_peer,
     system_name,
 )
+from .modes import peer_of, slower_modes
 
 
 def median(values: Sequence[float]) -> float | None:
@@ -105,15 +107,20 @@ def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
 
     A failed row says FAILED, not numbers. First job is seconds from starting
     the workers to the first job done; CPU is microseconds per job in the
-    steady window (`proccpu`); "-" where it was not measured.
+    steady window (`proccpu`); "-" where it was not measured. The ratio to a
+    peer's slower mode is in parentheses: it is not a margin, the ratio to
+    the peer's faster mode is.
     """
     ours = ours_row(rows, backend)
+    slower = slower_modes(rows, backend)
     cells: list[list[str]] = []
     for r in rows:
         if r["backend"] != backend:
             continue
         mine = ratio(ours, r) if r["system"] != OURS else None
         ratio_text = "-" if mine is None else f"{mine:.2f}x"
+        if mine is not None and r["system"] in slower:
+            ratio_text = f"({ratio_text})"
         runs = f"{r['runs_ok']}/{r['runs']}"
         if r["ok"]:
             enqueue, e2e = num(r.get("enqueue_jobs_s")), num(r.get("e2e_jobs_s"))
@@ -143,7 +150,25 @@ def throughput_cells(rows: Sequence[Row], backend: str) -> list[list[str]]:
     return cells
 
 
+def mode_notes(rows: Sequence[Row], backend: str) -> list[str]:
+    """A note per peer's slower mode: "Huey: process workers 1.40x thread workers"."""
+    by_system = {r["system"]: r for r in rows if r["backend"] == backend}
+    notes: list[str] = []
+    for slow, fast in slower_modes(rows, backend).items():
+        gain = by_system[fast]["e2e_jobs_s"] / by_system[slow]["e2e_jobs_s"]
+        peer = system_name(peer_of(fast))
+        notes.append(f"{peer}: {mode_name(fast)} {gain:.2f}x {mode_name(slow)}")
+    return notes
+
+
 def caption(rows: Sequence[Row], backend: str) -> str:
+    """The fastest peer (over every peer's every mode) and ours over it; then the modes' notes."""
+    text = _fastest_caption(rows, backend)
+    notes = mode_notes(rows, backend)
+    return "; ".join([text, *notes])
+
+
+def _fastest_caption(rows: Sequence[Row], backend: str) -> str:
     best = fastest_peer(rows, backend)
     if best is None:
         stopped = stopped_peer(rows, backend)
@@ -159,6 +184,8 @@ def caption(rows: Sequence[Row], backend: str) -> str:
     if e2e is None:
         return f"fastest peer: {system_name(best['system'])}; rainier-queue FAILED"
     name = system_name(best["system"])
+    if mode_name(best["system"]):  # "Huey, thread workers": no brackets within the brackets
+        name = f"{system_name(peer_of(best['system']))}, {mode_name(best['system'])}"
     text = f"rainier-queue / fastest peer ({name}): end-to-end {e2e:.2f}x"
     enq = ratio(ours, best, "enqueue_jobs_s")
     if enq is not None:

@@ -119,7 +119,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=8, help="[%(default)s]")
     parser.add_argument("--rounds", type=int, default=3, help="[%(default)s]")
     parser.add_argument("--timeout", type=float, default=300.0, help="per run, s [%(default)s]")
-    parser.add_argument("--only", help="comma-separated peers to run (ours always runs)")
+    parser.add_argument(
+        "--only",
+        help="comma-separated peers to run, by name (every mode: huey) or one mode (huey/thread);"
+        " ours always runs",
+    )
     parser.add_argument("--no-peers", action="store_true", help="ours only (no peers' venv)")
     parser.add_argument(
         "--backend",

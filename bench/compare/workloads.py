@@ -21,34 +21,38 @@ from typing import Any, TextIO
 from . import constants, report
 from .adapters import available, console, run_adapter
 from .constants import FAR, OURS, PEER_RUN_FLOOR_S
+from .modes import expand, selected
 from .peers._common import AMQP_URL, NATS_URL
 
-# (system, backend, adapter module): ours first on each backend, then the peers.
-SYSTEMS: list[tuple[str, str, str]] = [
-    (OURS, "memory", "bench.compare.ours"),
-    (OURS, "sqlite", "bench.compare.ours"),
-    ("huey", "sqlite", "bench.compare.peers.huey"),
-    (OURS, "postgres", "bench.compare.ours"),
-    ("pgqueuer", "postgres", "bench.compare.peers.pgqueuer"),
-    ("procrastinate", "postgres", "bench.compare.peers.procrastinate"),
-    (OURS, "mysql", "bench.compare.ours"),
-    ("huey", "mysql", "bench.compare.peers.huey"),
-    (OURS, "redis", "bench.compare.ours"),
-    ("taskiq", "redis", "bench.compare.peers.taskiq"),
-    ("saq", "redis", "bench.compare.peers.saq"),
-    ("dramatiq", "redis", "bench.compare.peers.dramatiq"),
-    ("huey", "redis", "bench.compare.peers.huey"),
-    ("rq", "redis", "bench.compare.peers.rq"),
-    ("celery", "redis", "bench.compare.peers.celery"),
-    (OURS, "kafka", "bench.compare.ours_kafka"),
-    (OURS, "nats", "bench.compare.ours"),
-    ("taskiq", "nats", "bench.compare.peers.taskiq_nats"),
-    (OURS, "rabbitmq", "bench.compare.ours"),
-    ("celery", "rabbitmq", "bench.compare.peers.celery_rabbitmq"),
-    ("dramatiq", "rabbitmq", "bench.compare.peers.dramatiq_rabbitmq"),
-    (OURS, "sqs", "bench.compare.ours"),
-    ("celery", "sqs", "bench.compare.peers.celery_sqs"),
-]
+# (system, backend, adapter module): ours first on each backend, then the peers; a peer
+# with several modes (modes.MODES) becomes one system per mode, "huey/process" and so on.
+SYSTEMS: list[tuple[str, str, str]] = expand(
+    [
+        (OURS, "memory", "bench.compare.ours"),
+        (OURS, "sqlite", "bench.compare.ours"),
+        ("huey", "sqlite", "bench.compare.peers.huey"),
+        (OURS, "postgres", "bench.compare.ours"),
+        ("pgqueuer", "postgres", "bench.compare.peers.pgqueuer"),
+        ("procrastinate", "postgres", "bench.compare.peers.procrastinate"),
+        (OURS, "mysql", "bench.compare.ours"),
+        ("huey", "mysql", "bench.compare.peers.huey"),
+        (OURS, "redis", "bench.compare.ours"),
+        ("taskiq", "redis", "bench.compare.peers.taskiq"),
+        ("saq", "redis", "bench.compare.peers.saq"),
+        ("dramatiq", "redis", "bench.compare.peers.dramatiq"),
+        ("huey", "redis", "bench.compare.peers.huey"),
+        ("rq", "redis", "bench.compare.peers.rq"),
+        ("celery", "redis", "bench.compare.peers.celery"),
+        (OURS, "kafka", "bench.compare.ours_kafka"),
+        (OURS, "nats", "bench.compare.ours"),
+        ("taskiq", "nats", "bench.compare.peers.taskiq_nats"),
+        (OURS, "rabbitmq", "bench.compare.ours"),
+        ("celery", "rabbitmq", "bench.compare.peers.celery_rabbitmq"),
+        ("dramatiq", "rabbitmq", "bench.compare.peers.dramatiq_rabbitmq"),
+        (OURS, "sqs", "bench.compare.ours"),
+        ("celery", "sqs", "bench.compare.peers.celery_sqs"),
+    ]
+)
 LATENCY_BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis", "nats", "rabbitmq")
 SQS_REQUESTS = (
     "sqs_requests_per_job",
@@ -56,7 +60,9 @@ SQS_REQUESTS = (
     "sqs_requests_per_job_drain",
 )
 LATENCY_CONCURRENCY = 4  # the same as bench/latency.py gives our worker by default
-MEMORY_PEERS = {"huey": ("redis", "bench.compare.peers.huey")}
+MEMORY_PEERS = {"huey": ("huey/thread", "redis", "bench.compare.peers.huey")}
+"""--memory-peers name: (system, backend, adapter). Huey's thread workers: one process, whose
+memory is the worker's own, as ours is (process workers would sum C forked children)."""
 
 
 @dataclass(slots=True)
@@ -144,7 +150,7 @@ def choose(
             continue
         if pairs is not None and (system, backend) not in pairs:
             continue
-        if args.only is not None and system != OURS and system not in args.only:
+        if args.only is not None and system != OURS and not selected(system, args.only):
             continue
         if args.no_peers and system != OURS:
             continue
@@ -364,12 +370,12 @@ def latency(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
 def memory(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]]:
     plan = [(OURS, b, "bench.compare.ours") for b in args.memory_backends]
     for name in args.memory_peers:
-        backend, module = MEMORY_PEERS[name]
-        why = available(name, backend, module)
+        system, backend, module = MEMORY_PEERS[name]
+        why = available(system, backend, module)
         if why:
-            console.print(f"[yellow]skipping {name} ({backend}) memory run[/yellow]: {why}")
+            console.print(f"[yellow]skipping {system} ({backend}) memory run[/yellow]: {why}")
             continue
-        plan.append((name, backend, module))
+        plan.append((system, backend, module))
     rows: list[dict[str, Any]] = []
     for system, backend, module in plan:
         if args.backend and backend not in args.backend:

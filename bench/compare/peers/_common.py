@@ -44,6 +44,7 @@ BACKEND_ENV = "RQCOMPARE_BACKEND"  # for adapters that serve more than one backe
 SLEEP_ENV = "RQCOMPARE_SLEEP_MS"  # the I/O-bound workload: each job awaits a sleep this long
 ENQUEUE_ENV = "RQCOMPARE_ENQUEUE"  # ours only: "push_many" (default) or "dispatch_many"
 WORKLOAD_ENV = "RQCOMPARE_WORKLOAD"  # for an adapter whose workers are set up per workload
+MODE_ENV = "RQCOMPARE_MODE"  # a peer run in several modes (bench/compare/modes.py): which one
 SETTLE = 0.5  # seconds the counter must stay at N once reached
 STEADY = (0.1, 0.9)  # steady state: the rate between these fractions of N, past start-up and tail
 
@@ -103,6 +104,14 @@ def counter_key() -> str:
 
 def tag() -> str:
     return os.environ[TAG_ENV]
+
+
+def mode(choices: tuple[str, ...]) -> str:
+    """The run's mode of a peer with several (`MODE_ENV`); the first of `choices` if none is set."""
+    chosen = os.environ.get(MODE_ENV) or choices[0]
+    if chosen not in choices:
+        raise SystemExit(f"no mode {chosen!r} here; choose one of {', '.join(choices)}")
+    return chosen
 
 
 def bin_of(name: str) -> str:

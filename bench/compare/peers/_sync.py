@@ -6,6 +6,10 @@ twin): one INCR per job, as cheap as Python makes it, so that it weighs
 the same in every system. Here that is a plain socket per thread (the
 peers run jobs in threads or forked processes), one `sendall` and one
 `recv` per INCR, about half of what redis-py's blocking client costs.
+
+In the I/O-bound workload each job first blocks in `time.sleep` for the
+run's wait (a call to a slow service, as the asyncio jobs await it): a
+thread worker lets the others run meanwhile, a process worker waits.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from urllib.parse import urlsplit
 
-from ._common import REDIS_URL, counter_key
+from ._common import REDIS_URL, SLEEP_ENV, counter_key
 
 _local = threading.local()
+_SLEEP_S = float(os.environ.get(SLEEP_ENV) or 0) / 1000
+"""The I/O-bound workload's wait per job, before the INCR (0: none)."""
 
 
 def _connect() -> socket.socket:
@@ -44,7 +51,11 @@ def _reply(conn: socket.socket) -> bytes:
 
 
 def incr_counter() -> None:
-    """INCR the run's counter on this thread's connection (a fork gets a new one)."""
+    """INCR the run's counter on this thread's connection (a fork gets a new one).
+
+    In the I/O-bound workload, after blocking for its wait."""
+    if _SLEEP_S:
+        time.sleep(_SLEEP_S)
     if getattr(_local, "pid", None) != os.getpid():
         key = counter_key().encode()
         _local.conn = _connect()

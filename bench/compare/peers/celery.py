@@ -1,8 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""Celery adapter: Redis broker, P `celery worker --pool threads --concurrency C` processes.
+"""Celery adapter: Redis broker, P `celery worker --pool POOL --concurrency C` processes.
+
+Celery's documentation recommends its default pool, prefork (C forked
+child processes per worker), for most uses and for CPU-bound tasks, and
+names greenlet pools (gevent, eventlet) for I/O-bound ones; a thread pool
+is the other choice it lists. Both prefork and threads run here
+(`bench/compare/modes.py`: "celery/prefork" and "celery/threads", the
+pool from `MODE_ENV`), and ours is compared with the faster of the two:
+processes for short jobs that spend their time in Python, threads where
+jobs block on I/O and the GIL is free. The same holds for Celery on
+RabbitMQ and on SQS (`celery_rabbitmq.py`, `celery_sqs.py`). gevent is not
+installed in the peers' venv, so the greenlet pools are not run.
 
 Celery has no bulk enqueue: `apply_async` is called once per job, over one
-producer. Results are ignored; gossip, mingle and heartbeats are off.
+producer. Results are ignored; gossip, mingle and heartbeats are off; the
+prefetch multiplier is Celery's default (4 messages per pool slot).
 """
 
 from __future__ import annotations
@@ -13,9 +25,11 @@ import time
 from celery import Celery
 
 from ..latency_check import record
-from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, main
+from ._common import REDIS_URL, TAG_ENV, Adapter, bin_of, main, mode
 from ._sync import delete_matching, incr_counter
 
+POOL = mode(("prefork", "threads"))
+"""`--pool`: "prefork" (Celery's default and recommended pool) or "threads"."""
 QUEUE = f"rqcmp-celery-{os.environ.get(TAG_ENV, 'none')}"
 
 app = Celery("rqcompare", broker=REDIS_URL)
@@ -54,7 +68,7 @@ class CeleryAdapter(Adapter):
             "bench.compare.peers.celery",
             "worker",
             "--pool",
-            "threads",
+            POOL,
             "--concurrency",
             str(self.concurrency),
             "--queues",

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Celery on RabbitMQ: the `amqp://` broker (py-amqp), `celery worker --pool threads` processes.
+"""Celery on RabbitMQ: the `amqp://` broker (py-amqp), `celery worker --pool POOL` processes.
+
+The pool is prefork or threads, both run (see `celery.py` for why).
 
 Celery as its users run it on RabbitMQ: a durable classic queue, persistent
 messages, acknowledged after the task (`task_acks_late`, as our workers
@@ -15,10 +17,12 @@ import time
 from celery import Celery
 
 from ..latency_check import record
-from ._common import AMQP_URL, TAG_ENV, Adapter, bin_of, main
+from ._common import AMQP_URL, TAG_ENV, Adapter, bin_of, main, mode
 from ._sync import incr_counter
 from .rabbitmq import delete_queues
 
+POOL = mode(("prefork", "threads"))
+"""`--pool`: "prefork" (Celery's default and recommended pool) or "threads"."""
 QUEUE = f"rqcmp-celery-{os.environ.get(TAG_ENV, 'none')}"
 
 app = Celery("rqcompare", broker=AMQP_URL)
@@ -59,7 +63,7 @@ class CeleryRabbitMQAdapter(Adapter):
             "bench.compare.peers.celery_rabbitmq",
             "worker",
             "--pool",
-            "threads",
+            POOL,
             "--concurrency",
             str(self.concurrency),
             "--queues",

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Celery on SQS: kombu's SQS transport (boto3, pycurl), `celery worker --pool threads` processes.
+"""Celery on SQS: kombu's SQS transport (boto3, pycurl), `celery worker --pool POOL` processes.
+
+The pool is prefork or threads, both run (see `celery.py` for why).
 
 Celery as its documentation tunes it for SQS, on the same moto endpoint as
 ours (peers/sqs.py, its relay counting the requests): a predefined queue
@@ -21,10 +23,12 @@ import time
 from celery import Celery
 
 from ..latency_check import record
-from ._common import TAG_ENV, Adapter, bin_of, main
+from ._common import TAG_ENV, Adapter, bin_of, main, mode
 from ._sync import incr_counter
 from .sqs import ACCOUNT, KEY, REGION, Endpoint, create_queue
 
+POOL = mode(("prefork", "threads"))
+"""`--pool`: "prefork" (Celery's default and recommended pool) or "threads"."""
 QUEUE = f"rqcmp-celery-{os.environ.get(TAG_ENV, 'none')}"
 ENDPOINT_ENV = "RQCOMPARE_SQS_ENDPOINT"
 """The relay's port, handed from the adapter to its workers."""
@@ -102,7 +106,7 @@ class CelerySQSAdapter(Adapter):
             "bench.compare.peers.celery_sqs",
             "worker",
             "--pool",
-            "threads",
+            POOL,
             "--concurrency",
             str(self.concurrency),
             "--queues",

@@ -1,6 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Dramatiq adapter: `RedisBroker`, `dramatiq <module> --processes P --threads C` CLI.
 
+Dramatiq has one worker model, the one its documentation starts with:
+worker processes, each with a pool of threads (`--processes`,
+`--threads`), so short jobs get a GIL per process and jobs that block
+get threads; there is no second mode to run. Its prefetch is its default
+(twice the threads).
+
 Dramatiq has no bulk enqueue: `actor.send` is called once per job.
 """
 

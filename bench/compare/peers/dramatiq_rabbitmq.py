@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Dramatiq on RabbitMQ: `RabbitmqBroker` (pika), `dramatiq <module> --processes P --threads C`.
 
-Dramatiq's RabbitMQ broker as it comes: durable classic queues (with its
+The worker as on Redis (`dramatiq.py`: processes x threads, its one
+model). Dramatiq's RabbitMQ broker as it comes: durable classic queues (with its
 own delay and dead-letter queues beside each), persistent messages, no
 publisher confirms (its default). No bulk enqueue: `actor.send` per job.
 """

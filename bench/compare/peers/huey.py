@@ -1,5 +1,18 @@
 # SPDX-License-Identifier: MIT
-"""Huey adapter: Redis, SQLite or MySQL storage, P `huey_consumer <huey> -k thread -w C` processes.
+"""Huey adapter: Redis, SQLite or MySQL storage, P `huey_consumer <huey> -k MODE -w C` processes.
+
+Huey's consumer runs its C workers as forked processes (`-k process`), as
+threads (`-k thread`, the CLI's default) or as greenlets. Its documentation
+shows process workers as the way to scale it out (the project's own
+example starts its consumer with `-k process -w 4`), and suggests greenlets
+for tasks that wait on I/O rather than compute; threads, the default, sit
+between the two: they cost no fork and wait without holding the GIL. Process and
+thread workers are both run here (`bench/compare/modes.py`: "huey/process"
+and "huey/thread", the mode from `MODE_ENV`) and ours is compared with the
+faster: short jobs that spend their time in Python are what processes are
+for (each has its own interpreter and GIL), while jobs that block on I/O
+leave a thread's GIL free and cost no fork. Greenlets would need gevent,
+which the peers' venv does not install.
 
 Huey has no bulk enqueue: the task is called once per job. The backend comes
 from `RQCOMPARE_BACKEND` (set by bench.compare.run for the adapter and so
@@ -28,11 +41,13 @@ from urllib.parse import urlsplit
 from huey import Huey, MemoryHuey, RedisHuey, SqliteHuey
 
 from ..latency_check import record
-from ._common import BACKEND_ENV, MYSQL_DSN, REDIS_URL, TAG_ENV, Adapter, bin_of, main
+from ._common import BACKEND_ENV, MYSQL_DSN, REDIS_URL, TAG_ENV, Adapter, bin_of, main, mode
 from ._sync import delete_matching, incr_counter
 
 NAME = f"rqcmp-huey-{os.environ.get(TAG_ENV, 'none')}"
 BACKEND = os.environ.get(BACKEND_ENV) or "redis"
+WORKER_TYPE = mode(("process", "thread"))
+"""`-k`: "process" (the documented way to scale out, and the default here) or "thread"."""
 SQLITE_FILE = Path(tempfile.gettempdir()) / f"{NAME}.db"
 MYSQL_DB = f"rqcmp_huey_{os.environ.get(TAG_ENV, 'none')}"
 
@@ -95,7 +110,7 @@ class HueyAdapter(Adapter):
             bin_of("huey_consumer"),
             "bench.compare.peers.huey.huey",
             "--worker-type",
-            "thread",
+            WORKER_TYPE,
             "--workers",
             str(self.concurrency),
             "--quiet",

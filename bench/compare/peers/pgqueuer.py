@@ -1,6 +1,13 @@
 # SPDX-License-Identifier: MIT
 """PgQueuer adapter: `Queries.enqueue` with lists (its bulk form), `pgq run` workers.
 
+PgQueuer has one worker model (asyncio); `pgq run` runs it on uvloop when
+uvloop is installed (it is, in the peers' venv). Its knobs for speed are
+the concurrency limit and the jobs fetched a query (`--batch-size`,
+default 10); pgq refuses a limit below twice the batch, so the batch is
+`min(10, C/2)`. Its tables are logged, as ours are (an unlogged install
+would trade durability for speed).
+
 The schema lives in a PostgreSQL schema of its own (`PGQUEUER_SCHEMA`), dropped afterwards.
 """
 

@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Procrastinate adapter: `Task.batch_defer_async` (its bulk API), `procrastinate worker` CLI.
 
+Procrastinate has one worker model (asyncio, `--concurrency` jobs per
+worker) and wakes on LISTEN/NOTIFY (its default); its documentation names
+no other switch for speed, so the rest are its defaults.
+
 The schema lives in a PostgreSQL schema of its own (via `search_path`), dropped afterwards.
 """
 

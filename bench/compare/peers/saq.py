@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: MIT
 """SAQ adapter: a Redis `Queue`, `saq <settings> --workers P` CLI.
 
+SAQ has one worker model: asyncio, `concurrency` jobs per process and
+`--workers` processes; its documentation names no other setting for
+speed, so the rest are its defaults.
+
 SAQ has no enqueue-only bulk API (`Queue.map` also waits for the results):
 `Queue.enqueue` is awaited concurrently, 1000 at a time.
 """

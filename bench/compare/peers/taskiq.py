@@ -1,6 +1,12 @@
 # SPDX-License-Identifier: MIT
 """taskiq adapter: taskiq-redis's `RedisStreamBroker`, `taskiq worker --workers P` CLI.
 
+taskiq has one worker model (asyncio tasks in `--workers` processes); its
+CLI runs the event loop on uvloop whenever uvloop is installed (it is, in
+the peers' venv). `--max-prefetch` (deliveries held beyond the running
+tasks) stays at its default, 0, and the stream is read 100 entries a call
+(taskiq-redis's default `xread_count`).
+
 taskiq has no bulk enqueue: `.kiq()` is awaited concurrently, 1000 at a time.
 The consumer group starts at stream id 0 so that jobs enqueued before the
 workers start are read (the default `$` would skip them).
