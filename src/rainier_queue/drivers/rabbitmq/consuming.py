@@ -36,16 +36,18 @@ An acknowledgement has no answer in AMQP 0-9-1, and one written into a
 connection that is silently gone is lost. A round trip on the channel after
 it, which the broker answers in order, says it arrived. A release, a fail
 and the driver's own settles wait for that round trip. A finished job's
-acknowledgement (`acknowledge_finished`) does not: it returns once written,
-and one round trip in the background confirms every acknowledgement written
-before it, as many as came meanwhile. Until confirmed, the job's id is kept;
-if the channel closes first, the ids go to the lost settles (settles.py), so
-the broker's redelivery of such a job to this process is acknowledged, not
-run. Waiting for each batch's round trip capped a worker at its concurrency
-over one and a half round trips (the worker holds at most `concurrency`
-finished jobs whose settles are on their way), which on a loaded machine,
-where a round trip to the broker takes several milliseconds, was a few
-hundred jobs a second.
+acknowledgement (`acknowledge_finished`) does not: it joins the next flush,
+one `multiple=True` frame and a round trip for every job that finished
+while the last flush was on its way, and the settle returns at once. Until
+its flush is answered, the job's id is kept; if the channel closes first,
+the ids go to the lost settles (settles.py), so the broker's redelivery of
+such a job to this process is acknowledged, not run. Waiting for each
+batch's round trip held a worker to its concurrency over about one and a
+half round trips (the worker holds at most `concurrency` finished jobs
+whose settles are on their way): on a loaded machine, where a round trip
+to the broker took 5 to 15 ms, a few hundred jobs a second. Writing each
+acknowledgement as it came instead, without the wait, cost the broker a
+quorum-log entry per small batch: five times its CPU per job.
 
 Deliveries taken out of a buffer and not handed out after all (the reserve
 reading them was cancelled, or failed part way) are put back in front of
@@ -77,7 +79,7 @@ from .window import JobPace
 log = logging.getLogger("rainier_queue.rabbitmq")
 
 CONFIRM_AT_CLOSE = 5.0
-"""Seconds a closing queue waits for the round trip confirming its last acknowledgements."""
+"""Seconds a closing queue waits for its last finished jobs' acknowledgement."""
 
 
 @dataclass(eq=False)
@@ -98,9 +100,10 @@ class Consumer:
         self._client = client
         self._lost = lost
         """Where the ids of finished jobs go whose acknowledgement a closed channel lost."""
-        self._unconfirmed: list[str] = []
-        """Ids of finished jobs acknowledged on the current channel, no round trip after yet."""
-        self._confirming: asyncio.Task[None] | None = None
+        self._finished: list[tuple[int, str]] = []
+        """(tag, job id) of finished jobs on the current channel whose acknowledgement waits
+        for the next flush (`acknowledge_finished`)."""
+        self._flushing: asyncio.Task[None] | None = None
         self._channel: AbstractChannel | None = None
         self._raw: aiormq.abc.AbstractChannel | None = None
         self.number = 0
@@ -175,7 +178,7 @@ class Consumer:
         # timeout, logged above); anything else closing it means its connection went.
         if connection_lost and not isinstance(exc, aiormq.exceptions.AMQPChannelError):
             self.lost = exc if exc is not None else ConnectionError("its connection was lost")
-        self._forget_unconfirmed()
+        self._forget_finished()
         self._held.clear()
         self._held_from.clear()
         self._messages.clear()
@@ -409,17 +412,13 @@ class Consumer:
         has them (the module docs say why)."""
         await shielded(self._ack(tags, confirmed=True))
 
-    async def acknowledge_finished(self, tags: Sequence[int], job_ids: Sequence[str]) -> None:
-        """Acknowledge finished jobs' `tags` without waiting for a round trip: one in the
-        background confirms them, and their ids are kept until it has (the module docs)."""
-        number = self.number
-        await shielded(self._ack(tags, confirmed=False))
-        if number != self.number:  # the channel closed as they were written: maybe lost
-            self._keep_lost(job_ids)
-            return
-        self._unconfirmed.extend(job_ids)
-        if self._confirming is None or self._confirming.done():
-            self._confirming = asyncio.get_running_loop().create_task(self._confirm())
+    def acknowledge_finished(self, tags: Sequence[int], job_ids: Sequence[str]) -> None:
+        """Acknowledge finished jobs' `tags` in the next flush, without waiting for it: their
+        ids are kept until its round trip has confirmed them (the module docs say why)."""
+        self._underlay()  # `LeaseLost` now if the channel has closed
+        self._finished.extend(zip(tags, job_ids, strict=True))
+        if self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.get_running_loop().create_task(self._flush())
 
     async def _ack(self, tags: Sequence[int], *, confirmed: bool) -> None:
         """`tags` below every other unsettled delivery with one `multiple=True` frame, the
@@ -443,31 +442,30 @@ class Consumer:
                 await underlay.basic_qos(prefetch_count=self._prefetch)
         self._unsettled.difference_update(wanted)
 
-    async def _confirm(self) -> None:
-        """Round trips on the channel until every finished job's acknowledgement is confirmed,
-        each covering all those written before it."""
-        while self._unconfirmed:
+    async def _flush(self) -> None:
+        """Acknowledge the finished jobs waiting, with a round trip after, until none wait:
+        those finishing while one flush is on its way go together in the next."""
+        while self._finished:
             number = self.number
-            covered, self._unconfirmed = self._unconfirmed, []
+            batch, self._finished = self._finished, []
             try:
-                # The ids waiting were all written on the current channel: a close moves them.
-                await self._underlay().basic_qos(prefetch_count=self._prefetch)
+                # What waits was all delivered on the current channel: a close moves it.
+                await self._ack([tag for tag, _ in batch], confirmed=True)
             except Exception as exc:  # the channel or its connection went under it
-                log.debug("could not confirm %d acknowledgements: %s", len(covered), exc)
-                self._keep_lost(covered)
-                return
+                log.debug("could not acknowledge %d finished jobs: %s", len(batch), exc)
+                self._keep_lost([job_id for _, job_id in batch])
+                continue
             if number != self.number:  # closed meanwhile: answered or not, keep them
-                self._keep_lost(covered)
-                return
+                self._keep_lost([job_id for _, job_id in batch])
 
     def _keep_lost(self, job_ids: Sequence[str]) -> None:
         for job_id in job_ids:
             self._lost.keep(job_id)
 
-    def _forget_unconfirmed(self) -> None:
-        """The channel closed: the acknowledgements not confirmed yet may be lost with it."""
-        unconfirmed, self._unconfirmed = self._unconfirmed, []
-        self._keep_lost(unconfirmed)
+    def _forget_finished(self) -> None:
+        """The channel closed before the finished jobs waiting were acknowledged."""
+        finished, self._finished = self._finished, []
+        self._keep_lost([job_id for _, job_id in finished])
 
     def leftovers(self) -> list[DeliveredMessage]:
         """Every delivery buffered and never handed out, taken out of the buffers."""
@@ -478,17 +476,17 @@ class Consumer:
         return out
 
     async def aclose(self) -> None:
-        confirming = self._confirming
-        if confirming is not None and not confirming.done():
-            # A round trip: let it confirm what it covers before the channel goes.
+        flushing = self._flushing
+        if flushing is not None and not flushing.done():
+            # Let the last finished jobs be acknowledged before the channel goes.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(confirming), CONFIRM_AT_CLOSE)
-            confirming.cancel()
+                await asyncio.wait_for(asyncio.shield(flushing), CONFIRM_AT_CLOSE)
+            flushing.cancel()
             with contextlib.suppress(BaseException):
-                await confirming
+                await flushing
         channel, self._channel = self._channel, None
         self.number += 1
-        self._unconfirmed.clear()
+        self._finished.clear()
         self._held.clear()
         self._held_from.clear()
         self._messages.clear()

@@ -414,16 +414,14 @@ class RabbitMQQueue(Queue):
         """Acknowledge `tags`; a channel that closed meanwhile makes it `LeaseLost`, and each
         job is remembered, to be settled when the broker hands it back (settles.py).
 
-        `finished` jobs (`acknowledge`) do not wait for the round trip that confirms their
-        acknowledgement: it runs in the background, and a channel that closes before it
-        remembers them all the same (consuming.py).
+        `finished` jobs (`acknowledge`) do not wait: their acknowledgement goes with the
+        next flush, and a channel that closes before it remembers them all the same
+        (consuming.py).
         """
         self._consumer.pace.settled(len(reservations))
         try:
             if finished:
-                await self._consumer.acknowledge_finished(
-                    tags, [reservation.job.id for reservation in reservations]
-                )
+                self._consumer.acknowledge_finished(tags, [r.job.id for r in reservations])
             else:
                 await self._consumer.ack(tags)
         except (BrokerUnavailable, LeaseLost) as exc:
