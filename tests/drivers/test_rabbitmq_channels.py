@@ -14,6 +14,7 @@ deliveries back as a `consumer_timeout` does.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -114,3 +115,26 @@ async def test_a_stale_settle_never_acknowledges_the_job_the_new_channel_gave_th
     [new_again] = await reserve_all(rabbit, 1)
     assert new_again.job.payload == "new"
     await rabbit.acknowledge(new_again)
+
+
+async def test_a_finished_job_whose_acknowledgement_the_channel_lost_is_settled_when_it_returns(
+    rabbit: RabbitMQQueue,
+) -> None:
+    """A finished job's settle returns before its acknowledgement is confirmed (it goes with
+    the next flush); one the channel loses all the same is remembered, never run again."""
+    await rabbit.push(a_job(payload="finished"))
+    [held] = await reserve_all(rabbit, 1)
+    channel = getattr(rabbit, "_consumer")._channel  # noqa: B009 - the driver's own part
+    underlay = await channel.get_underlay_channel()
+    # A lookup of no queue: the server closes the channel once it has read it, and drops
+    # whatever the channel sends after it, the acknowledgement below among them.
+    doomed = asyncio.ensure_future(
+        underlay.queue_declare("rq-no-such-queue-" + uuid.uuid4().hex, passive=True)
+    )
+    await asyncio.sleep(0)  # written
+    await rabbit.acknowledge(held)  # the job ran to its end; this returns at once
+    with pytest.raises(Exception, match="NOT_FOUND"):
+        await doomed
+
+    assert await reserve_all(rabbit, 1) == [], "the finished job is not run again"
+    assert await rabbit.size("default") == 0

@@ -64,7 +64,8 @@ queue and needs no new infrastructure.
   reserve takes its jobs with `basic.get` (consuming.py). A reservation
   holds the channel and delivery tag, never anything in the payload.
 - Acknowledgements ride on the worker's ack batching: the longest run of
-  tags is acknowledged with one `multiple=True` frame.
+  tags is acknowledged with one `multiple=True` frame, confirmed by a round
+  trip in the background (consuming.py says how a lost one is remembered).
 - `release` publishes a copy with the attempts so far (to the work queue or
   its delay tier), confirmed, and acknowledges the delivery; never `nack`.
 - `fail` publishes the job with its error to the failed queue, confirmed,

@@ -115,12 +115,12 @@ class RabbitMQQueue(Queue):
     def __init__(self, settings: RabbitMQSettings) -> None:
         self.settings = settings
         self._client = AMQPClient(settings)
-        self._consumer = Consumer(self._client)
+        self._lost = LostSettles()
+        self._consumer = Consumer(self._client, self._lost)
         self._failed = FailedStore(self._client, settings.prefix)
         self._topology = Topology(self._client, settings)
         self._known: set[str] = set()
         """Work queues seen to exist, so a reserve looks each up once."""
-        self._lost = LostSettles()
         self._serving = False
         """Whether a worker reserves from this object again and again (`on_worker_start`)."""
 
@@ -408,12 +408,22 @@ class RabbitMQQueue(Queue):
         handle = reservation.handle
         return isinstance(handle, AMQPDelivery) and not self._consumer.open_on(handle.channel)
 
-    async def _settled(self, reservations: Sequence[Reservation], tags: list[int]) -> None:
+    async def _settled(
+        self, reservations: Sequence[Reservation], tags: list[int], *, finished: bool = False
+    ) -> None:
         """Acknowledge `tags`; a channel that closed meanwhile makes it `LeaseLost`, and each
-        job is remembered, to be settled when the broker hands it back (settles.py)."""
+        job is remembered, to be settled when the broker hands it back (settles.py).
+
+        `finished` jobs (`acknowledge`) do not wait: their acknowledgement goes with the
+        next flush, and a channel that closes before it remembers them all the same
+        (consuming.py).
+        """
         self._consumer.pace.settled(len(reservations))
         try:
-            await self._consumer.ack(tags)
+            if finished:
+                self._consumer.acknowledge_finished(tags, [r.job.id for r in reservations])
+            else:
+                await self._consumer.ack(tags)
         except (BrokerUnavailable, LeaseLost) as exc:
             for reservation in reservations:
                 self._lost.keep(reservation.job.id)
@@ -436,7 +446,7 @@ class RabbitMQQueue(Queue):
             delivery = self._current(reservation)
         except LeaseLost as exc:
             raise self._lost_with_channel(reservation, exc) from None
-        await self._settled([reservation], [delivery.tag])
+        await self._settled([reservation], [delivery.tag], finished=True)
 
     @override
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
@@ -450,7 +460,9 @@ class RabbitMQQueue(Queue):
                 results[at] = self._lost_with_channel(reservation, exc)
         if live:
             try:
-                await self._settled([r for _, r, _ in live], [d.tag for _, _, d in live])
+                await self._settled(
+                    [r for _, r, _ in live], [d.tag for _, _, d in live], finished=True
+                )
             except LeaseLost as exc:
                 for at, _, _ in live:
                     results[at] = exc
