@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers import DriverContext
@@ -272,6 +273,13 @@ ABILITIES = (
     "shared_backlog",
 )
 """The hooks that are no field of `Backend`: had unless `lacks` says otherwise."""
+
+
+def batch_locks(tmp: Path) -> str:
+    """`&locks=...` for a broker that counts batches in a lock store its URL names (SQS,
+    RabbitMQ): an SQLite file in the test's own directory, which every process of the test
+    shares, as Kafka's URL names its lock store."""
+    return "&locks=" + quote(f"sqlite:///{tmp / 'batch-locks.db'}", safe="")
 
 
 def closed_port() -> int:
