@@ -32,9 +32,12 @@ from rainier_queue.batchstate import (
     callback_id,
     member,
 )
+from rainier_queue.connections import open_queue as open_url
+from rainier_queue.drivers import driver_class
 from rainier_queue.envelope.sealing import is_sealed
-from rainier_queue.errors import UnsupportedOperation
+from rainier_queue.errors import ConfigurationError, UnsupportedOperation
 from rainier_queue.queue import Queue
+from rainier_queue.schemes import scheme_of
 from rainier_queue.worker import Worker, WorkerOptions
 
 from .backends import Backend
@@ -112,6 +115,33 @@ async def test_a_batch_is_refused_where_the_driver_keeps_none_and_nothing_is_que
     with pytest.raises(UnsupportedOperation, match=f"the {queue.name} driver has no store"):
         await parts.dispatch(QueueManager(queue))
     assert await queue.size("default") == 0, "nothing queued"
+
+
+async def test_a_broker_counting_in_a_lock_store_refuses_a_batch_without_one_naming_locks(
+    backend: Backend, tmp_path: Path, namespace: str
+) -> None:
+    # The other way for a driver whose batches depend on its `locks` option (SQS,
+    # RabbitMQ): the suite's URL names a store; here the option is emptied.
+    url = backend.url(tmp_path, namespace)
+    if "locks" not in driver_class(scheme_of(url)).OPTIONS:
+        pytest.skip(f"{backend.name} takes no `locks`: its batches do not depend on one")
+    try:
+        bare = open_url(url, {**backend.options, "locks": ""})
+    except ConfigurationError as exc:  # a driver that cannot run without one at all (Kafka)
+        assert "`locks`" in str(exc)
+        return
+    try:
+        backend.setup(tmp_path, namespace, ["default"])
+        assert not bare.capabilities.batches
+        assert batch_store_of(bare) is None
+        parts = batch([Part(n=1), Part(n=2)]).then(Called(kind="then"))
+        with pytest.raises(UnsupportedOperation, match="Set the connection's `locks` option"):
+            await parts.dispatch(QueueManager(bare))
+        assert await bare.size("default") == 0, "nothing queued"
+    finally:
+        await bare.aclose()
+    with pytest.raises(ConfigurationError, match="seen by this process alone"):
+        open_url(url, {**backend.options, "locks": "memory://"})
 
 
 async def test_then_and_finally_run_once_with_the_counts_when_every_job_succeeded(
