@@ -261,6 +261,7 @@ HOOKS = (
     "ordered_retries",
     "ordering_across_queues",
     "shared_backlog",
+    "dedup_outlives_delete",
 )
 """Every hook a contract or fault test may need."""
 
@@ -271,8 +272,13 @@ ABILITIES = (
     "ordered_retries",
     "ordering_across_queues",
     "shared_backlog",
+    "dedup_outlives_delete",
 )
-"""The hooks that are no field of `Backend`: had unless `lacks` says otherwise."""
+"""The hooks that are no field of `Backend`: had unless `lacks` says otherwise.
+
+`dedup_outlives_delete`: where the broker drops a message sent again under an id it has
+had (`batchstate.DropsRepeatedCallbacks`), it drops it though the first copy was received
+and deleted meanwhile; had, trivially, where it drops nothing."""
 
 
 def batch_locks(tmp: Path) -> str:

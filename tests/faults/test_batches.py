@@ -163,6 +163,7 @@ async def test_a_worker_killed_between_recording_the_last_job_and_settling_it_lo
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.needs("dedup_outlives_delete")
 async def test_a_worker_killed_after_producing_the_callbacks_runs_them_at_least_once(
     tmp_path: Path, url: str
 ) -> None:
