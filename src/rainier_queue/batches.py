@@ -169,7 +169,8 @@ def batch_store(queue: Queue) -> BatchStore:
             "store, the same for every process that dispatches or works it: "
             "`?locks=redis%3A%2F%2Fcache%3A6379%2F0` in its URL (the store's URL, "
             'URL-encoded) or `locks = "redis://cache:6379/0"` in its table '
-            "(docs/workflows.md); or chain the work instead"
+            "(docs/workflows.md); the config's top-level `locks` (unique jobs, limits) is "
+            "not read for batches. Or chain the work instead"
         )
     raise UnsupportedOperation(
         f"the {queue.describe()} connection cannot keep a batch: the {queue.name} driver has "
