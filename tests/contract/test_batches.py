@@ -304,11 +304,13 @@ async def test_on_a_connection_that_encrypts_a_callback_is_stored_sealed_and_run
     batch_id = await batch([Part(n=1)]).then(Called(kind="in confidence")).dispatch(manager)
     [part] = await sealing.reserve("default")
     assert is_sealed(part.job.payload)
-    await sealing.release(part, count_attempt=False)
-    options = WorkerOptions(stop_when_empty=True, drain_wait=None, max_jobs=1)
-    await asyncio.wait_for(
-        Worker(sealing, REGISTRY, options, dependencies=Dependencies([seen])).run(), 120
-    )
+    # Recorded as a worker records it, without a worker that stops as the callback arrives
+    # (RabbitMQ counts a delivery of a job on its way to a consumer that is cancelled).
+    store, belongs = batch_store_of(sealing), member(part.job.headers)
+    assert store is not None
+    assert belongs is not None
+    await store.record_in_batch(belongs, part.job.id, Outcome.SUCCEEDED)
+    await sealing.acknowledge(part)
 
     [callback] = await sealing.reserve("default")
     assert callback.job.id == callback_id(batch_id, "then")
