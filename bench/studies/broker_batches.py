@@ -5,8 +5,9 @@ Why it is asked: on a broker with no store of its own, every job of a batch
 records its end in a lock store before it is acknowledged (Kafka's five
 steps, `drivers/cached_batches.py`): two compare-and-sets, two reads and a
 marker key, a second server's round trips beside the broker's. This runs
-the same jobs through one worker twice, once as plain jobs and once as a
-batch, and prints the time from the first reserve to an empty queue:
+the same jobs through one worker twice a round, once as plain jobs and
+once as a batch, and prints the median time from the first reserve to an
+empty queue:
 
 - a RabbitMQ connection on the machine's server (`--url`), a prefix of its
   own each round, provisioned and deleted after;
@@ -98,15 +99,16 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     url = f"{args.url}&locks={quote(args.locks, safe='')}"
-    for as_batch in (False, True):
-        times = [
-            await _round(url, args.jobs, args.concurrency, as_batch) for _ in range(args.rounds)
-        ]
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(args.rounds):  # alternated, so a change in the machine's load hits both
+        for as_batch in (False, True):
+            times[as_batch].append(await _round(url, args.jobs, args.concurrency, as_batch))
+    for as_batch, taken in times.items():
         label = "batch" if as_batch else "plain"
-        rate = args.jobs / statistics.median(times)
+        median = statistics.median(taken)
         print(
-            f"{label}: {args.jobs} jobs, median {statistics.median(times):.2f}s "
-            f"({rate:.0f} jobs/s), rounds {', '.join(f'{t:.2f}' for t in times)}"
+            f"{label}: {args.jobs} jobs, concurrency {args.concurrency}, median {median:.2f}s "
+            f"({args.jobs / median:.0f} jobs/s), rounds {', '.join(f'{t:.2f}' for t in taken)}"
         )
 
 
