@@ -14,11 +14,14 @@ Why it needs a store, where a chain needs none: a callback waits for many
 jobs that finish on many machines, so something must count them, and the
 count must be shared. The connection's own store keeps it (a table, a Redis
 hash, the memory driver's dict; `batchstate.py` says how the callbacks are
-queued exactly once, and why a crash loses none), or, on Kafka, the lock
-store its workers share (`drivers/cached_batches.py`: callbacks at least
-once there). A driver without such a
-store (`Capabilities.batches` False) refuses a batch at `dispatch`, naming
-itself, and nothing is queued.
+queued exactly once, and why a crash loses none), or, on a broker, a
+store beside it that its workers share (`drivers/cached_batches.py`:
+Kafka's lock store, a NATS bucket, the lock store an SQS or RabbitMQ
+connection names in its `locks` option; callbacks at least once there).
+The queue is the store, or holds it (`batchstate.batch_store_of`). A
+connection without one (`Capabilities.batches` False) refuses a batch at
+`dispatch`, naming the driver (and the `locks` option where that would
+give it one), and nothing is queued.
 
 `dispatch` does this, in order: pack every job and callback (a job that
 cannot travel fails here, and nothing is stored); store the batch with its
@@ -45,7 +48,17 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from .batchstate import BATCH, KINDS, BatchProgress, BatchStore, Callback, Member, callback_id
+from .batchstate import (
+    BATCH,
+    KINDS,
+    BatchProgress,
+    BatchStore,
+    Callback,
+    HoldsBatchStore,
+    Member,
+    batch_store_of,
+    callback_id,
+)
 from .envelope.packing import DEFAULTS, build_envelopes
 from .errors import NotProvisioned, UnsupportedOperation
 from .job import Job
@@ -142,16 +155,31 @@ def batch(jobs: Iterable[Job]) -> Batch:
 
 
 def batch_store(queue: Queue) -> BatchStore:
-    """`queue` as a `BatchStore`, or a refusal that says why not and what to do instead."""
-    if queue.capabilities.batches and isinstance(queue, BatchStore):
-        return queue
+    """Where `queue`'s connection keeps batches, or a refusal that says why not and what to
+    do instead."""
+    store = batch_store_of(queue)
+    if store is not None:
+        return store
+    if isinstance(queue, HoldsBatchStore) and queue.batch_store is None:
+        raise UnsupportedOperation(
+            f"the {queue.describe()} connection cannot keep a batch: the {queue.name} driver "
+            "has no store of its own to count a batch's jobs in, and this connection names "
+            "no lock store to count them in, so the callbacks could be lost; nothing was "
+            "queued. Set the connection's `locks` option to a shared Redis or database "
+            "store, the same for every process that dispatches or works it: "
+            "`?locks=redis%3A%2F%2Fcache%3A6379%2F0` in its URL (the store's URL, "
+            'URL-encoded) or `locks = "redis://cache:6379/0"` in its table '
+            "(docs/workflows.md); the config's top-level `locks` (unique jobs, limits) is "
+            "not read for batches. Or chain the work instead"
+        )
     raise UnsupportedOperation(
         f"the {queue.describe()} connection cannot keep a batch: the {queue.name} driver has "
         "no store to count a batch's jobs in (neither its own, as the database, Redis and "
-        "NATS drivers have, nor a lock store it counts in, as Kafka's), so the callbacks "
-        "could be lost; nothing was queued. Dispatch batches on a connection that keeps "
-        "them: memory, a database, Redis, Kafka or NATS (docs/workflows.md names them), or "
-        "chain the work instead"
+        "NATS drivers have, nor a lock store it counts in, as Kafka's, or SQS's and "
+        "RabbitMQ's given `locks`), so the callbacks could be lost; nothing was queued. "
+        "Dispatch batches on a connection that keeps them: memory, a database, Redis, "
+        "Kafka, NATS, or SQS or RabbitMQ with `locks` set (docs/workflows.md names them), "
+        "or chain the work instead"
     )
 
 

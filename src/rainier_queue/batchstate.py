@@ -210,7 +210,8 @@ def finished_counts(batch_id: str, total: int, counted: Mapping[str, int]) -> Ba
 
 @runtime_checkable
 class BatchStore(Protocol):
-    """A backend that keeps batches (`Capabilities.batches`) in the connection's own store.
+    """Where a connection keeps batches (`Capabilities.batches`): the queue itself, or a
+    store it holds (`HoldsBatchStore`; `batch_store_of` finds either).
 
     `record_in_batch` is idempotent by job id, and the one write that finds
     every job of the batch recorded also queues the callbacks that apply, on
@@ -234,9 +235,46 @@ class BatchStore(Protocol):
 
 
 @runtime_checkable
+class HoldsBatchStore(Protocol):
+    """A queue that keeps its batches in a store it holds rather than being one itself:
+    a broker counting them in a lock store or a key-value bucket (`CacheBatches`), a
+    driver whose batch code sits in a module of its own. Whoever records a batch's job
+    (dispatch, the worker, cancelling, the testing fake) asks `batch_store_of`, so no
+    driver repeats the three calls only to hand them on."""
+
+    @property
+    def batch_store(self) -> BatchStore | None:
+        """The store, or None when this connection has none (a broker given no `locks`)."""
+        ...
+
+
+class _Flags(Protocol):
+    @property
+    def batches(self) -> bool: ...
+
+
+class _Declaring(Protocol):
+    """A `Queue` as far as this module reads one (it sits beside `queue.py`, not above)."""
+
+    @property
+    def capabilities(self) -> _Flags: ...
+
+
+def batch_store_of(queue: _Declaring) -> BatchStore | None:
+    """Where `queue`'s connection keeps batches: the store it holds (`HoldsBatchStore`), or
+    the queue itself if it is one; None where it keeps none (`Capabilities.batches`)."""
+    if not queue.capabilities.batches:
+        return None
+    if isinstance(queue, HoldsBatchStore):
+        return queue.batch_store
+    return queue if isinstance(queue, BatchStore) else None
+
+
+@runtime_checkable
 class DropsRepeatedCallbacks(Protocol):
-    """A `BatchStore` whose broker drops a callback pushed again under its id within
-    `repeat_window` of the first push (NATS: the stream's duplicate window).
+    """A queue whose broker drops a callback pushed again under its id within
+    `repeat_window` of the first push (NATS: the stream's duplicate window; SQS FIFO: its
+    5-minute deduplication interval).
 
     Its callbacks are at least once (`Capabilities.batch_callbacks_exactly_once` is
     False) only when the second push comes later than that: a finisher that died
@@ -244,9 +282,15 @@ class DropsRepeatedCallbacks(Protocol):
     """
 
     @property
-    def repeat_window(self) -> timedelta:
-        """How long after a push a second push of the same id is dropped."""
+    def repeat_window(self) -> timedelta | None:
+        """How long after a push a second push of the same id is dropped; None where this
+        connection's broker drops no repeat (an SQS standard queue)."""
         ...
+
+
+def repeats_dropped_within(queue: object) -> timedelta | None:
+    """`queue`'s `repeat_window` (`DropsRepeatedCallbacks`), or None where repeats run."""
+    return queue.repeat_window if isinstance(queue, DropsRepeatedCallbacks) else None
 
 
 __all__ = [
@@ -256,11 +300,14 @@ __all__ = [
     "BatchStore",
     "Callback",
     "DropsRepeatedCallbacks",
+    "HoldsBatchStore",
     "Member",
     "Outcome",
+    "batch_store_of",
     "callback_id",
     "callbacks_from_json",
     "callbacks_to_json",
     "finished_counts",
     "member",
+    "repeats_dropped_within",
 ]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ._clock import utcnow
-from .batchstate import BATCH, BatchStore, Outcome, member
+from .batchstate import BATCH, Outcome, batch_store_of, member
 from .envelope import QueuedJob
 from .errors import UnsupportedOperation
 from .jobstate import (
@@ -125,8 +125,9 @@ async def _count_in_batch(queue: Queue, removed: QueuedJob) -> None:
     cancelled, once (a second record of it changes nothing), or the batch would never
     finish. A crash between the removal and this record leaves the batch one short."""
     belongs = member(removed.headers) if BATCH in removed.headers else None
-    if belongs is not None and queue.capabilities.batches and isinstance(queue, BatchStore):
-        await queue.record_in_batch(belongs, removed.id, Outcome.CANCELLED)
+    store = batch_store_of(queue) if belongs is not None else None
+    if belongs is not None and store is not None:
+        await store.record_in_batch(belongs, removed.id, Outcome.CANCELLED)
 
 
 __all__ = ["Cancellation", "cancel", "cancellable"]

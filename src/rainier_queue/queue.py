@@ -114,19 +114,22 @@ class Capabilities:
     declare limits needs `locks` set to a shared database or Redis, and refuses to start
     without it, naming it (docs/flow-control.md)."""
     batches: bool = False
-    """Batches are kept in the connection's own store (`batchstate.BatchStore`): a job's
-    end is recorded once per job id, and the write that records a batch's last job also
-    queues its callbacks, so they are queued exactly once (docs/workflows.md). False:
-    dispatching a batch is refused with `UnsupportedOperation`, naming the driver, and
-    nothing is queued."""
+    """Batches are kept in a store the connection's workers share (`batchstate.BatchStore`,
+    the queue itself or one it holds: `batchstate.batch_store_of`): a job's end is recorded
+    once per job id, and the callbacks are queued when the last is recorded
+    (docs/workflows.md). An instance may say more than its class: an SQS or RabbitMQ
+    connection keeps batches only when its `locks` option names a lock store. False:
+    dispatching a batch is refused with `UnsupportedOperation`, naming the driver (and the
+    option that would give it a store), and nothing is queued."""
     batch_callbacks_exactly_once: bool = True
     """With `batches`: the write that records a batch's last job also queues its callbacks
     (SQL, Redis, memory), so they are queued exactly once. False: the count lives in a
-    lock store and the callbacks go to a broker, a second server (Kafka,
-    `drivers/cached_batches.py`): counts stay exact, but a worker that dies between
-    producing the callbacks and marking them produced (or a finishing job run twice at once
-    after its lease lapsed) queues them again under the same ids, so they run **at least
-    once** and a callback handler should be idempotent (docs/workflows.md)."""
+    lock store and the callbacks go to a broker, a second server (Kafka, NATS, SQS and
+    RabbitMQ given `locks`: `drivers/cached_batches.py`): counts stay exact, but a worker
+    that dies between producing the callbacks and marking them produced (or a finishing
+    job run twice at once after its lease lapsed) queues them again under the same ids, so
+    they run **at least once** and a callback handler should be idempotent
+    (docs/workflows.md)."""
     ordering_keys: bool = False
     """Jobs that share an ordering key (`Job.ordering_key()`) run one at a time, in the order
     they were dispatched, while other keys' jobs run beside them: a job waits while an

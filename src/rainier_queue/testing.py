@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .batchstate import BATCH, BatchStore, Outcome, member
+from .batchstate import BATCH, BatchStore, Outcome, batch_store_of, member
 from .chains import next_step
 from .context import Dependencies, JobContext
 from .drivers.recording import RecordingQueue
@@ -366,7 +366,7 @@ class FakeQueueManager(FakeAssertions, QueueManager):
         return self.recording.pushed
 
     def _batches(self) -> BatchStore | None:
-        return self.recording
+        return batch_store_of(self.recording)
 
 
 __all__ = [

@@ -33,7 +33,7 @@ from ..rabbitmq_server import RabbitMQServer
 from ..services import require_port
 from ..tls_certs import Certs
 from .backend_kafka import QUEUES, in_a_thread
-from .backends import SECRET, TLS, Backend, Cut, Listen, closed_port
+from .backends import SECRET, TLS, Backend, Cut, Listen, batch_locks, closed_port
 from .raw_storage import rabbitmq_raw
 
 HOST = "127.0.0.1:5672"
@@ -70,8 +70,9 @@ def prepare(tmp: Path, namespace: str, queues: Sequence[str]) -> None:
 
 
 def url(tmp: Path, namespace: str) -> str:
+    """The namespace's URL, with a lock store in `tmp` to count batches in."""
     prepare(tmp, namespace, QUEUES)
-    return f"amqp://guest:guest@{HOST}/?{_query(namespace)}"
+    return f"amqp://guest:guest@{HOST}/?{_query(namespace)}{batch_locks(tmp)}"
 
 
 def secret_url(tmp: Path, namespace: str) -> str:
@@ -185,13 +186,19 @@ class _TLSServer:
         self.server.remove()
 
 
+def _plain_url(namespace: str) -> str:
+    """The shared server, which speaks no TLS, dialled with `amqps://`."""
+    prepare(Path(), namespace, QUEUES)
+    return f"amqps://guest:guest@{HOST}/?{_query(namespace)}"
+
+
 TLS_RULES = TLS(
     server=_TLSServer,
     trusting=lambda ca: f"ssl_ca_certs={ca}",
     checked="",  # amqps:// asks for TLS, checked against the system's authorities alone
     insecure="insecure_skip_verify=true",
     weakenings=(),  # no option turns a check off but insecure_skip_verify itself
-    plain_url=lambda ns: url(Path(), ns).replace("amqp://", "amqps://", 1),
+    plain_url=_plain_url,
 )
 
 
@@ -229,11 +236,6 @@ BACKEND = Backend(
         " restart test)",
     ),
     lacks={
-        "batches": (
-            "no store of its own to count in, and the `locks` store is the manager's, not"
-            " handed to the queue (Kafka's is: drivers/cached_batches.py); not built yet,"
-            " refused at dispatch (Capabilities.batches)"
-        ),
         "lock_store": (
             "there is no RabbitMQ lock store (cache/stores.py): schedules and locks use "
             "another server's"

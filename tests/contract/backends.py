@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers import DriverContext
@@ -260,6 +261,7 @@ HOOKS = (
     "ordered_retries",
     "ordering_across_queues",
     "shared_backlog",
+    "dedup_outlives_delete",
 )
 """Every hook a contract or fault test may need."""
 
@@ -270,8 +272,20 @@ ABILITIES = (
     "ordered_retries",
     "ordering_across_queues",
     "shared_backlog",
+    "dedup_outlives_delete",
 )
-"""The hooks that are no field of `Backend`: had unless `lacks` says otherwise."""
+"""The hooks that are no field of `Backend`: had unless `lacks` says otherwise.
+
+`dedup_outlives_delete`: where the broker drops a message sent again under an id it has
+had (`batchstate.DropsRepeatedCallbacks`), it drops it though the first copy was received
+and deleted meanwhile; had, trivially, where it drops nothing."""
+
+
+def batch_locks(tmp: Path) -> str:
+    """`&locks=...` for a broker that counts batches in a lock store its URL names (SQS,
+    RabbitMQ): an SQLite file in the test's own directory, which every process of the test
+    shares, as Kafka's URL names its lock store."""
+    return "&locks=" + quote(f"sqlite:///{tmp / 'batch-locks.db'}", safe="")
 
 
 def closed_port() -> int:

@@ -59,7 +59,7 @@ def _then(batch_id: str) -> Callback:
 
 async def _finish_dying_after_the_publish(queue: object, batch: Member) -> None:
     """Record the batch's last job, dying right after its callbacks were published."""
-    batches = queue.batches  # type: ignore[attr-defined]
+    batches = queue.batch_store  # type: ignore[attr-defined]
     publish = batches._push_many
 
     async def publish_then_die(jobs: Sequence[QueuedJob]) -> object:
@@ -81,22 +81,24 @@ async def test_a_callback_published_again_is_dropped_within_the_window_and_not_a
     try:
         assert isinstance(queue, DropsRepeatedCallbacks)
         assert queue.repeat_window == timedelta(seconds=1)
-        await queue.open_batch("within", 1, [_then("within")])
+        await queue.batch_store.open_batch("within", 1, [_then("within")])
         within = Member("within", ("default",))
         await _finish_dying_after_the_publish(queue, within)
         [ran] = await queue.reserve("default")  # the callback runs and is deleted meanwhile
         assert ran.job.id == "within.then"
         await queue.acknowledge(ran)
-        progress = await queue.record_in_batch(within, "last", Outcome.SUCCEEDED)  # the rerun
+        progress = await queue.batch_store.record_in_batch(
+            within, "last", Outcome.SUCCEEDED
+        )  # the rerun
         assert progress is not None
         assert progress.finished
         assert await queue.size("default") == 0, "published again within the window: dropped"
 
-        await queue.open_batch("after", 1, [_then("after")])
+        await queue.batch_store.open_batch("after", 1, [_then("after")])
         after = Member("after", ("default",))
         await _finish_dying_after_the_publish(queue, after)
         await asyncio.sleep(3)  # the window (1 s) passes, with room for the server's sweep
-        progress = await queue.record_in_batch(after, "last", Outcome.SUCCEEDED)
+        progress = await queue.batch_store.record_in_batch(after, "last", Outcome.SUCCEEDED)
         assert progress is not None
         assert progress.finished
         assert await queue.size("default") == 2, "published again after the window: a copy"

@@ -138,9 +138,11 @@ async def test_a_batch_callback_with_an_ordering_key_waits_behind_the_job_holdin
     await queue.push(running)
     (held,) = await queue.reserve("default")
     callback = job("account-5")
-    await queue.open_batch("b1", 1, [Callback.of("then", callback)])
+    await queue.batch_store.open_batch("b1", 1, [Callback.of("then", callback)])
 
-    await queue.record_in_batch(Member("b1", ("default",)), "member-1", Outcome.SUCCEEDED)
+    await queue.batch_store.record_in_batch(
+        Member("b1", ("default",)), "member-1", Outcome.SUCCEEDED
+    )
 
     assert await queue.reserve("default") == [], "the callback waits behind its key's job"
     assert await queue.ahead_of(callback.id) == running.id

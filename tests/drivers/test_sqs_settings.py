@@ -130,3 +130,19 @@ def test_every_queue_name_maps_to_one_sqs_name_that_sqs_takes(fifo: bool) -> Non
         stem = name.removesuffix(".fifo")
         assert stem.replace("-", "").replace("_", "").isalnum(), name
         assert stem.isascii(), name
+
+
+def test_a_lock_store_for_batches_needs_a_context_that_opens_one_and_hides_its_secret() -> None:
+    # The driver registry's own `open_queue` hands no store opener: refused, naming the way.
+    with pytest.raises(ConfigurationError, match="cannot open one"):
+        opened("sqs:///?region=eu-west-1&locks=redis%3A%2F%2F%3Apw%40cache%3A6379")
+
+    from rainier_queue.connections import open_queue as open_connection
+
+    queue = open_connection("sqs:///?region=eu-west-1&locks=redis%3A%2F%2F%3Apw%40cache%3A6379")
+    assert isinstance(queue, SQSQueue)
+    assert queue.capabilities.batches, "a store named: batches kept"
+    assert not queue.capabilities.batch_callbacks_exactly_once
+    assert not SQSQueue.capabilities.batches, "the class, without one, keeps none"
+    assert "pw" not in queue.describe()
+    assert "pw" not in repr(queue.settings)

@@ -22,8 +22,9 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 
-from rainier_queue.batchstate import BatchProgress, BatchStore, Member, Outcome
+from rainier_queue.batchstate import BatchProgress, Member, Outcome, batch_store_of
 from rainier_queue.connections import open_queue
+from rainier_queue.drivers.cached_batches import CacheBatches
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.worker import Worker, WorkerOptions
 
@@ -32,8 +33,9 @@ from .ledger_jobs import registry
 
 async def main(url: str, lease: str, gap: str) -> None:
     queue = open_queue(url, {"lease": lease})
-    assert isinstance(queue, BatchStore)
-    record = queue.record_in_batch
+    store = batch_store_of(queue)
+    assert store is not None
+    record = store.record_in_batch
 
     async def record_then_die(batch: Member, job_id: str, outcome: Outcome) -> BatchProgress | None:
         progress = await record(batch, job_id, outcome)
@@ -41,11 +43,12 @@ async def main(url: str, lease: str, gap: str) -> None:
             os._exit(9)
         return progress
 
-    setattr(queue, "record_in_batch", record_then_die)  # noqa: B010  (a method, replaced)
+    setattr(store, "record_in_batch", record_then_die)  # noqa: B010  (a method, replaced)
     if gap == "produced":
         # A batch counted in a lock store: die between producing the callbacks and marking
         # them produced, the one gap that makes them at least once.
-        ledger = queue.batches  # type: ignore[attr-defined]
+        ledger = store
+        assert isinstance(ledger, CacheBatches)
         produce = ledger._push_many
 
         async def produce_then_die(jobs: Sequence[QueuedJob]) -> object:

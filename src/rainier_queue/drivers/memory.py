@@ -30,7 +30,6 @@ from typing_extensions import override
 
 from .._clock import utcnow
 from .._wakeup import Wakeup
-from ..batchstate import BatchProgress, Callback, Member, Outcome
 from ..envelope import QueuedJob
 from ..errors import LeaseLost
 from ..job import ORDERING_KEY
@@ -105,7 +104,7 @@ class MemoryQueue(Queue):
         self._wakeup = Wakeup()
         self._pauses = LocalPauses()
         self._records = MemoryRecords()
-        self._batches = LocalBatches(self._lock, self._enqueue, self._wakeup.notify)
+        self.batch_store = LocalBatches(self._lock, self._enqueue, self._wakeup.notify)
         self._lines: dict[str, deque[str]] = {}
         """Each ordering key's jobs by id, in dispatch order; the first may run."""
 
@@ -346,19 +345,6 @@ class MemoryQueue(Queue):
 
     async def paused(self, queues: Sequence[str]) -> frozenset[str]:
         return await self._pauses.paused(queues)
-
-    # -- BatchStore: counters and markers under the lock pushes take ------------
-
-    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
-        await self._batches.open_batch(batch_id, total, callbacks)
-
-    async def record_in_batch(
-        self, batch: Member, job_id: str, outcome: Outcome
-    ) -> BatchProgress | None:
-        return await self._batches.record_in_batch(batch, job_id, outcome)
-
-    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
-        return await self._batches.batch_progress(batch_id)
 
     # -- FailedJobStore --------------------------------------------------------
 

@@ -26,7 +26,6 @@ from typing import ClassVar
 
 from typing_extensions import override
 
-from ..batchstate import BatchProgress, Callback, Member, Outcome
 from ..envelope import QueuedJob
 from ..errors import LeaseLost
 from ..queue import Capabilities, Queue, Reservation
@@ -52,7 +51,7 @@ class RecordingQueue(Queue):
         """What was pushed, oldest first. Queues built on one list share one record."""
         self.pauses = LocalPauses()
         """Queues paused through the fake (`manager.pause`), for a test to read."""
-        self.batches = LocalBatches(threading.Lock(), self._keep, lambda: None)
+        self.batch_store = LocalBatches(threading.Lock(), self._keep, lambda: None)
         """Batches dispatched to the fake: `run_all` records their jobs' ends, and the
         callbacks that apply are recorded as pushed when the last one ends."""
 
@@ -81,17 +80,6 @@ class RecordingQueue(Queue):
 
     async def paused(self, queues: Sequence[str]) -> frozenset[str]:
         return await self.pauses.paused(queues)
-
-    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
-        await self.batches.open_batch(batch_id, total, callbacks)
-
-    async def record_in_batch(
-        self, batch: Member, job_id: str, outcome: Outcome
-    ) -> BatchProgress | None:
-        return await self.batches.record_in_batch(batch, job_id, outcome)
-
-    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
-        return await self.batches.batch_progress(batch_id)
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:

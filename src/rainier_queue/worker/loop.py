@@ -45,7 +45,7 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from ..batchstate import BatchStore
+from ..batchstate import batch_store_of
 from ..context import Dependencies
 from ..errors import BrokerError
 from ..events import EventDispatcher, JobProcessing
@@ -149,11 +149,10 @@ class Worker:
         self.worker_id = new_worker_id()
         """How this worker is named in its heartbeat and in the records it writes."""
         self._records = _records_of(queue)
-        self._batches = (
-            queue if queue.capabilities.batches and isinstance(queue, BatchStore) else None
-        )
-        """Where a batch's jobs record their ends; None on a driver that keeps no batches."""
         """Where heartbeats and succeeded records go; None on a driver that keeps none."""
+        self._batches = batch_store_of(queue)
+        """Where a batch's jobs record their ends; None on a connection that keeps no
+        batches."""
         self._heartbeat: Heartbeat | None = None
         self._cancels: CancelWatch | None = None
         """Reads which jobs were cancelled; None on a driver that cannot cancel one."""

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from typing_extensions import override
 
 from ..._clock import utcnow
-from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError, LeaseLost, NotProvisioned
 from ...locks import Cache, LockManager
@@ -115,7 +114,7 @@ class KafkaQueue(Queue):
             locks.cache, lambda queue: paused_key(settings.group, self.topic_for(queue))
         )
         """The paused queues (`Pausable`): a key per queue in the lock store the group shares."""
-        self.batches = CacheBatches(
+        self.batch_store = CacheBatches(
             locks.cache, batch_prefix(settings.group, settings.topic_prefix), self.push_many
         )
         """Batches (`BatchStore`), counted in the lock store; callbacks at least once."""
@@ -368,19 +367,6 @@ class KafkaQueue(Queue):
     def limit_store(self) -> Cache:
         """Where limits per key are counted: the lock store every worker of the group shares."""
         return self.locks.cache
-
-    # -- batches (BatchStore): counted in the group's lock store (cached_batches.py) ------
-
-    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
-        await self.batches.open_batch(batch_id, total, callbacks)
-
-    async def record_in_batch(
-        self, batch: Member, job_id: str, outcome: Outcome
-    ) -> BatchProgress | None:
-        return await self.batches.record_in_batch(batch, job_id, outcome)
-
-    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
-        return await self.batches.batch_progress(batch_id)
 
     # -- paused queues (Pausable): keys in the group's lock store ------------------------
 

@@ -15,7 +15,6 @@ import nats.js.errors as jx
 from typing_extensions import override
 
 from ..._clock import utcnow
-from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...envelope import QueuedJob
 from ...envelope.reading import Malformed, read_envelope
 from ...errors import NotProvisioned
@@ -105,7 +104,7 @@ class NATSQueue(Queue):
         self._batch_bucket = KeyValueCache(
             self._connection, settings, f"{self.names.prefix}-batches", KEPT
         )
-        self.batches = CacheBatches(self._batch_bucket, "", self.push_many)
+        self.batch_store = CacheBatches(self._batch_bucket, "", self.push_many)
         """Batches (`BatchStore`) in a bucket; callbacks deduplicated (docs/drivers/nats.md)."""
         self._known: set[str] = set()
         self._served: dict[str, _Served] = {}
@@ -177,18 +176,7 @@ class NATSQueue(Queue):
     async def records(self, prefix: str) -> list[bytes]:
         return await self._records.records(prefix)
 
-    # -- batches (BatchStore): counted in a key-value bucket (kvcache.py) ----------------
-
-    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
-        await self.batches.open_batch(batch_id, total, callbacks)
-
-    async def record_in_batch(
-        self, batch: Member, job_id: str, outcome: Outcome
-    ) -> BatchProgress | None:
-        return await self.batches.record_in_batch(batch, job_id, outcome)
-
-    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
-        return await self.batches.batch_progress(batch_id)
+    # -- batches: counted in a key-value bucket (kvcache.py), held as `batch_store` ------
 
     @property
     def repeat_window(self) -> timedelta:  # DropsRepeatedCallbacks: the duplicate window

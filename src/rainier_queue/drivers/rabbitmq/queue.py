@@ -17,6 +17,7 @@ from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...envelope.reading import Malformed, read_envelope
 from ...errors import BrokerRejected, BrokerUnavailable, LeaseLost, NotProvisioned
+from ...locks import Cache
 from ...queue import (
     Capabilities,
     FailedJob,
@@ -26,6 +27,7 @@ from ...queue import (
     new_token,
 )
 from .. import malformed, tls
+from ..lock_store_batches import keeping_batches, lock_store_batches, open_lock_store
 from ..unordered import refuse_ordering_keys
 from .connection import AMQPClient, Missing, Unroutable, shielded
 from .consuming import Consumer
@@ -103,6 +105,7 @@ class RabbitMQQueue(Queue):
         push_creates_resources=False,
         due_on_server_clock=True,
     )
+    """Without a lock store: a connection given `locks` keeps batches too (`__init__`)."""
 
     OPTIONS: ClassVar[frozenset[str]] = OPTIONS
 
@@ -110,9 +113,12 @@ class RabbitMQQueue(Queue):
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`amqp://user:password@host:5672/vhost?prefix=...&delays=...&delivery_limit=...`."""
         settings, _ = RabbitMQSettings.read(url, options, who="the `rabbitmq` driver")
-        return cls(settings)
+        locks = open_lock_store(settings.locks, context, "rabbitmq") if settings.locks else None
+        return cls(settings, locks, owns_cache=locks is not None)
 
-    def __init__(self, settings: RabbitMQSettings) -> None:
+    def __init__(
+        self, settings: RabbitMQSettings, locks: Cache | None = None, *, owns_cache: bool = False
+    ) -> None:
         self.settings = settings
         self._client = AMQPClient(settings)
         self._lost = LostSettles()
@@ -123,6 +129,12 @@ class RabbitMQQueue(Queue):
         """Work queues seen to exist, so a reserve looks each up once."""
         self._serving = False
         """Whether a worker reserves from this object again and again (`on_worker_start`)."""
+        self._locks, self._owns_locks = locks, owns_cache
+        prefix = f"rabbitmq-batch:{settings.vhost}:{settings.prefix}:"
+        self.batch_store = lock_store_batches(locks, prefix, self.push_many)
+        """Batches (`HoldsBatchStore`), counted in the `locks` store; None without one."""
+        if locks is not None:
+            self.capabilities = keeping_batches(self.capabilities)  # type: ignore[misc]
 
     @property
     @override
@@ -606,6 +618,8 @@ class RabbitMQQueue(Queue):
         finally:
             await self._consumer.aclose()
             await self._client.aclose()
+            if self._locks is not None and self._owns_locks:
+                await self._locks.aclose()
 
 
 async def _taken(taking: asyncio.Future[list[Reservation]]) -> list[Reservation]:

@@ -9,6 +9,10 @@ this library's, since aio-pika is handed host, port, credentials and vhost
 alone, so a misspelt one is refused here with a "did you mean". In a config
 file the same options are keys of the connection's table, which win.
 
+`locks` names a shared lock store (its URL, URL-encoded in a query) that
+batches are counted in, since a queue has no store of its own to count them
+in (`drivers/lock_store_batches.py`); without it a batch is refused.
+
 The user and password never show: `describe` and `repr` redact the URL.
 """
 
@@ -37,6 +41,7 @@ OPTIONS = frozenset(
         "lease",
         "ssl_ca_certs",
         "insecure_skip_verify",
+        "locks",
     }
 )
 """Every option the `rabbitmq` driver takes, in the URL's query or the connection's table."""
@@ -112,6 +117,9 @@ class RabbitMQSettings(DriverSettings):
     confirm_timeout: timedelta = DEFAULT_CONFIRM_TIMEOUT
     lease: timedelta = CONSUMER_TIMEOUT
     """The server's `consumer_timeout`: a job must be settled within it (see queue.py)."""
+    locks: str = field(default="", repr=False)
+    """The URL of the lock store batches are counted in (`drivers/lock_store_batches.py`);
+    empty: none, and a batch is refused."""
 
     OPTIONS: ClassVar[frozenset[str]] = OPTIONS
 
@@ -158,6 +166,7 @@ class RabbitMQSettings(DriverSettings):
             delivery_limit=limit,
             confirm_timeout=options.positive_duration("confirm_timeout", DEFAULT_CONFIRM_TIMEOUT),
             lease=options.lease(CONSUMER_TIMEOUT),
+            locks=options.text("locks", ""),
         )
 
     def ssl_context(self) -> ssl.SSLContext | None:

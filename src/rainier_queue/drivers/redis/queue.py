@@ -25,7 +25,6 @@ from redis.asyncio import Redis
 from typing_extensions import override
 
 from ..._clock import utcnow
-from ...batchstate import BatchProgress, Callback, Member, Outcome
 from ...envelope import QueuedJob
 from ...errors import ConfigurationError
 from ...jobstate import Found
@@ -172,7 +171,7 @@ class RedisQueue(Queue):
         )
         self.pauses = RedisPauses(self._calls, self.keys)
         """The paused queues (`Pausable`), a set of the namespace."""
-        self.batches = RedisBatches(self._calls, self.keys, cluster=self.cluster)
+        self.batch_store = RedisBatches(self._calls, self.keys, cluster=self.cluster)
         """Batches (`BatchStore`), a hash and a set each, recorded by one script."""
         self._pusher = RedisPusher(
             self._calls,
@@ -427,19 +426,6 @@ class RedisQueue(Queue):
 
     async def paused(self, queues: Sequence[str]) -> frozenset[str]:
         return await self.pauses.paused(queues)
-
-    # -- BatchStore (batching.py) -------------------------------------------------
-
-    async def open_batch(self, batch_id: str, total: int, callbacks: Sequence[Callback]) -> None:
-        await self.batches.open_batch(batch_id, total, callbacks)
-
-    async def record_in_batch(
-        self, batch: Member, job_id: str, outcome: Outcome
-    ) -> BatchProgress | None:
-        return await self.batches.record_in_batch(batch, job_id, outcome)
-
-    async def batch_progress(self, batch_id: str) -> BatchProgress | None:
-        return await self.batches.batch_progress(batch_id)
 
     # -- the failed list (FailedJobStore) --------------------------------------------
 

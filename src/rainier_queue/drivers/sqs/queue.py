@@ -15,6 +15,7 @@ from typing_extensions import override
 from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...errors import BrokerRejected, LeaseLost, PayloadError
+from ...locks import Cache
 from ...queue import (
     Capabilities,
     FailedJob,
@@ -24,6 +25,7 @@ from ...queue import (
     Reservation,
     new_token,
 )
+from ..lock_store_batches import keeping_batches, lock_store_batches, open_lock_store
 from ..unordered import refuse_ordering_keys
 from .connection import QueueMissing, SQSConnection, code_of, not_provisioned
 from .failed import FailedStore
@@ -32,7 +34,7 @@ from .messages import entry, raw_entry
 from .names import Names
 from .provisioning import Queues
 from .receiving import MOST, Receiver
-from .settings import SQSSettings
+from .settings import DEDUPLICATION_WINDOW, SQSSettings
 
 if TYPE_CHECKING:
     from .. import DriverContext
@@ -74,6 +76,7 @@ class SQSQueue(Queue):
         due_on_server_clock=True,
         push_creates_resources=False,
     )
+    """Without a lock store: a connection given `locks` keeps batches too (`__init__`)."""
 
     OPTIONS: ClassVar[frozenset[str]] = SQSSettings.OPTIONS
 
@@ -81,9 +84,12 @@ class SQSQueue(Queue):
     def from_config(cls, url: str, options: Mapping[str, Any], context: DriverContext) -> Self:
         """`sqs://[key:secret@][host:port]/?region=...&prefix=...&fifo=...&lease=...`."""
         settings, _ = SQSSettings.read(url, options, who="the `sqs` driver")
-        return cls(settings)
+        locks = open_lock_store(settings.locks, context, "sqs") if settings.locks else None
+        return cls(settings, locks, owns_cache=locks is not None)
 
-    def __init__(self, settings: SQSSettings) -> None:
+    def __init__(
+        self, settings: SQSSettings, locks: Cache | None = None, *, owns_cache: bool = False
+    ) -> None:
         self.settings = settings
         self.names = Names(settings.prefix, fifo=settings.fifo, urls=settings.queue_urls)
         self._connection = SQSConnection(settings)
@@ -93,6 +99,19 @@ class SQSQueue(Queue):
         self._receiver = Receiver(
             self._connection, self._queues, self._ledger, self._failed, settings.lease
         )
+        self._locks, self._owns_locks = locks, owns_cache
+        self.batch_store = lock_store_batches(
+            locks, f"sqs-batch:{settings.prefix}:", self.push_many
+        )
+        """Batches (`HoldsBatchStore`), counted in the `locks` store; None without one."""
+        if locks is not None:
+            self.capabilities = keeping_batches(self.capabilities)  # type: ignore[misc]
+
+    @property
+    def repeat_window(self) -> timedelta | None:
+        """`DropsRepeatedCallbacks`: a FIFO queue drops a callback sent again under its id
+        within SQS's deduplication interval; a standard queue keeps every copy."""
+        return DEDUPLICATION_WINDOW if self.names.fifo else None
 
     @property
     @override
@@ -464,6 +483,8 @@ class SQSQueue(Queue):
             await self.hand_back_unstarted(left)
         finally:
             await self._connection.aclose()
+            if self._locks is not None and self._owns_locks:
+                await self._locks.aclose()
 
 
 __all__ = ["SQSQueue"]

@@ -16,6 +16,10 @@ table may write them as `${ENV}`), or, given neither, botocore's ambient
 chain (environment, profile, instance role). None of it is ever shown:
 `describe` names the endpoint, region and prefix alone.
 
+`locks` names a shared lock store (its URL, URL-encoded in a query) that
+batches are counted in, since SQS has no store of its own to count them in
+(`drivers/lock_store_batches.py`); without it a batch is refused.
+
 aiobotocore reads no query, so every key in it is this library's, and one
 it does not take is refused with a "did you mean".
 """
@@ -51,6 +55,7 @@ OPTIONS = frozenset(
         "queue_urls",
         "max_message_size",
         "timeout",
+        "locks",
     }
 )
 """Every option the `sqs` driver takes, in the URL's query or the connection's table."""
@@ -69,6 +74,9 @@ LARGEST_MESSAGE = 1024 * 1024
 DEFAULT_REGION = "us-east-1"
 DEFAULT_TIMEOUT = timedelta(seconds=30)
 """How long a call (other than a long poll, which adds its wait) waits for SQS's answer."""
+DEDUPLICATION_WINDOW = timedelta(minutes=5)
+"""How long a FIFO queue drops a message sent again under a deduplication id it has had,
+whether or not the first was received and deleted since (SQS's deduplication interval)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +105,9 @@ class SQSSettings(DriverSettings):
     key: str | None = field(default=None, repr=False)
     secret: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
+    locks: str = field(default="", repr=False)
+    """The URL of the lock store batches are counted in (`drivers/lock_store_batches.py`);
+    empty: none, and a batch is refused."""
 
     OPTIONS: ClassVar[frozenset[str]] = OPTIONS
 
@@ -176,6 +187,7 @@ class SQSSettings(DriverSettings):
             key=key,
             secret=secret,
             session_token=options.get("session_token") or None,
+            locks=options.text("locks", ""),
         )
 
     @property
@@ -220,6 +232,7 @@ def read_urls(value: Any) -> dict[str, str]:
 
 
 __all__ = [
+    "DEDUPLICATION_WINDOW",
     "DEFAULT_MAX_MESSAGE",
     "MAX_DELAY",
     "MAX_VISIBILITY",
