@@ -39,7 +39,7 @@ import time
 from typing import Any
 
 from ...envelope.reading import Malformed, read_envelope
-from ...errors import BrokerError
+from ...errors import BrokerError, NotProvisioned
 from .connection import SQSConnection, server_time
 from .failed import FailedStore
 from .messages import DEDUP_ATTRIBUTE, SYSTEM_ATTRIBUTES, fifo_id, group_of, received
@@ -64,21 +64,29 @@ class DelayMover:
         self._failed = failed
         self._looked: dict[str, float] = {}
         self._polls: dict[str, asyncio.Future[int]] = {}
+        self._missing: set[str] = set()
+        """Queues whose delay queue was found missing (said once)."""
 
     def has_delays(self, queue: str) -> bool:
         """Whether `queue` has a delay queue (a FIFO connection, no explicit URL)."""
         return self._queues.names.delay(queue) is not None
 
-    async def look(self, queue: str) -> None:
-        """A busy worker's look: a receive of the delay queue once per `EVERY` at most, and
-        none while a long poll of it is under way."""
+    async def look(self, queue: str, limit: int = MOST) -> None:
+        """A busy worker's look: receives of the delay queue until `limit` jobs are moved or
+        one finds fewer than ten due, then none for `EVERY` s, nor while a long poll of it
+        is under way. (A look that moves a full ten looks again at once: a backlog of due
+        jobs moves as fast as the worker takes them.)"""
         if not self.has_delays(queue) or queue in self._polls:
             return
-        now = time.monotonic()
-        if now - self._looked.get(queue, 0.0) < EVERY:
+        if time.monotonic() - self._looked.get(queue, 0.0) < EVERY:
             return
-        self._looked[queue] = now
-        await self.move(queue, 0)
+        moved = 0
+        while moved < limit:
+            got = await self.move(queue, 0)
+            moved += got
+            if got < MOST:
+                self._looked[queue] = time.monotonic()
+                return
 
     def poll(self, queue: str, seconds: int) -> asyncio.Future[int] | None:
         """An idle worker's long poll of the delay queue, as a task of its own (one at a time
@@ -109,7 +117,15 @@ class DelayMover:
     async def move(self, queue: str, wait: int) -> int:
         """Receive the delay queue's due messages (waiting up to `wait` s for one) and move
         them to the FIFO queue: the sends first, then the deletes. The number moved."""
-        url = await self._queues.delay_url(queue)
+        try:
+            url = await self._queues.delay_url(queue)
+        except NotProvisioned as exc:
+            # Provisioned before delay queues: no delayed job can be in one, and pushing one
+            # says what to run. The worker goes on with the queue's other jobs.
+            if queue not in self._missing:
+                self._missing.add(queue)
+                log.warning("queue %r has no delay queue yet: %s", queue, exc)
+            return 0
         if url is None:
             return 0
         answer = await self._connection.call(

@@ -515,11 +515,10 @@ class SQSQueue(Queue):
         before = await self.size(queue)
         if before == 0:
             return 0
-        delay_url = await self._queues.delay_url(queue)
-        if delay_url is not None:
-            due, later, moving = await self._count(queue, self._queues.delay_url)
-            if due + later + moving:
-                await self._purge(queue, delay_url)
+        if sum(await self._count(queue, self._queues.delay_url)):  # none where missing
+            delay_url = await self._queues.delay_url(queue)
+            assert delay_url is not None
+            await self._purge(queue, delay_url)
         if sum(await self._count(queue, self._queues.url)):
             await self._purge(queue, await self._queues.url(queue))
         self._receiver.drop(queue)

@@ -91,7 +91,7 @@ class Receiver:
         out = self._ready(queue, limit)
         if len(out) >= limit:
             return out
-        await self._mover.look(queue)
+        await self._mover.look(queue, limit - len(out))
         url = await self._queues.url(queue)
         first = await self._receive_many(queue, url, limit - len(out))
         more = await toolkit.top_up(
