@@ -257,6 +257,25 @@ async def test_clearing_a_fifo_queue_empties_its_delay_queue_too(open_sqs: Opene
     assert await queue.counts("default") == QueueCounts(waiting=0, delayed=0, reserved=0)
 
 
+async def test_an_idle_wait_hands_out_the_job_a_settle_let_go_from_behind_its_key(
+    open_sqs: Opener,
+) -> None:
+    """One receive brought both jobs of a key; the second waits in this process, holding its
+    message group, so no poll of SQS can bring it: the settle of the first ends the wait."""
+    queue = await provisioned(open_sqs(fifo=True))
+    await queue.push_many([a_job(payload=n, headers={ORDERING_KEY: "k"}) for n in (1, 2)])
+    [first] = await queue.reserve("default", limit=10)
+    assert first.job.payload == 1
+    waiting = asyncio.create_task(queue.wait_and_reserve("default", timedelta(seconds=5), limit=5))
+    await asyncio.sleep(0.2)  # the wait is under way
+
+    await queue.acknowledge(first)
+
+    [second] = await waiting
+    assert second.job.payload == 2
+    assert second.job.attempts == 1
+
+
 async def test_a_standard_queue_refuses_a_job_with_an_ordering_key_naming_fifo(
     open_sqs: Opener,
 ) -> None:

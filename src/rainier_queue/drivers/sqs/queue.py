@@ -286,7 +286,7 @@ class SQSQueue(Queue):
             await self._delete(delivery, f"acknowledge job {reservation.job.id}")
             self._ledger.done(reservation.token)
         finally:
-            self._receiver.gate.settled(reservation)
+            self._receiver.settled(reservation)
 
     async def _delete(self, delivery: Delivery, what: str) -> None:
         """Delete a delivery's message; one that is no longer there (a `clear` took it while
@@ -305,7 +305,7 @@ class SQSQueue(Queue):
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
         """`DeleteMessageBatch`, ten a call, the calls side by side; a stale one is `LeaseLost`."""
         for reservation in reservations:
-            self._receiver.gate.settled(reservation)
+            self._receiver.settled(reservation)
         results: list[Exception | None] = [None] * len(reservations)
         by_url: dict[str, list[tuple[int, Delivery]]] = {}
         for i, reservation in enumerate(reservations):
@@ -374,7 +374,7 @@ class SQSQueue(Queue):
         try:
             await self._release(reservation, delay, count_attempt=count_attempt)
         finally:
-            self._receiver.gate.settled(reservation)
+            self._receiver.settled(reservation)
 
     async def _release(
         self, reservation: Reservation, delay: timedelta, *, count_attempt: bool
@@ -429,7 +429,7 @@ class SQSQueue(Queue):
             await self._delete(delivery, f"remove failed job {reservation.job.id}")
             self._ledger.done(reservation.token)
         finally:
-            self._receiver.gate.settled(reservation)
+            self._receiver.settled(reservation)
 
     # -- the failed store (FailedJobStore) ----------------------------------------------
 

@@ -73,6 +73,8 @@ class Receiver:
         self._leftovers: dict[str, list[Reservation]] = {}
         self._polls: dict[asyncio.Future[Any], str] = {}
         """Receives under way whose caller may give up waiting, by queue."""
+        self._freed: asyncio.Future[None] | None = None
+        """Set when a settle lets a job waiting behind its key go: ends an idle wait."""
 
     def _live(self, token: str) -> bool:
         delivery = self._ledger.get(token)
@@ -121,10 +123,41 @@ class Receiver:
             if not got:
                 await sleep(timeout.total_seconds())
             return got
-        got = await self._poll_until(queue, url, min(limit, MOST), timeout.total_seconds())
+        got = await self._poll_or_freed(queue, url, min(limit, MOST), timeout.total_seconds())
         if len(got) == MOST and limit > MOST:
             got += await self.reserve(queue, limit - MOST)
         return got
+
+    def settled(self, reservation: Reservation) -> None:
+        """`reservation` was settled: the next job of its key may go, and an idle wait of
+        this process ends at once to hand it out (its key's group is held here, so no poll
+        would bring it)."""
+        self.gate.settled(reservation)
+        freed = self._freed
+        if freed is not None and not freed.done() and self.gate.ready([reservation.job.queue]):
+            freed.set_result(None)
+
+    async def _poll_or_freed(
+        self, queue: str, url: str, limit: int, timeout: float
+    ) -> list[Reservation]:
+        """`_poll_until`, ended early by a settle that lets a job waiting here go (what the
+        poll then receives is kept for the next reserve)."""
+        if not self.gate.waiting(queue):
+            return await self._poll_until(queue, url, limit, timeout)
+        freed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._freed = freed
+        poll = asyncio.ensure_future(self._poll_until(queue, url, limit, timeout))
+        either: set[asyncio.Future[Any]] = {poll, freed}
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._freed = None
+            if not poll.done():
+                poll.cancel()  # a receive under way finishes and keeps what it got
+                await asyncio.gather(poll, return_exceptions=True)
+        if not poll.cancelled():
+            return poll.result()
+        return self._ready(queue, limit)
 
     async def wait_for_work(self, queues: Sequence[str], timeout: timedelta) -> None:
         """Long-poll each queue for one job, which is kept for the next reserve."""
