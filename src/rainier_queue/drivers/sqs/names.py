@@ -19,8 +19,10 @@ printable text. So:
   (`delays.py` says why): the work queue's name without `.fifo`, then
   `-delay` (`app-emails-delay` beside `app-emails.fifo`), or, where that
   passes 80 characters, the name cut short with `-h`, twelve hex digits of
-  its SHA-256 and `-delay`. No work queue meets it: on a FIFO connection
-  every work queue ends in `.fifo`;
+  its SHA-256 and `-delay`. No work queue of the connection meets it (on a
+  FIFO connection every work queue ends in `.fifo`), but a *standard*
+  connection with the same prefix would put a queue `emails-delay` there:
+  give FIFO and standard connections prefixes of their own;
 - a name given an explicit URL (the `queue_urls` option) uses that queue,
   and has no delay queue (its delayed jobs are carried in it, as before).
 """
