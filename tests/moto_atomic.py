@@ -14,8 +14,16 @@ queue's messages (receive, send, delete, visibility changes, purge). A long
 poll is no longer one call that sleeps inside moto's loop: each pass is a
 receive that does not wait, under the lock, and between passes the lock is
 let go while the queue's own condition waits (at most a second) for a send.
-Everything else (receive counts, redrive, FIFO groups, deduplication) is
-moto's own code, unchanged.
+And a FIFO message group is held only by messages still in flight, as on
+SQS: moto 5.2 counts a group held by every message it handed out that has
+not been received again since, so when several messages of one group lapse
+together (one receive brought them, and their worker died), its receive
+passes over the first, still counted as holding the group, frees it as it
+goes, and hands out the *last* first: a key's jobs ran out of order
+(tests/faults/test_ordering.py, a worker killed mid-job, on `sqs_fifo`).
+Each receive first lets go of the messages whose visibility timeout ended,
+so the group's head comes back first. Everything else (receive counts,
+redrive, deduplication) is moto's own code, unchanged.
 
 The tests' server also takes tests/moto_fast.py's four repairs of moto's
 cost a call (none of them changes an answer).
@@ -59,6 +67,13 @@ def _atomic(method: Callable[..., Any]) -> Callable[..., Any]:
     return held
 
 
+def _let_lapsed_go(queue: Any) -> None:
+    """Messages whose visibility timeout ended hold their FIFO group no longer (SQS's rule)."""
+    pending = queue.pending_messages
+    for message in [m for m in pending if m.visible]:
+        pending.discard(message)
+
+
 def _receiving(receive: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(receive)
     def receive_message(
@@ -72,6 +87,7 @@ def _receiving(receive: Callable[..., Any]) -> Callable[..., Any]:
         end = time.monotonic() + (wait_seconds_timeout or 0)
         while True:
             with _lock:
+                _let_lapsed_go(self.get_queue(queue_name))
                 got: list[models.Message] = receive(
                     self, queue_name, count, 0, visibility_timeout, message_attribute_names
                 )

@@ -50,7 +50,8 @@ LIMIT_KEY = "rq-limit-key"
 
 ORDERING_KEY = "rq-ordering-key"
 """The envelope header carrying a job's `ordering_key()`, set at dispatch when it has one:
-what a driver keeps the order of (a column, a line in memory, Kafka's record key)."""
+what a driver keeps the order of (a column, a line in memory, Kafka's record key, SQS FIFO's
+message group)."""
 
 ORDERING_KEY_LENGTH = 128
 """The most characters an ordering key may have: SQS FIFO's group ids stop there, and a

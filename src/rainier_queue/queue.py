@@ -134,9 +134,9 @@ class Capabilities:
     """Jobs that share an ordering key (`Job.ordering_key()`) run one at a time, in the order
     they were dispatched, while other keys' jobs run beside them: a job waits while an
     earlier one of its key is waiting, delayed (a retry's backoff) or running, and goes once
-    that one has succeeded or failed. (On Kafka a retry with a backoff goes to the back of
-    its key's line instead: the contract suite's `ordered_retries`. On Kafka and Redis a
-    key's line is its queue's: `ordering_across_queues`.) False:
+    that one has succeeded or failed. (On Kafka and SQS FIFO a retry with a backoff goes to
+    the back of its key's line instead: the contract suite's `ordered_retries`. On Kafka,
+    Redis and SQS FIFO a key's line is its queue's: `ordering_across_queues`.) False:
     a dispatch of a job with an ordering key is
     refused with `UnsupportedOperation`, naming the driver and what keeps order instead;
     never queued unordered (docs/flow-control.md)."""

@@ -181,15 +181,6 @@ def _unicode_only(plant: Plant) -> Plant:
     return dataclasses.replace(plant, bad=bad)
 
 
-FIFO_DELAYS_COUNTED = (
-    "SQS's, not moto's: a FIFO queue takes no per-message delay (`DelaySeconds` on a message of"
-    " a FIFO queue is refused by SQS), so a delayed job is carried (docs/drivers/sqs.md): it"
-    " waits visible until a worker first receives it and hides it until due, and SQS then"
-    " counts it in flight, so `size` and `counts` do not show it as delayed. Keeping it apart"
-    " would need a standard delay queue beside each FIFO queue, moved from when due"
-)
-
-
 def make_backend(name: str, *, fifo: bool) -> Backend:
     def url(tmp: Path, namespace: str) -> str:
         """The namespace's URL, with a lock store in `tmp` to count batches in."""
@@ -285,18 +276,6 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         tls=_tls_rules(fifo),
         dispatches=50,  # moto answers tens of requests a second here: 400 pushes, not 4,000
         model_examples=8,  # each example's namespace is fifteen queues made and deleted
-        known_failures=(
-            {
-                "test_a_job_released_with_a_delay_is_not_handed_out_before_it_is_due": (
-                    FIFO_DELAYS_COUNTED
-                ),
-                "test_counts_tell_waiting_delayed_and_reserved_jobs_apart_with_the_next_due": (
-                    FIFO_DELAYS_COUNTED
-                ),
-            }
-            if fifo
-            else {}
-        ),
         lacks={
             **(
                 {
@@ -308,7 +287,9 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
                         " deleted; so whether a finisher's rerun queues its callback again"
                         " here depends on which ran first. tests/drivers/test_sqs_batches.py"
                         " shows the drop while the first copy waits"
-                    )
+                    ),
+                    "ordered_retries": ORDERED_RETRIES,
+                    "ordering_across_queues": ACROSS,
                 }
                 if fifo
                 else {}
@@ -320,5 +301,15 @@ def make_backend(name: str, *, fifo: bool) -> Backend:
         },
     )
 
+
+ORDERED_RETRIES = (
+    "a retry with a backoff is sent again (a send and a delete: SQS cannot delay a message in"
+    " flight on a FIFO queue and keep its place), so it joins the back of its message group"
+    " and the later jobs of its key run before it (docs/flow-control.md)"
+)
+ACROSS = (
+    "each queue is a FIFO queue of its own, and SQS keeps a message group's order within one"
+    " queue: a key's jobs on two queues are two lines (docs/flow-control.md)"
+)
 
 BACKEND = make_backend("sqs", fifo=False)

@@ -72,7 +72,7 @@ async def test_a_driver_that_keeps_no_ordering_keys_refuses_a_job_with_one_namin
     with pytest.raises(UnsupportedOperation, match="ordering key 'account-7'"):
         await queue.push_many([keyed("plain", None), keyed("two", "account-7")])
 
-    assert "SQLite, PostgreSQL, MySQL/MariaDB, Redis, Kafka or memory://" in str(refused.value)
+    assert "SQLite, PostgreSQL, MySQL/MariaDB, Redis, Kafka, SQS FIFO" in str(refused.value)
     assert "Nothing was queued" in str(refused.value)
     if queue.capabilities.deferred:
         assert await queue.size("default") == 0, "nothing of the refused batch was stored"

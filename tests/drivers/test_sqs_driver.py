@@ -23,15 +23,18 @@ import pytest
 pytest.importorskip("aiobotocore")
 
 from rainier_queue.drivers import open_queue
-from rainier_queue.drivers.sqs import SQSQueue
+from rainier_queue.drivers.sqs import SQSQueue, delays
 from rainier_queue.drivers.sqs.leases import Delivery
 from rainier_queue.errors import (
     BrokerRejected,
+    BrokerUnavailable,
     LeaseLost,
     NotProvisioned,
     PayloadError,
+    UnsupportedOperation,
 )
-from rainier_queue.queue import Reservation
+from rainier_queue.job import ORDERING_KEY
+from rainier_queue.queue import QueueCounts, Reservation
 
 from ..contract.jobs import a_job, reserve_eventually, reserve_one
 from ..moto_server import KEY, REGION, delete_queues, shared
@@ -148,10 +151,11 @@ async def test_on_a_fifo_queue_a_push_repeated_with_the_same_job_is_stored_once(
 async def test_a_carried_delay_is_held_until_due_and_its_early_receive_is_no_attempt(
     open_sqs: Opener,
 ) -> None:
-    # A FIFO queue takes no per-message delay, so every delay there is carried.
+    # A job with an ordering key stays in its key's message group on a FIFO queue, which
+    # takes no per-message delay: its delay is carried (delays.py says why).
     queue = await provisioned(open_sqs(fifo=True))
     made = time.monotonic()
-    await queue.push(a_job(delay=timedelta(seconds=2)))
+    await queue.push(a_job(delay=timedelta(seconds=2), headers={ORDERING_KEY: "k"}))
 
     early = await queue.reserve("default")
     if time.monotonic() - made < 2:
@@ -160,6 +164,126 @@ async def test_a_carried_delay_is_held_until_due_and_its_early_receive_is_no_att
 
     assert reservation.job.attempts == 1
     assert queue._connection.calls["change_message_visibility_batch"] >= (0 if early else 1)
+
+
+async def test_on_a_fifo_queue_a_delayed_job_waits_in_its_delay_queue_counted_as_delayed(
+    open_sqs: Opener,
+) -> None:
+    queue = await provisioned(open_sqs(fifo=True))
+    made = time.monotonic()
+    await queue.push(job := a_job(delay=timedelta(seconds=2)))
+
+    counts = await queue.counts("default")
+    early = await queue.reserve("default")
+
+    if time.monotonic() - made < 2:
+        assert (counts.waiting, counts.delayed, counts.reserved) == (0, 1, 0)
+        assert early == []
+    reservation = early[0] if early else await reserve_eventually(queue)
+    assert reservation.job.id == job.id
+    assert reservation.job.attempts == 1, "its move to the FIFO queue was no attempt"
+    await queue.acknowledge(reservation)
+    assert await queue.counts("default") == QueueCounts(waiting=0, delayed=0, reserved=0)
+
+
+async def test_on_a_fifo_queue_a_delay_past_fifteen_minutes_is_carried_in_the_delay_queue(
+    open_sqs: Opener,
+) -> None:
+    queue = await provisioned(open_sqs(fifo=True))
+    await queue.push(a_job(delay=timedelta(hours=2)))
+
+    counts = await queue.counts("default")
+
+    assert (counts.waiting, counts.delayed) == (0, 1), "held by SQS for its first 900 s"
+    assert await queue.reserve("default") == []
+
+
+async def test_a_job_released_with_a_delay_on_fifo_comes_back_under_a_fresh_deduplication_id(
+    open_sqs: Opener,
+) -> None:
+    """Pushed under its id, and moved back within SQS's 5 minutes of deduplication: the
+    move must not be dropped as a repeat of the push."""
+    queue = await provisioned(open_sqs(fifo=True))
+    await queue.push(job := a_job())
+    first = await reserve_one(queue)
+
+    await queue.release(first, delay=timedelta(seconds=1))
+
+    counts = await queue.counts("default")
+    assert (counts.delayed, counts.reserved) == (1, 0), "delayed, in the delay queue"
+    again = await reserve_eventually(queue)
+    assert again.job.id == job.id
+    assert again.job.attempts == 2
+
+
+async def test_a_move_repeated_after_a_crash_between_its_send_and_delete_is_one_job(
+    open_sqs: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The move sends to the FIFO queue first, then deletes from the delay queue: a mover
+    that dies between the two leaves the message to be moved again, under the same
+    deduplication id, which SQS drops as a repeat. The job is neither lost nor doubled."""
+    monkeypatch.setattr(delays, "MOVE_LEASE", 1)  # the dead mover's message back in 1 s
+    queue = await provisioned(open_sqs(fifo=True))
+    await queue.push(job := a_job(delay=timedelta(seconds=1)))
+    await asyncio.sleep(1.2)
+    real = queue._connection.call
+
+    async def dies_before_the_delete(operation: str, what: str, **args: Any) -> Any:
+        if operation == "delete_message_batch" and "delay queue" in what:
+            raise BrokerUnavailable("the mover died here")
+        return await real(operation, what, **args)
+
+    monkeypatch.setattr(queue._connection, "call", dies_before_the_delete)
+    with pytest.raises(BrokerUnavailable):
+        await queue._mover.move("default", 0)
+    monkeypatch.setattr(queue._connection, "call", real)
+    await asyncio.sleep(1.2)  # the delay queue shows the message again
+    assert await queue._mover.move("default", 0) == 1, "moved again"
+
+    got = await queue.reserve("default", limit=10)
+    assert [r.job.id for r in got] == [job.id]
+    await queue.acknowledge(got[0])
+    assert await queue.counts("default") == QueueCounts(waiting=0, delayed=0, reserved=0)
+    assert await queue.reserve("default", limit=10) == [], "the second move was no second job"
+
+
+async def test_clearing_a_fifo_queue_empties_its_delay_queue_too(open_sqs: Opener) -> None:
+    queue = await provisioned(open_sqs(fifo=True))
+    await queue.push(a_job())
+    await queue.push(a_job(delay=timedelta(minutes=5)))
+
+    assert await queue.clear("default") == 2
+
+    assert await queue.counts("default") == QueueCounts(waiting=0, delayed=0, reserved=0)
+
+
+async def test_an_idle_wait_hands_out_the_job_a_settle_let_go_from_behind_its_key(
+    open_sqs: Opener,
+) -> None:
+    """One receive brought both jobs of a key; the second waits in this process, holding its
+    message group, so no poll of SQS can bring it: the settle of the first ends the wait."""
+    queue = await provisioned(open_sqs(fifo=True))
+    await queue.push_many([a_job(payload=n, headers={ORDERING_KEY: "k"}) for n in (1, 2)])
+    [first] = await queue.reserve("default", limit=10)
+    assert first.job.payload == 1
+    waiting = asyncio.create_task(queue.wait_and_reserve("default", timedelta(seconds=5), limit=5))
+    await asyncio.sleep(0.2)  # the wait is under way
+
+    await queue.acknowledge(first)
+
+    [second] = await waiting
+    assert second.job.payload == 2
+    assert second.job.attempts == 1
+
+
+async def test_a_standard_queue_refuses_a_job_with_an_ordering_key_naming_fifo(
+    open_sqs: Opener,
+) -> None:
+    queue = await provisioned(open_sqs())
+
+    with pytest.raises(UnsupportedOperation, match="fifo=true"):
+        await queue.push(a_job(headers={ORDERING_KEY: "account-1"}))
+    assert await queue.size("default") == 0
 
 
 async def test_a_delay_beyond_fifteen_minutes_is_carried_on_a_standard_queue(
@@ -290,3 +414,23 @@ async def test_doctor_finds_a_missing_queue_its_failed_queue_and_a_visibility_of
         assert finding.provisioning_fixes
     assert await other.provision(["emails"]), "provisioning sets it"
     assert await other.check_provisioned(["emails"]) == []
+
+
+async def test_doctor_finds_a_fifo_queue_s_missing_delay_queue_and_provisioning_makes_it(
+    open_sqs: Opener,
+) -> None:
+    queue = open_sqs(fifo=True)
+
+    missing = await queue.check_provisioned(["emails"])
+
+    assert len(missing) == 3, "the queue, the failed queue and the delay queue"
+    [delay] = [f for f in missing if "-delay" in f.subject]
+    assert delay.queue == "emails"
+    assert "delayed jobs" in delay.problem
+    assert delay.provisioning_fixes
+    assert "NotProvisioned" in delay.fix
+    with pytest.raises(NotProvisioned, match="rainier-queue provision --queue emails"):
+        await queue.push(a_job(queue="emails", delay=timedelta(seconds=5)))
+    made = await queue.provision(["emails"])
+    assert any("-delay" in line and "standard" in line for line in made)
+    assert await queue.check_provisioned(["emails"]) == []

@@ -18,7 +18,9 @@ from ..errors import UnsupportedOperation
 from ..job import ORDERING_KEY
 from ..queue import Queue
 
-ORDERED_DRIVERS = "SQLite, PostgreSQL, MySQL/MariaDB, Redis, Kafka or memory://"
+ORDERED_DRIVERS = (
+    "SQLite, PostgreSQL, MySQL/MariaDB, Redis, Kafka, SQS FIFO (`fifo=true`) or memory://"
+)
 """The drivers that keep an ordering key's order, for the refusal's advice."""
 
 

@@ -16,10 +16,12 @@ What choosing it costs:
   `ApproximateNumberOf...` figures, which lag by seconds; `clear` is
   `PurgeQueue`, once a minute per queue.
 - **Delays go to 15 minutes on the server** (`DelaySeconds`, standard
-  queues). A longer delay, and every delay on a FIFO queue (which takes
-  none per message), is carried: the message goes with the whole delay in an
-  attribute, and the first worker to receive it early hides it until it is
-  due, by SQS's clock. While hidden it counts as in flight, not delayed.
+  queues). A longer delay is carried: the message goes with the whole delay
+  in an attribute, and the first worker to receive it early hides it until
+  it is due, by SQS's clock. While hidden it counts as in flight, not
+  delayed. A FIFO queue takes no per-message delay: its delayed jobs wait
+  in a standard delay queue beside it and workers move them over when due
+  (delays.py); a keyed one is carried in its key's message group.
 - **256 KiB a message** unless `max_message_size` says more (SQS takes up
   to 1 MiB since 2025): a larger job is a `PayloadError` at dispatch.
 - **The lease is the visibility timeout**: whole seconds, renewed with
@@ -28,13 +30,16 @@ What choosing it costs:
 - **A retry with a delay, or a job handed back at shutdown, is sent again**
   (a send and a delete), so that it counts as waiting; a plain retry is one
   visibility change.
-- **FIFO queues give deduplication, not order across jobs**: every job is
-  its own message group (a job with an ordering key is refused: see
-  docs/flow-control.md), its id the
-  deduplication id, so a push repeated within 5 minutes is one job. Order
-  holds on neither kind of queue (`fifo_within_queue` is false).
+- **FIFO queues give deduplication, and order per ordering key**: a job
+  with an ordering key goes to its key's message group, which SQS hands out
+  one message at a time, in order (ordering.py); every other job is its own
+  group. Its id is the deduplication id, so a push repeated within 5
+  minutes is one job. A retry with a backoff is sent again, to the back of
+  its group. Order across keys holds on neither kind of queue
+  (`fifo_within_queue` is false), and a standard queue refuses a job with
+  an ordering key.
 - **Every queue must be provisioned** (`rainier-queue provision`): its work
-  queue and its failed queue. A push to a queue that does not exist is
+  queue, its failed queue, and on FIFO its delay queue. A push to a queue that does not exist is
   refused (`NotProvisioned`).
 
 ## When it is right

@@ -16,10 +16,15 @@
   delivery to a worker that died counts; an early receive of a carried
   delay is not an attempt and is taken off (one per 12 hours of delay that
   was left at the first receive).
-- On a FIFO queue every job is its own message group (a job with an
-  ordering key is refused before it gets here), so a held or delayed job never holds up another; its
-  deduplication id is the job id on a push (a push repeated within SQS's
-  5 minutes is one job), and fresh for a job sent again by a release.
+- On a FIFO queue a job with an ordering key goes to its key's message group
+  (`key:` and the key, or their hash), so SQS hands out the group's messages
+  one at a time in order; every other job is its own group, so a held or
+  delayed job without a key never holds up another. Its deduplication id is
+  the job id on a push (a push repeated within SQS's 5 minutes is one job),
+  and fresh for a job sent again by a release.
+- A delayed job without an ordering key on a FIFO queue goes to the queue's
+  standard delay queue instead (delays.py), with the deduplication id its
+  move to the FIFO queue will use in an `rq-dedup` attribute.
 """
 
 from __future__ import annotations
@@ -35,10 +40,18 @@ from typing import Any
 from ..._clock import utcnow
 from ...envelope import QueuedJob
 from ...errors import PayloadError
+from ...job import ORDERING_KEY
 from .settings import MAX_DELAY, MAX_VISIBILITY
 
 DELAY_ATTRIBUTE = "rq-delay-ms"
-SYSTEM_ATTRIBUTES = ["ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp"]
+DEDUP_ATTRIBUTE = "rq-dedup"
+"""On a delay queue's message: the deduplication id its move to the FIFO queue sends."""
+SYSTEM_ATTRIBUTES = [
+    "ApproximateReceiveCount",
+    "SentTimestamp",
+    "ApproximateFirstReceiveTimestamp",
+    "MessageGroupId",
+]
 _ID = re.compile(r"^[A-Za-z0-9!-/:-@\[-`{-~]{1,128}$")
 
 
@@ -47,6 +60,18 @@ def fifo_id(text: str) -> str:
     if _ID.match(text):
         return text
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def ordering_key(job: QueuedJob) -> str | None:
+    """The job's ordering key, or None."""
+    return job.headers.get(ORDERING_KEY) if job.headers else None
+
+
+def group_of(job: QueuedJob) -> str:
+    """A job's FIFO message group: its ordering key's (`key:` before it, so no job id can
+    share it), or one of its own, so a held or delayed job without a key holds up no other."""
+    key = ordering_key(job)
+    return fifo_id(job.id) if key is None else fifo_id(f"key:{key}")
 
 
 def delay_of(job: QueuedJob) -> timedelta:
@@ -61,8 +86,12 @@ def entry(
     max_size: int,
     dedup: str | None = None,
     delay: timedelta | None = None,
+    moved_dedup: str | None = None,
 ) -> dict[str, Any]:
-    """The `SendMessage` arguments for `job` (no queue URL): `PayloadError` if it is too big."""
+    """The `SendMessage` arguments for `job` (no queue URL): `PayloadError` if it is too big.
+
+    `moved_dedup`: the message goes to a delay queue (a standard queue, so `fifo` is
+    False), and this is the deduplication id its move to the FIFO queue sends."""
     body = job.to_json()
     size = len(body.encode("utf-8", "surrogatepass"))
     if size > max_size:
@@ -72,20 +101,23 @@ def entry(
             "elsewhere (S3, a database) and put its key in the payload"
         )
     args: dict[str, Any] = {"MessageBody": body}
+    attributes: dict[str, Any] = {}
     wait = delay_of(job) if delay is None else delay
     if wait > timedelta(0):
         seconds = math.ceil(wait.total_seconds())
         if not fifo:
             args["DelaySeconds"] = min(seconds, int(MAX_DELAY.total_seconds()))
         if fifo or seconds > MAX_DELAY.total_seconds():
-            args["MessageAttributes"] = {
-                DELAY_ATTRIBUTE: {
-                    "DataType": "Number",
-                    "StringValue": str(math.ceil(wait.total_seconds() * 1000)),
-                }
+            attributes[DELAY_ATTRIBUTE] = {
+                "DataType": "Number",
+                "StringValue": str(math.ceil(wait.total_seconds() * 1000)),
             }
+    if moved_dedup is not None:
+        attributes[DEDUP_ATTRIBUTE] = {"DataType": "String", "StringValue": moved_dedup}
+    if attributes:
+        args["MessageAttributes"] = attributes
     if fifo:
-        args["MessageGroupId"] = fifo_id(job.id)
+        args["MessageGroupId"] = group_of(job)
         args["MessageDeduplicationId"] = fifo_id(dedup or job.id)
     return args
 
@@ -136,12 +168,15 @@ def _int(value: Any, default: int) -> int:
 
 
 __all__ = [
+    "DEDUP_ATTRIBUTE",
     "DELAY_ATTRIBUTE",
     "SYSTEM_ATTRIBUTES",
     "Received",
     "delay_of",
     "entry",
     "fifo_id",
+    "group_of",
+    "ordering_key",
     "raw_entry",
     "received",
 ]

@@ -15,7 +15,16 @@ printable text. So:
   queue, `{prefix}rq-failed` (`.fifo` added on a FIFO connection), where
   each record names its queue; no queue name meets it, since a name ending
   in `-failed` is always written the hashed way;
-- a name given an explicit URL (the `queue_urls` option) uses that queue.
+- on a FIFO connection each queue has a standard *delay queue* beside it
+  (`delays.py` says why): the work queue's name without `.fifo`, then
+  `-delay` (`app-emails-delay` beside `app-emails.fifo`), or, where that
+  passes 80 characters, the name cut short with `-h`, twelve hex digits of
+  its SHA-256 and `-delay`. No work queue of the connection meets it (on a
+  FIFO connection every work queue ends in `.fifo`), but a *standard*
+  connection with the same prefix would put a queue `emails-delay` there:
+  give FIFO and standard connections prefixes of their own;
+- a name given an explicit URL (the `queue_urls` option) uses that queue,
+  and has no delay queue (its delayed jobs are carried in it, as before).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from collections.abc import Mapping
 MAX_NAME = 80
 FAILED = "-failed"
 FIFO = ".fifo"
+DELAY = "-delay"
 _PLAIN = re.compile(r"^[A-Za-z0-9_-]+$")
 _OTHER = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -49,6 +59,17 @@ class Names:
     def failed(self) -> str:
         """The SQS queue name that holds the connection's failed jobs."""
         return self._named(self.prefix + "rq" + FAILED)
+
+    def delay(self, queue: str) -> str | None:
+        """The standard SQS queue that holds `queue`'s delayed jobs on a FIFO connection, or
+        None (a standard connection delays on the queue itself; an explicit URL is carried)."""
+        if not self.fifo or queue in self.urls:
+            return None
+        stem = self._stem(queue)
+        if len(stem) + len(DELAY) <= MAX_NAME:
+            return stem + DELAY
+        digest = "-h" + hashlib.sha256(stem.encode("utf-8")).hexdigest()[:12]
+        return stem[: MAX_NAME - len(DELAY) - len(digest)] + digest + DELAY
 
     def url_of(self, queue: str) -> str | None:
         """The explicit URL given for `queue`, if any."""
@@ -79,4 +100,4 @@ def check_prefix(value: object) -> str:
     return text
 
 
-__all__ = ["FAILED", "FIFO", "MAX_NAME", "Names", "check_prefix"]
+__all__ = ["DELAY", "FAILED", "FIFO", "MAX_NAME", "Names", "check_prefix"]

@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""Each queue's two SQS queues, made by `provision`, looked up once and remembered.
+"""Each queue's SQS queues, made by `provision`, looked up once and remembered.
 
 A queue here is an SQS queue (its work queue), and the connection's queues
-share one failed queue (names.py says which names). `provision` creates both with the attributes
-the driver needs (the visibility timeout of the connection's lease; FIFO
-and content-based deduplication off on a FIFO connection, since every job
-sends its own deduplication id) and brings the visibility timeout of one
-that exists to the lease; it never deletes or purges anything.
-`check_provisioned` only reads. A push or reserve looks a queue's URL up
-once (`GetQueueUrl`) and keeps it: a queue that does not exist is
-`NotProvisioned`, naming the command that makes it.
+share one failed queue (names.py says which names); on a FIFO connection
+each queue also has a delay queue beside it, a standard queue (delays.py).
+`provision` creates them with the attributes the driver needs (the
+visibility timeout of the connection's lease; FIFO and content-based
+deduplication off on a FIFO connection, since every job sends its own
+deduplication id) and brings the visibility timeout of one that exists to
+the lease; it never deletes or purges anything. `check_provisioned` only
+reads. A push or reserve looks a queue's URL up once (`GetQueueUrl`) and
+keeps it: a queue that does not exist is `NotProvisioned`, naming the
+command that makes it.
 
 No redrive policy is set: the worker fails a job after its last attempt
 (SQS's receive count is the attempt counter), into a failed queue that
@@ -45,6 +47,14 @@ class Queues:
         """The work queue's URL: `NotProvisioned` if it does not exist."""
         return await self._url(queue, self.names.work(queue), self.names.url_of(queue))
 
+    async def delay_url(self, queue: str) -> str | None:
+        """The delay queue's URL (`NotProvisioned` if it does not exist), or None where the
+        queue has none (a standard connection, an explicit URL)."""
+        name = self.names.delay(queue)
+        if name is None:
+            return None
+        return await self._url(queue, name, None)
+
     async def failed_url(self, queue: str) -> str:
         """The failed queue's URL (`queue` is named in the error if it does not exist)."""
         return await self._url(queue, self.names.failed(), None)
@@ -70,6 +80,9 @@ class Queues:
         """Look the queue up again next time (it was deleted under us)."""
         self._urls.pop(self.names.work(queue), None)
         self._urls.pop(self.names.failed(), None)
+        delay = self.names.delay(queue)
+        if delay is not None:
+            self._urls.pop(delay, None)
 
     async def exists(self, queue: str) -> str | None:
         """The work queue's URL, or None where it does not exist."""
@@ -80,12 +93,12 @@ class Queues:
                 return None
             raise
 
-    def _wanted(self) -> dict[str, str]:
+    def _wanted(self, fifo: bool | None = None) -> dict[str, str]:
         attributes = {
             "VisibilityTimeout": str(visibility(self._settings.lease)),
             "MessageRetentionPeriod": str(RETENTION),
         }
-        if self.names.fifo:
+        if self.names.fifo if fifo is None else fifo:
             attributes["FifoQueue"] = "true"
             attributes["ContentBasedDeduplication"] = "false"
         return attributes
@@ -124,19 +137,29 @@ class Queues:
                 return names
             args["NextToken"] = token
 
-    def _names(self, queues: Sequence[str]) -> list[str]:
-        return [self.names.failed()] + [
-            self.names.work(q) for q in dict.fromkeys(queues) if self.names.url_of(q) is None
-        ]
+    def _names(self, queues: Sequence[str]) -> list[tuple[str, str | None, bool]]:
+        """Each SQS queue `queues` need: its name, the queue it serves (None: the failed
+        queue) and whether it is a delay queue (a standard queue on a FIFO connection)."""
+        out: list[tuple[str, str | None, bool]] = [(self.names.failed(), None, False)]
+        for queue in dict.fromkeys(queues):
+            if self.names.url_of(queue) is not None:
+                continue
+            out.append((self.names.work(queue), queue, False))
+            delay = self.names.delay(queue)
+            if delay is not None:
+                out.append((delay, queue, True))
+        return out
 
     async def provision(self, queues: Sequence[str]) -> list[str]:
         existing = await self._existing()
         names = self._names(queues)
-        done = await asyncio.gather(*(self._provision_one(n, n in existing) for n in names))
+        done = await asyncio.gather(
+            *(self._provision_one(n, n in existing, delay=d) for n, _, d in names)
+        )
         return [line for lines in done for line in lines]
 
-    async def _provision_one(self, name: str, exists: bool) -> list[str]:
-        wanted = self._wanted()
+    async def _provision_one(self, name: str, exists: bool, *, delay: bool) -> list[str]:
+        wanted = self._wanted(fifo=False) if delay else self._wanted()
         have = await self._attributes(name) if exists else None
         if have is None:
             answer = await self._connection.call(
@@ -146,6 +169,8 @@ class Queues:
                 Attributes=wanted,
             )
             self._urls[name] = str(answer["QueueUrl"])
+            if delay:
+                return [f"created SQS queue {name} (standard: the delayed jobs of a FIFO queue)"]
             return [f"created SQS queue {name} ({self._shape()})"]
         if have.get("VisibilityTimeout") != wanted["VisibilityTimeout"]:
             await self._connection.call(
@@ -170,17 +195,24 @@ class Queues:
         existing = await self._existing()
         names = self._names(queues)
         found = await asyncio.gather(
-            *(self._attributes(n) if n in existing else _none() for n in names)
+            *(self._attributes(n) if n in existing else _none() for n, _, _ in names)
         )
-        owners = [None, *(q for q in dict.fromkeys(queues) if self.names.url_of(q) is None)]
-        for name, have, queue in zip(names, found, owners, strict=True):
+        for (name, queue, delay), have in zip(names, found, strict=True):
             holds = "the failed jobs of every queue" if queue is None else "its jobs"
+            if delay:
+                holds = "its delayed jobs until due: a FIFO queue takes no per-message delay"
             if have is None:
                 findings.append(
                     Finding(
                         subject=f"SQS queue `{name}`",
                         problem=f"does not exist (it holds {holds})",
                         queue=queue,
+                        fix=(
+                            "until it exists, a delayed push or a retry with a backoff on "
+                            "this queue is refused (`NotProvisioned`); provisioning makes it"
+                            if delay
+                            else ""
+                        ),
                     )
                 )
             elif have.get("VisibilityTimeout") != wanted["VisibilityTimeout"]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from typing_extensions import override
 
@@ -28,9 +29,10 @@ from ...queue import (
 from ..lock_store_batches import keeping_batches, lock_store_batches, open_lock_store
 from ..unordered import refuse_ordering_keys
 from .connection import QueueMissing, SQSConnection, code_of, not_provisioned
+from .delays import DelayMover
 from .failed import FailedStore
 from .leases import Delivery, SQSLedger, visibility
-from .messages import entry, raw_entry
+from .messages import delay_of, entry, ordering_key, raw_entry
 from .names import Names
 from .provisioning import Queues
 from .receiving import MOST, Receiver
@@ -51,12 +53,12 @@ PURGE_FIX = (
 
 
 UNORDERED = (
-    "a standard queue delivers its messages in no set order, to any worker; a FIFO queue's "
-    "message groups keep order, but one receive can hand a worker several messages of a "
-    "group, which it would have to hold back unrenewed, and that is not built yet (every "
-    "job here is its own message group)"
+    "a standard SQS queue delivers its messages in no set order, to any worker; a FIFO queue "
+    "(`fifo=true` in the URL) keeps each ordering key's jobs in order, as one message group"
 )
-"""Why SQS does not keep an ordering key's order (`Capabilities.ordering_keys`)."""
+"""Why standard SQS cannot keep an ordering key's order (`Capabilities.ordering_keys`)."""
+GONE = "ReceiptHandleIsInvalid"
+"""SQS's answer to a delete of a message that is no longer there (a `clear` took it)."""
 
 
 class SQSQueue(Queue):
@@ -87,6 +89,14 @@ class SQSQueue(Queue):
         locks = open_lock_store(settings.locks, context, "sqs") if settings.locks else None
         return cls(settings, locks, owns_cache=locks is not None)
 
+    def __new__(
+        cls, settings: SQSSettings, locks: Cache | None = None, *, owns_cache: bool = False
+    ) -> Self:
+        """An `SQSFifoQueue` when `settings` say FIFO: its capabilities differ."""
+        if settings.fifo and not issubclass(cls, SQSFifoQueue):
+            return cast(Self, object.__new__(SQSFifoQueue))
+        return object.__new__(cls)
+
     def __init__(
         self, settings: SQSSettings, locks: Cache | None = None, *, owns_cache: bool = False
     ) -> None:
@@ -96,8 +106,9 @@ class SQSQueue(Queue):
         self._queues = Queues(self._connection, settings, self.names)
         self._ledger = SQSLedger()
         self._failed = FailedStore(self._connection, self._queues, self._push_again)
+        self._mover = DelayMover(self._connection, self._queues, self._failed)
         self._receiver = Receiver(
-            self._connection, self._queues, self._ledger, self._failed, settings.lease
+            self._connection, self._queues, self._ledger, self._failed, settings.lease, self._mover
         )
         self._locks, self._owns_locks = locks, owns_cache
         self.batch_store = lock_store_batches(
@@ -143,11 +154,28 @@ class SQSQueue(Queue):
 
     # -- pushing ----------------------------------------------------------------------
 
-    async def _send(self, job: QueuedJob, *, dedup: str | None = None) -> None:
-        args = entry(
-            job, fifo=self.names.fifo, max_size=self.settings.max_message_size, dedup=dedup
+    def _to_delay_queue(self, job: QueuedJob) -> bool:
+        """A delayed job without an ordering key on a FIFO queue waits in its delay queue."""
+        return (
+            self._mover.has_delays(job.queue)
+            and ordering_key(job) is None
+            and delay_of(job) > timedelta(0)
         )
+
+    async def _address(
+        self, job: QueuedJob, dedup: str | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Where `job` is sent (the queue's, or its delay queue's, URL) and the arguments."""
+        limit = self.settings.max_message_size
+        if self._to_delay_queue(job):
+            url = await self._queues.delay_url(job.queue)
+            assert url is not None
+            return url, entry(job, fifo=False, max_size=limit, moved_dedup=dedup or job.id)
         url = await self._queues.url(job.queue)
+        return url, entry(job, fifo=self.names.fifo, max_size=limit, dedup=dedup)
+
+    async def _send(self, job: QueuedJob, *, dedup: str | None = None) -> None:
+        url, args = await self._address(job, dedup)
         try:
             await self._connection.call(
                 "send_message", f"push job {job.id}", write=True, QueueUrl=url, **args
@@ -158,7 +186,8 @@ class SQSQueue(Queue):
 
     @override
     async def push(self, job: QueuedJob) -> str:
-        refuse_ordering_keys(self, UNORDERED, (job,))
+        if not self.names.fifo:
+            refuse_ordering_keys(self, UNORDERED, (job,))
         await self._send(job)
         return job.id
 
@@ -187,16 +216,22 @@ class SQSQueue(Queue):
 
     @override
     async def push_many(self, jobs: Sequence[QueuedJob]) -> list[str]:
-        """`SendMessageBatch`, ten a call (fewer when large), eight calls on their way at once."""
-        refuse_ordering_keys(self, UNORDERED, jobs)
-        batches: list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]] = []
+        """`SendMessageBatch`, ten a call (fewer when large), eight calls on their way at once;
+        on a FIFO queue given a job with an ordering key, one SQS queue's calls go one after
+        another, so that a key's jobs keep their order across calls."""
+        if not self.names.fifo:
+            refuse_ordering_keys(self, UNORDERED, jobs)
         limit = self.settings.max_message_size
-        for queue in dict.fromkeys(job.queue for job in jobs):
-            url = await self._queues.url(queue)
+        addressed: dict[str, list[tuple[QueuedJob, dict[str, Any]]]] = {}
+        for job in jobs:
+            url, args = await self._address(job)
+            addressed.setdefault(url, []).append((job, args))
+        chains: list[list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]]] = []
+        for url, items in addressed.items():
+            batches: list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]] = []
             batch: list[tuple[QueuedJob, dict[str, Any]]] = []
             size = 0
-            for job in (j for j in jobs if j.queue == queue):
-                args = entry(job, fifo=self.names.fifo, max_size=limit)
+            for job, args in items:
                 length = len(args["MessageBody"].encode("utf-8", "surrogatepass"))
                 if batch and (len(batch) == MOST or size + length > limit):
                     batches.append((url, batch))
@@ -205,15 +240,18 @@ class SQSQueue(Queue):
                 size += length
             if batch:
                 batches.append((url, batch))
+            if any(ordering_key(job) is not None for job, _ in items):
+                chains.append(batches)  # in order, one call after another
+            else:
+                chains += [[one] for one in batches]
         in_flight = asyncio.Semaphore(BATCHES_IN_FLIGHT)
 
-        async def send(url: str, batch: list[tuple[QueuedJob, dict[str, Any]]]) -> None:
-            async with in_flight:
-                await self._send_batch(url, batch)
+        async def send(chain: list[tuple[str, list[tuple[QueuedJob, dict[str, Any]]]]]) -> None:
+            for url, batch in chain:
+                async with in_flight:
+                    await self._send_batch(url, batch)
 
-        results = await asyncio.gather(
-            *(send(url, batch) for url, batch in batches), return_exceptions=True
-        )
+        results = await asyncio.gather(*(send(chain) for chain in chains), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -264,18 +302,31 @@ class SQSQueue(Queue):
 
     @override
     async def acknowledge(self, reservation: Reservation) -> None:
-        delivery = self._current(reservation)
-        await self._delete(delivery, f"acknowledge job {reservation.job.id}")
-        self._ledger.done(reservation.token)
+        try:
+            delivery = self._current(reservation)
+            await self._delete(delivery, f"acknowledge job {reservation.job.id}")
+            self._ledger.done(reservation.token)
+        finally:
+            self._receiver.settled(reservation)
 
     async def _delete(self, delivery: Delivery, what: str) -> None:
-        await self._connection.call(
-            "delete_message", what, QueueUrl=delivery.url, ReceiptHandle=delivery.receipt
-        )
+        """Delete a delivery's message; one that is no longer there (a `clear` took it while
+        its lease held: the fencing sends nothing later) is gone, as asked."""
+        try:
+            await self._connection.call(
+                "delete_message", what, QueueUrl=delivery.url, ReceiptHandle=delivery.receipt
+            )
+        except BrokerRejected as exc:
+            cause = exc.__cause__
+            if cause is None or GONE not in code_of(cause):
+                raise
+            log.info("%s: its message was no longer on SQS (cleared)", what)
 
     @override
     async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
         """`DeleteMessageBatch`, ten a call, the calls side by side; a stale one is `LeaseLost`."""
+        for reservation in reservations:
+            self._receiver.settled(reservation)
         results: list[Exception | None] = [None] * len(reservations)
         by_url: dict[str, list[tuple[int, Delivery]]] = {}
         for i, reservation in enumerate(reservations):
@@ -321,6 +372,7 @@ class SQSQueue(Queue):
                 f"SQS refused to delete a message: {f.get('Code')}: {f.get('Message')}"
             )
             for f in answer.get("Failed", [])
+            if GONE not in str(f.get("Code"))  # no longer there: gone, as asked
         }
 
     @override
@@ -333,10 +385,25 @@ class SQSQueue(Queue):
     ) -> None:
         """Due now and counted: the message is made visible again (one call). Otherwise it is
         sent again (with its delay, or with the attempt given back) and then deleted, so that
-        `size` counts it as waiting or delayed, which a hidden message would not be."""
+        `size` counts it as waiting or delayed, which a hidden message would not be.
+
+        On a FIFO queue a job without an ordering key released with a delay goes to the
+        queue's delay queue (delays.py). A job with one keeps its key's order: due now, it is
+        made visible again (one call) even when its attempt is given back, so that it keeps
+        its place at the head of its message group (SQS counted the delivery); with a delay,
+        it is sent again to the back of its group, carrying its delay."""
+        try:
+            await self._release(reservation, delay, count_attempt=count_attempt)
+        finally:
+            self._receiver.settled(reservation)
+
+    async def _release(
+        self, reservation: Reservation, delay: timedelta, *, count_attempt: bool
+    ) -> None:
         delivery = self._current(reservation)
         job = reservation.job
-        if delay <= timedelta(0) and count_attempt:
+        keyed = self.names.fifo and ordering_key(job) is not None
+        if delay <= timedelta(0) and (count_attempt or keyed):
             await self._change_visibility(delivery, 0, f"release job {job.id}")
             self._ledger.done(reservation.token)
             return
@@ -376,11 +443,14 @@ class SQSQueue(Queue):
     @override
     async def fail(self, reservation: Reservation, error: str) -> None:
         """The record goes to the failed queue first, then the message is deleted."""
-        delivery = self._current(reservation)
-        await self._failed.record(reservation.job, error)
-        self._current(reservation)
-        await self._delete(delivery, f"remove failed job {reservation.job.id}")
-        self._ledger.done(reservation.token)
+        try:
+            delivery = self._current(reservation)
+            await self._failed.record(reservation.job, error)
+            self._current(reservation)
+            await self._delete(delivery, f"remove failed job {reservation.job.id}")
+            self._ledger.done(reservation.token)
+        finally:
+            self._receiver.settled(reservation)
 
     # -- the failed store (FailedJobStore) ----------------------------------------------
 
@@ -400,27 +470,13 @@ class SQSQueue(Queue):
 
     async def counts(self, queue: str) -> QueueCounts:
         """`Countable`: SQS's approximate counts (visible, delayed, in flight). A job whose
-        carried delay hid it after an early receive counts as in flight."""
-        try:
-            url = await self._queues.url(queue)
-        except BrokerRejected as exc:
-            if getattr(exc, "queue", None) == queue:
-                return QueueCounts(waiting=0, delayed=0, reserved=0)
-            raise
-        answer = await self._connection.call(
-            "get_queue_attributes",
-            f"count the jobs of queue {queue!r}",
-            QueueUrl=url,
-            AttributeNames=[
-                "ApproximateNumberOfMessages",
-                "ApproximateNumberOfMessagesDelayed",
-                "ApproximateNumberOfMessagesNotVisible",
-            ],
-        )
-        got = answer.get("Attributes", {})
-        waiting = int(got.get("ApproximateNumberOfMessages", 0))
-        delayed = int(got.get("ApproximateNumberOfMessagesDelayed", 0))
-        reserved = int(got.get("ApproximateNumberOfMessagesNotVisible", 0))
+        carried delay hid it after an early receive counts as in flight. On a FIFO queue the
+        delay queue's delayed and in-flight messages (hidden until due, or being moved) count
+        as delayed, and its visible ones (due, not moved yet) as waiting."""
+        waiting, delayed, reserved = await self._count(queue, self._queues.url)
+        if self._mover.has_delays(queue):
+            due, later, moving = await self._count(queue, self._queues.delay_url)
+            waiting, delayed = waiting + due, delayed + later + moving
         # Received here by a poll whose wait was given up, kept for the next reserve: SQS
         # counts them in flight, but they wait, due now (a draining worker that took them
         # for jobs running elsewhere stopped and handed them back unrun).
@@ -437,6 +493,35 @@ class SQSQueue(Queue):
             next_due = utcnow() + timedelta(seconds=left)
         return QueueCounts(waiting=waiting, delayed=delayed, reserved=reserved, next_due=next_due)
 
+    async def _count(
+        self, queue: str, url_of: Callable[[str], Awaitable[str | None]]
+    ) -> tuple[int, int, int]:
+        """One SQS queue's visible, delayed and in-flight counts (none where it is missing)."""
+        try:
+            url = await url_of(queue)
+        except BrokerRejected as exc:
+            if getattr(exc, "queue", None) == queue:
+                return 0, 0, 0
+            raise
+        if url is None:
+            return 0, 0, 0
+        answer = await self._connection.call(
+            "get_queue_attributes",
+            f"count the jobs of queue {queue!r}",
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesDelayed",
+                "ApproximateNumberOfMessagesNotVisible",
+            ],
+        )
+        got = answer.get("Attributes", {})
+        return (
+            int(got.get("ApproximateNumberOfMessages", 0)),
+            int(got.get("ApproximateNumberOfMessagesDelayed", 0)),
+            int(got.get("ApproximateNumberOfMessagesNotVisible", 0)),
+        )
+
     @override
     async def size(self, queue: str) -> int:
         """SQS's approximate count of visible and delayed messages."""
@@ -445,11 +530,22 @@ class SQSQueue(Queue):
 
     @override
     async def clear(self, queue: str) -> int:
-        """`PurgeQueue` (once per 60 s per queue, SQS's rule); the approximate count before it."""
+        """`PurgeQueue` (once per 60 s per queue, SQS's rule) of the queue and, on a FIFO
+        queue, of its delay queue, each only when it holds something; the approximate count
+        before. Jobs received here and not handed out are forgotten with them."""
         before = await self.size(queue)
         if before == 0:
             return 0
-        url = await self._queues.url(queue)
+        if sum(await self._count(queue, self._queues.delay_url)):  # none where missing
+            delay_url = await self._queues.delay_url(queue)
+            assert delay_url is not None
+            await self._purge(queue, delay_url)
+        if sum(await self._count(queue, self._queues.url)):
+            await self._purge(queue, await self._queues.url(queue))
+        self._receiver.drop(queue)
+        return before
+
+    async def _purge(self, queue: str, url: str) -> None:
         try:
             await self._connection.call("purge_queue", f"clear queue {queue!r}", QueueUrl=url)
         except BrokerRejected as exc:
@@ -459,7 +555,6 @@ class SQSQueue(Queue):
                     f"queue {queue!r} was cleared less than a minute ago: {PURGE_FIX}"
                 ) from exc
             raise
-        return before
 
     # -- doctor (Diagnosable) ---------------------------------------------------------
 
@@ -487,4 +582,12 @@ class SQSQueue(Queue):
                 await self._locks.aclose()
 
 
-__all__ = ["SQSQueue"]
+class SQSFifoQueue(SQSQueue):
+    """`fifo=true`: FIFO queues, whose message groups keep each ordering key's jobs in order
+    (a retry with a backoff is sent again, to the back of its group; each queue's groups are
+    its own)."""
+
+    capabilities: ClassVar[Capabilities] = replace(SQSQueue.capabilities, ordering_keys=True)
+
+
+__all__ = ["SQSFifoQueue", "SQSQueue"]
