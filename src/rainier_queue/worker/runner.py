@@ -159,16 +159,17 @@ class Interruptible:
     job is being settled does not cut the settle short.
     """
 
-    def __init__(self) -> None:
-        self._interrupted = False
-        self._task: asyncio.Task[Any] | None = None
-        self._async = False
-        self.cancelled = False
-        """Whether `interrupt` cancelled the handler's task (once at most)."""
-        self.stop_asked = False
-        """Whether the job was cancelled (`cancel_job`): it ends as cancelled."""
-        self.stop_cancels = 0
-        """How often `cancel_job` cancelled the handler's task (once at most)."""
+    # Class-level defaults, not set in an `__init__`: one is made for every job, and
+    # most are never interrupted, cancelled or even attached to a task.
+    _interrupted = False
+    _task: asyncio.Task[Any] | None = None
+    _async = False
+    cancelled = False
+    """Whether `interrupt` cancelled the handler's task (once at most)."""
+    stop_asked = False
+    """Whether the job was cancelled (`cancel_job`): it ends as cancelled."""
+    stop_cancels = 0
+    """How often `cancel_job` cancelled the handler's task (once at most)."""
 
     def asked_to_stop(self) -> bool:
         """Whether the job was cancelled; what `JobContext.cancelled` reads."""
@@ -610,7 +611,7 @@ def _resumed(coro: CoroutineType[Any, Any, T], yielded: Any) -> Generator[Any, A
                 value: T = returned.value
                 return value
             continue
-        return (yield from coro)
+        return (yield from coro.__await__())
 
 
 def _exit_refused(exc: SystemExit) -> RuntimeError:
