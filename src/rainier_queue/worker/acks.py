@@ -151,9 +151,9 @@ class AckBatcher:
             if not live:
                 continue
             try:
-                outcomes: Sequence[Exception | None] | BaseException = (
-                    await self._queue.acknowledge_many([r for r, _, _ in live])
-                )
+                outcomes: (
+                    Sequence[Exception | None] | BaseException
+                ) = await self._queue.acknowledge_many([r for r, _, _ in live])
             except Exception as exc:
                 outcomes = exc
             _deliver(live, outcomes, self.told)
