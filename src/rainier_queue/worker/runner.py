@@ -301,7 +301,7 @@ class Runner:
         """
         payload = queued.payload
         if type(payload) is not dict or SEALED not in payload:
-            return self._registry.build(queued)
+            return self._registry.get(queued.name).from_payload(payload)
         job_class = self._registry.get(queued.name)  # an unknown name says so first
         if self._keys is None:
             raise SealedPayloadError(
@@ -349,7 +349,14 @@ class Runner:
                 error=error,
                 started=started,
             )
-        facts = self._facts(type(job))
+        job_class = type(job)
+        facts = self._classes.get(job_class)  # `_facts`, its check written out: once a job
+        if (
+            facts is None
+            or facts.handle is not job_class.handle
+            or facts.timeout_setting is not job_class.timeout
+        ):
+            facts = self._facts(job_class)
         timeout = facts.timeout
         made = (reservation, ctx, job, timeout, started)
         if queued.attempts > ctx.max_attempts:

@@ -180,12 +180,13 @@ class Settler:
         When True, `finished(key)` is called once the result is recorded or
         given up, as the end of an awaited `settle` would have been.
         """
+        queued = attempt.reservation.job
+        headers = queued.headers
         if (
             attempt.verdict is not Verdict.SUCCEEDED
             or self._events
-            or attempt.reservation.job.unique_key is not None
-            or CHAIN in attempt.reservation.job.headers
-            or BATCH in attempt.reservation.job.headers
+            or queued.unique_key is not None
+            or (headers and (CHAIN in headers or BATCH in headers))
             or lease.lost
             or lease.is_locked()
             or (self._outcomes is not None and self._outcomes.wanted(attempt))
