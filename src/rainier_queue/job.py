@@ -239,7 +239,7 @@ class Job:
     @classmethod
     def from_payload(cls, payload: JSONValue) -> Job:
         """Rebuild the job from its stored payload, or say how they diverged."""
-        codec = cls._payload_codec()
+        codec = cls._codec or cls._payload_codec()
         rebuilding = _REBUILDING.set(True)
         try:
             built: Job = codec.load({} if payload is None else payload)

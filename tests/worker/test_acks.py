@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 
 from typing_extensions import override
@@ -174,20 +174,18 @@ async def test_an_acknowledgement_without_a_wait_hands_each_its_own_outcome() ->
         await push(queue, Note(text="x"))
     kept, stale = await queue.reserve("default", limit=2)
     await queue.release(stale)  # its token is no longer the job's
-    acks = AckBatcher(queue)
     outcomes: dict[str, BaseException | None] = {}
     done = asyncio.Event()
 
-    def told(name: str) -> Callable[[BaseException | None], None]:
-        def then(outcome: BaseException | None) -> None:
+    def told(batch: list[tuple[str, BaseException | None]]) -> None:
+        for name, outcome in batch:
             outcomes[name] = outcome
-            if len(outcomes) == 2:
-                done.set()
+        if len(outcomes) == 2:
+            done.set()
 
-        return then
-
-    acks.acknowledge_soon(kept, told("kept"))
-    acks.acknowledge_soon(stale, told("stale"))
+    acks = AckBatcher(queue, told=told)
+    acks.acknowledge_soon(kept, "kept")
+    acks.acknowledge_soon(stale, "stale")
     await asyncio.wait_for(done.wait(), PATIENCE)
 
     assert outcomes["kept"] is None

@@ -26,15 +26,17 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from .._clock import from_micros, utcnow
 from ..errors import MalformedEntry
 from .fields import (
     EARLIEST_MICROS,
+    FAST_JSON,
     LATEST_MICROS,
     MAX_COUNT,
     MAX_DEPTH,
     MAX_ENTRY_BYTES,
-    STRICT_JSON,
     as_text,
     check_depth,
     count_field,
@@ -191,9 +193,9 @@ def _common_row(row: tuple[Any, ...] | list[Any], delivered: int) -> QueuedJob |
     ):
         return None
     try:
-        data = STRICT_JSON.decode(payload)
-    except ValueError:
-        return None
+        data = FAST_JSON.decode(payload)
+    except (msgspec.MsgspecError, RecursionError):
+        return None  # read again field by field, where `STRICT_JSON` says what is wrong
     return QueuedJob(
         id=job_id,
         name=name,

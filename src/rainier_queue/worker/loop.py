@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import signal
 import time
@@ -294,6 +293,7 @@ class Worker:
             hard_stop=self._hard_event,
             give_up=self._give_up,
             acks=acks,
+            finished=self._finished,
             outcomes=self._outcomes(),
             cancels=self._cancels,
             batches=self._batches,
@@ -564,9 +564,7 @@ class Worker:
                 )
                 return
             # A plain success ends this task here; its acknowledgement finishes the slot.
-            settled_later = self._settler.settle_soon(
-                attempt, slot.lease, functools.partial(self._finished, slot)
-            )
+            settled_later = self._settler.settle_soon(attempt, slot.lease, slot)
             if settled_later:
                 return
             await self._settler.settle(attempt, slot.lease)

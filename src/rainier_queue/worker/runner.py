@@ -41,7 +41,8 @@ import enum
 import inspect
 import logging
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import timedelta
 from types import CoroutineType
@@ -158,16 +159,17 @@ class Interruptible:
     job is being settled does not cut the settle short.
     """
 
-    def __init__(self) -> None:
-        self._interrupted = False
-        self._task: asyncio.Task[Any] | None = None
-        self._async = False
-        self.cancelled = False
-        """Whether `interrupt` cancelled the handler's task (once at most)."""
-        self.stop_asked = False
-        """Whether the job was cancelled (`cancel_job`): it ends as cancelled."""
-        self.stop_cancels = 0
-        """How often `cancel_job` cancelled the handler's task (once at most)."""
+    # Class-level defaults, not set in an `__init__`: one is made for every job, and
+    # most are never interrupted, cancelled or even attached to a task.
+    _interrupted = False
+    _task: asyncio.Task[Any] | None = None
+    _async = False
+    cancelled = False
+    """Whether `interrupt` cancelled the handler's task (once at most)."""
+    stop_asked = False
+    """Whether the job was cancelled (`cancel_job`): it ends as cancelled."""
+    stop_cancels = 0
+    """How often `cancel_job` cancelled the handler's task (once at most)."""
 
     def asked_to_stop(self) -> bool:
         """Whether the job was cancelled; what `JobContext.cancelled` reads."""
@@ -299,7 +301,7 @@ class Runner:
         """
         payload = queued.payload
         if type(payload) is not dict or SEALED not in payload:
-            return self._registry.build(queued)
+            return self._registry.get(queued.name).from_payload(payload)
         job_class = self._registry.get(queued.name)  # an unknown name says so first
         if self._keys is None:
             raise SealedPayloadError(
@@ -347,7 +349,14 @@ class Runner:
                 error=error,
                 started=started,
             )
-        facts = self._facts(type(job))
+        job_class = type(job)
+        facts = self._classes.get(job_class)  # `_facts`, its check written out: once a job
+        if (
+            facts is None
+            or facts.handle is not job_class.handle
+            or facts.timeout_setting is not job_class.timeout
+        ):
+            facts = self._facts(job_class)
         timeout = facts.timeout
         made = (reservation, ctx, job, timeout, started)
         if queued.attempts > ctx.max_attempts:
@@ -368,33 +377,48 @@ class Runner:
         # The handler runs in this task, not in one of its own: a task and a
         # wait per job were a fifth of the worker's cost per job. A time limit
         # (see deadlines.py) or an interrupt cancels this task while the handler
-        # runs, and only then.
-        if task is None:
-            task = asyncio.current_task()
-            assert task is not None  # run() is always awaited from a task
-        seconds = facts.seconds
-        limit = None if seconds is None else self._deadlines.start(task, seconds)
-        control.attach(task, is_async=facts.is_async)
+        # runs, and only then. An `async def` handler is stepped first, before
+        # either is set up: one that returns without suspending (most short
+        # jobs) cannot be cancelled by anyone meanwhile, and pays for neither.
+        limit: Deadline | None = None
         thread: ThreadCall[Any] | None = None
         value: object = None
+        watched = False
         try:
             try:
                 if facts.is_async:  # called here, not in a coroutine of its own
                     try:
                         value = job.handle(ctx)
-                        if type(value) is CoroutineType or inspect.isawaitable(value):
+                        if type(value) is CoroutineType:
+                            try:
+                                yielded = value.send(None)
+                            except StopIteration as returned:
+                                value = returned.value
+                            else:
+                                watched = True
+                                task, limit = self._watch(task, control, facts, started)
+                                value = await _resumed(value, yielded)
+                        elif inspect.isawaitable(value):
+                            watched = True
+                            task, limit = self._watch(task, control, facts, started)
                             value = await value
                     except SystemExit as exc:
                         raise _exit_refused(exc) from exc
                 else:
+                    watched = True
+                    task, limit = self._watch(task, control, facts, started)
                     thread = self._threads.start(job.handle, ctx)
                     value = await self._thread_returned(thread, made, limit, control)
             finally:
-                control.detach()
-                if limit is not None:
-                    limit.done()
+                if watched:
+                    control.detach()
+                    if limit is not None:
+                        limit.done()
         except asyncio.CancelledError:
             # Take back the cancellations the limit and the stop made, and only those.
+            if task is None:
+                task = asyncio.current_task()
+                assert task is not None  # run() is always awaited from a task
             expired = limit is not None and limit.expired
             for _ in range(expired + control.cancelled + control.stop_cancels):
                 task.uncancel()
@@ -419,11 +443,13 @@ class Runner:
             return _ended(made, Verdict.RAISED, exc)
         if control.stop_asked:
             # Cancelled while it ran: whatever it returned, the job ends cancelled.
-            for _ in range(control.stop_cancels):
-                task.uncancel()  # an `async def` handler that swallowed the cancellation
+            if task is not None:
+                for _ in range(control.stop_cancels):
+                    task.uncancel()  # an `async def` handler that swallowed the cancellation
             return _ended(made, Verdict.CANCELLED)
         if limit is not None and limit.expired:
             # The handler swallowed the cancellation and returned anyway.
+            assert task is not None  # a limit is set up for a task
             task.uncancel()
             return self._timed_out(made, timeout)
         return Attempt(
@@ -435,6 +461,25 @@ class Runner:
             started=started,
             value=value,
         )
+
+    def _watch(
+        self,
+        task: asyncio.Task[Any] | None,
+        control: Interruptible,
+        facts: _ClassFacts,
+        started: float,
+    ) -> tuple[asyncio.Task[Any], Deadline | None]:
+        """The handler is about to wait: its task, put under its time limit (counted from
+        `started`) and where a stop can cancel it."""
+        if task is None:
+            task = asyncio.current_task()
+            assert task is not None  # run() is always awaited from a task
+        seconds = facts.seconds
+        limit = None
+        if seconds is not None:
+            limit = self._deadlines.start(task, seconds - (time.monotonic() - started))
+        control.attach(task, is_async=facts.is_async)
+        return task, limit
 
     def _timed_out(self, made: _Made, timeout: timedelta | None) -> Attempt:
         assert timeout is not None  # only a limited run can time out
@@ -552,6 +597,28 @@ def _ended(
         timeout=timeout,
         started=started,
     )
+
+
+@types.coroutine
+def _resumed(coro: CoroutineType[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:
+    """Await the rest of `coro`, which was stepped by hand and yielded `yielded`.
+
+    The task gets what the coroutine yielded (the future it waits for), as
+    if it had awaited the coroutine from the start; what the task throws in
+    (a cancellation) goes on into the coroutine, and once the coroutine
+    resumes, `yield from` hands it the rest of the way.
+    """
+    while True:
+        try:
+            yield yielded
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as returned:
+                value: T = returned.value
+                return value
+            continue
+        return (yield from coro.__await__())
 
 
 def _exit_refused(exc: SystemExit) -> RuntimeError:

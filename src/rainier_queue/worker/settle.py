@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from ..batchstate import BATCH, BatchStore, Outcome, member
 from ..chains import CHAIN, next_step, stopped_at
@@ -121,6 +121,7 @@ class Settler:
         hard_stop: asyncio.Event,
         give_up: Callable[[BrokerError], None],
         acks: AckBatcher,
+        finished: Callable[[Any], None] = lambda _: None,
         outcomes: OutcomeRecorder | None = None,
         cancels: CancelWatch | None = None,
         batches: BatchStore | None = None,
@@ -141,6 +142,9 @@ class Settler:
         self._give_up = give_up
         self._warned_no_locks = False
         self._acks = acks
+        acks.told = self.acknowledged
+        self._finished = finished
+        """Called with the key `settle_soon` was given once that job is settled or given up."""
         """Where successes are acknowledged: the worker's batcher, which its reserves also
         take from, so acknowledgements can ride along with the next reserve."""
         self._retries: set[asyncio.Task[None]] = set()
@@ -170,68 +174,74 @@ class Settler:
         else:
             await self._retry(attempt, lease)
 
-    def settle_soon(self, attempt: Attempt, lease: Lease, finished: Callable[[], None]) -> bool:
+    def settle_soon(self, attempt: Attempt, lease: Lease, key: object) -> bool:
         """Settle a plain success without waiting; False if it needs `settle` instead.
 
-        When True, `finished()` is called once the result is recorded or given
-        up, as the end of an awaited `settle` would have been.
+        When True, `finished(key)` is called once the result is recorded or
+        given up, as the end of an awaited `settle` would have been.
         """
+        queued = attempt.reservation.job
+        headers = queued.headers
         if (
             attempt.verdict is not Verdict.SUCCEEDED
             or self._events
-            or attempt.reservation.job.unique_key is not None
-            or CHAIN in attempt.reservation.job.headers
-            or BATCH in attempt.reservation.job.headers
+            or queued.unique_key is not None
+            or (headers and (CHAIN in headers or BATCH in headers))
             or lease.lost
             or lease.is_locked()
             or (self._outcomes is not None and self._outcomes.wanted(attempt))
         ):
             return False
         lease.settling = True
-        self._acks.acknowledge_soon(
-            lease.reservation, functools.partial(self._acknowledged, attempt, lease, finished)
-        )
+        self._acks.acknowledge_soon(lease.reservation, (attempt, lease, key))
         return True
 
-    def _acknowledged(
-        self,
-        attempt: Attempt,
-        lease: Lease,
-        finished: Callable[[], None],
-        outcome: BaseException | None,
-    ) -> None:
-        """The rest of `_succeeded`, once `settle_soon`'s acknowledgement has an outcome."""
-        lease.settling = False
-        queued = lease.reservation.job
-        try:
-            if outcome is None:
-                lease.closed = True
-                self._outage.succeeded("settle")
-                self._recorded(attempt)
-            elif isinstance(outcome, LeaseLost):
-                self._lost(lease, "acknowledge", outcome)
-            elif isinstance(outcome, BrokerError):
-                retry = asyncio.get_running_loop().create_task(
-                    self._acknowledge_again(attempt, lease, finished, outcome)
+    def acknowledged(self, told: list[tuple[_Soon, BaseException | None]]) -> None:
+        """The rest of `_succeeded`, for a batch of `settle_soon`'s acknowledgements once
+        their outcomes are known (the batcher's `told`)."""
+        stats = self._stats
+        by_name = stats.by_name
+        logs = log.isEnabledFor(logging.INFO)  # per job: build the record only if kept
+        recorded = False
+        for (attempt, lease, key), outcome in told:
+            lease.settling = False
+            try:
+                if outcome is None:
+                    lease.closed = True
+                    recorded = True
+                    name = attempt.context.name
+                    stats.processed += 1
+                    by_name[name] = by_name.get(name, 0) + 1
+                    if logs:
+                        self._log_done(attempt)
+                elif isinstance(outcome, LeaseLost):
+                    self._lost(lease, "acknowledge", outcome)
+                elif isinstance(outcome, BrokerError):
+                    retry = asyncio.get_running_loop().create_task(
+                        self._acknowledge_again(attempt, lease, key, outcome)
+                    )
+                    self._retries.add(retry)
+                    retry.add_done_callback(self._retries.discard)
+                    continue
+                elif not isinstance(outcome, asyncio.CancelledError):
+                    raise outcome
+            except Exception:
+                queued = lease.reservation.job
+                log.exception(
+                    "the worker failed while handling job `%s` %s; it runs again once its "
+                    "lease lapses",
+                    queued.name,
+                    queued.id,
                 )
-                self._retries.add(retry)
-                retry.add_done_callback(self._retries.discard)
-                return
-            elif not isinstance(outcome, asyncio.CancelledError):
-                raise outcome
-        except Exception:
-            log.exception(
-                "the worker failed while handling job `%s` %s; it runs again once its lease lapses",
-                queued.name,
-                queued.id,
-            )
-        finished()
+            self._finished(key)
+        if recorded:
+            self._outage.succeeded("settle")
 
     async def _acknowledge_again(
         self,
         attempt: Attempt,
         lease: Lease,
-        finished: Callable[[], None],
+        key: object,
         error: BrokerError,
     ) -> None:
         """`settle_soon`'s acknowledgement failed: wait as `_apply` would, then settle anew."""
@@ -246,7 +256,7 @@ class Settler:
                 queued.id,
             )
         finally:
-            finished()
+            self._finished(key)
 
     # -- outcomes ------------------------------------------------------------------
 
@@ -369,18 +379,21 @@ class Settler:
 
     def _recorded(self, attempt: Attempt) -> None:
         """Count and log a success the broker has recorded."""
-        queued = attempt.reservation.job
-        self._count(queued, processed=True)
+        self._count(attempt.reservation.job, processed=True)
         if log.isEnabledFor(logging.INFO):  # per job: build the record's fields only if kept
-            log.info(
-                "job `%s` %s done in %.3fs (attempt %d of %d)",
-                queued.name,
-                queued.id,
-                time.monotonic() - attempt.started,
-                attempt.number,
-                attempt.context.max_attempts,
-                extra=job_fields(queued, attempt.number),
-            )
+            self._log_done(attempt)
+
+    def _log_done(self, attempt: Attempt) -> None:
+        queued = attempt.reservation.job
+        log.info(
+            "job `%s` %s done in %.3fs (attempt %d of %d)",
+            queued.name,
+            queued.id,
+            time.monotonic() - attempt.started,
+            attempt.number,
+            attempt.context.max_attempts,
+            extra=job_fields(queued, attempt.number),
+        )
 
     async def _retry(self, attempt: Attempt, lease: Lease) -> None:
         queued = attempt.reservation.job
@@ -635,6 +648,10 @@ class Settler:
             await self._events.emit(event)
         except Exception:
             log.exception("the event dispatcher failed on %s; ignored", type(event).__name__)
+
+
+_Soon = tuple[Attempt, Lease, Any]
+"""A success `settle_soon` handed to the batcher: the attempt, its lease, and its key."""
 
 
 class _ChainBlocked(Exception):
