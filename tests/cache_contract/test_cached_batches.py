@@ -199,6 +199,28 @@ async def test_many_records_of_one_batch_at_once_are_counted_together_and_exactl
     assert worker.dying.swaps < total, "a compare-and-set per job or more: not grouped"
 
 
+async def test_groups_of_two_processes_racing_on_one_batch_count_exactly(cache: Cache) -> None:
+    """Two processes (two `CacheBatches` on one store) record one batch's jobs at once, in
+    groups that race each other's compare-and-sets; some jobs are recorded by both (a
+    duplicate delivery). Each job is counted once and the callback pushed once."""
+    pushed: list[QueuedJob] = []
+    one, other = (Worker(cache, "race:", pushed, None).batches for _ in range(2))
+    total = 30
+    await one.open_batch("b", total, [_then()])
+    member = Member("b", ("default",))
+    records = [
+        (one if n % 2 else other).record_in_batch(member, f"job-{n}", Outcome.SUCCEEDED)
+        for n in range(total)
+    ] + [other.record_in_batch(member, f"job-{n}", Outcome.SUCCEEDED) for n in range(1, 9, 2)]
+    await asyncio.gather(*records)
+    progress = await one.batch_progress("b")
+    assert progress is not None
+    assert (progress.succeeded, progress.pending) == (total, 0)
+    assert progress.finished
+    assert [job.id for job in pushed] == ["b.then"]
+    assert await _journal(cache, "race:") == []
+
+
 async def test_a_group_finishes_a_member_found_in_the_journal_and_skips_one_done(
     cache: Cache,
 ) -> None:
