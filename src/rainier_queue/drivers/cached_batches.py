@@ -43,8 +43,9 @@ compare-and-set, in the group's order, as if they had come one after
 another (a member in the journal already is not counted but has its steps
 finished; one with a done-marker, or coming after the batch's finisher, is
 left alone); the member whose count reaches the total, if any, is the
-finisher and does 2 and 3; 4 puts every counted member's marker; 5 drops
-them all from the journal in one compare-and-set. The argument above holds
+finisher and does 2 and 3; 4 puts the marker of every member counted now
+or found in the journal; 5 drops them all from the journal in one
+compare-and-set. The argument above holds
 member by member, since a group's writes are the same writes in the same
 order, each naming all its members. Every member waits for the group's last
 write, and an error in any write reaches every member, so none is
