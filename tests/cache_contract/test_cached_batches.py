@@ -13,6 +13,8 @@ makes them at least once.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -37,8 +39,13 @@ class Dying(Cache):
         self.store = store
         self.writes = writes
         """Writes left before the death; None: it never dies."""
+        self.made = 0
+        """Writes made so far (the broker's push among them)."""
+        self.swaps = 0
+        """Compare-and-sets made so far."""
 
     def write(self) -> None:
+        self.made += 1
         if self.writes is not None:
             if self.writes == 0:
                 raise Died
@@ -63,6 +70,7 @@ class Dying(Cache):
         self, key: str, expected: bytes, value: bytes, ttl: timedelta | None = None
     ) -> bool:
         self.write()
+        self.swaps += 1
         return await self.store.replace_if(key, expected, value, ttl)
 
     async def forget(self, key: str) -> bool:
@@ -151,6 +159,125 @@ async def test_a_batch_id_is_opened_once(cache: Cache) -> None:
     with pytest.raises(ValueError, match="exists already"):
         await batches.open_batch("b", 1, [])
     assert await batches.record_in_batch(Member("other", ()), "j", Outcome.SUCCEEDED) is None
+
+
+def _then(kind: str = "then") -> Callback:
+    called = a_job(name="batch-called", payload={"kind": kind})
+    return Callback.of(kind, called.with_changes(id=callback_id("b", kind)))
+
+
+async def _journal(cache: Cache, prefix: str) -> list[str]:
+    raw = await cache.get(f"{prefix}batch:b:state")
+    assert raw is not None
+    journal: list[str] = json.loads(raw)["j"]
+    return journal
+
+
+async def test_many_records_of_one_batch_at_once_are_counted_together_and_exactly(
+    cache: Cache,
+) -> None:
+    """A process's slots finishing one batch's jobs at once: each job counted once, one
+    finisher pushing once, every caller told, the journal left empty, and fewer
+    compare-and-sets than jobs (the records were grouped, not raced)."""
+    pushed: list[QueuedJob] = []
+    worker = Worker(cache, "many:", pushed, None)
+    total = 40
+    await worker.batches.open_batch("b", total, [_then(), _then("finally")])
+    one = Member("b", ("default",))
+    outcomes = [Outcome.FAILED if n % 5 == 0 else Outcome.SUCCEEDED for n in range(total)]
+    answers = await asyncio.gather(
+        *(worker.batches.record_in_batch(one, f"job-{n}", o) for n, o in enumerate(outcomes)),
+        worker.batches.record_in_batch(one, "job-3", Outcome.SUCCEEDED),  # a duplicate
+    )
+    assert all(answer is not None for answer in answers)
+    progress = await worker.batches.batch_progress("b")
+    assert progress is not None
+    assert (progress.succeeded, progress.failed, progress.pending) == (32, 8, 0)
+    assert progress.finished
+    assert [job.id for job in pushed] == ["b.finally"]
+    assert await _journal(cache, "many:") == []
+    assert worker.dying.swaps < total, "a compare-and-set per job or more: not grouped"
+
+
+async def test_groups_of_two_processes_racing_on_one_batch_count_exactly(cache: Cache) -> None:
+    """Two processes (two `CacheBatches` on one store) record one batch's jobs at once, in
+    groups that race each other's compare-and-sets; some jobs are recorded by both (a
+    duplicate delivery). Each job is counted once and the callback pushed once."""
+    pushed: list[QueuedJob] = []
+    one, other = (Worker(cache, "race:", pushed, None).batches for _ in range(2))
+    total = 30
+    await one.open_batch("b", total, [_then()])
+    member = Member("b", ("default",))
+    records = [
+        (one if n % 2 else other).record_in_batch(member, f"job-{n}", Outcome.SUCCEEDED)
+        for n in range(total)
+    ] + [other.record_in_batch(member, f"job-{n}", Outcome.SUCCEEDED) for n in range(1, 9, 2)]
+    await asyncio.gather(*records)
+    progress = await one.batch_progress("b")
+    assert progress is not None
+    assert (progress.succeeded, progress.pending) == (total, 0)
+    assert progress.finished
+    assert [job.id for job in pushed] == ["b.then"]
+    assert await _journal(cache, "race:") == []
+
+
+async def test_a_group_finishes_a_member_found_in_the_journal_and_skips_one_done(
+    cache: Cache,
+) -> None:
+    """In one group: job-1 was counted by a run that died after counting (it is in the
+    journal), job-0 was recorded whole before; both are recorded again beside two new
+    jobs. Only the new ones are counted, and the group makes one write of each kind:
+    count, push, mark pushed, a marker each for the three not done, leave the journal."""
+    pushed: list[QueuedJob] = []
+    worker = Worker(cache, "group:", pushed, None)
+    await worker.batches.open_batch("b", 4, [_then()])
+    one = Member("b", ("default",))
+    await worker.batches.record_in_batch(one, "job-0", Outcome.SUCCEEDED)
+    with pytest.raises(Died):
+        await Worker(cache, "group:", pushed, 1).batches.record_in_batch(
+            one, "job-1", Outcome.SUCCEEDED
+        )
+    assert await _journal(cache, "group:") == ["job-1"]
+    worker.dying.made = 0
+
+    answers = await asyncio.gather(
+        *(
+            worker.batches.record_in_batch(one, job_id, Outcome.SUCCEEDED)
+            for job_id in ["job-1", "job-0", "job-2", "job-3"]
+        )
+    )
+    assert worker.dying.made == 7
+    assert all(a is not None and a.finished and a.succeeded == 4 for a in answers)
+    progress = await worker.batches.batch_progress("b")
+    assert progress is not None
+    assert (progress.succeeded, progress.pending) == (4, 0)
+    assert [job.id for job in pushed] == ["b.then"]
+    assert await _journal(cache, "group:") == []
+
+
+@pytest.mark.parametrize("after", range(WRITES + 2))
+async def test_an_error_in_a_groups_writes_reaches_every_member(cache: Cache, after: int) -> None:
+    """A group of three dies after `after` of its writes (all of them when `after` is 7):
+    each of its callers gets the error, so none would acknowledge its job; their
+    redeliveries then count exactly and push the callback."""
+    pushed: list[QueuedJob] = []
+    healthy = Worker(cache, "fail:", pushed, None).batches
+    await healthy.open_batch("b", 3, [_then()])
+    one = Member("b", ("default",))
+    dying = Worker(cache, "fail:", pushed, after).batches
+    jobs = ["job-1", "job-2", "job-3"]
+    answers = await asyncio.gather(
+        *(dying.record_in_batch(one, j, Outcome.SUCCEEDED) for j in jobs),
+        return_exceptions=True,
+    )
+    assert all(isinstance(answer, Died) for answer in answers), answers
+    for job_id in jobs:
+        await healthy.record_in_batch(one, job_id, Outcome.SUCCEEDED)
+    progress = await healthy.batch_progress("b")
+    assert progress is not None
+    assert (progress.succeeded, progress.pending) == (3, 0)
+    assert {job.id for job in pushed} == {"b.then"}
+    assert await _journal(cache, "fail:") == []
 
 
 async def _nowhere(jobs: Sequence[QueuedJob]) -> None:

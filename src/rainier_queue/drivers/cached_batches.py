@@ -36,11 +36,29 @@ same ids; Kafka keeps both records, so the callback runs twice
 Nothing else can queue them twice: only the finisher's id pushes, once the
 state says pushed no run pushes, and a count that lost a race is retried.
 
-What it costs: per job of a batch, two compare-and-sets on one key (the
-batch's), a read, and a marker key kept `KEPT`; the journal holds only the
-jobs being recorded right now, so the state stays small at any batch size.
-Many workers finishing one batch's jobs at once retry each other's
-compare-and-sets; that is the price of a store with no scripts.
+**Group commit.** The records of one batch that this process makes while
+one is being written wait, and are then written as one group
+(`group_commit.py`): step 1 counts every member that needs it in one
+compare-and-set, in the group's order, as if they had come one after
+another (a member in the journal already is not counted but has its steps
+finished; one with a done-marker, or coming after the batch's finisher, is
+left alone); the member whose count reaches the total, if any, is the
+finisher and does 2 and 3; 4 puts the marker of every member counted now
+or found in the journal; 5 drops them all from the journal in one
+compare-and-set. The argument above holds
+member by member, since a group's writes are the same writes in the same
+order, each naming all its members. Every member waits for the group's last
+write, and an error in any write reaches every member, so none is
+acknowledged before all of its steps are done. Other processes still race
+by compare-and-set.
+
+What it costs: per group of one batch's records in a process, two
+compare-and-sets on one key (the batch's), a read of the state and one of
+each member's marker, and a marker key per member kept `KEPT`; the journal
+holds only the jobs being recorded right now, so the state stays small at
+any batch size. A process's slots no longer race each other; many
+processes finishing one batch's jobs at once still retry each other's
+compare-and-sets, the price of a store with no scripts.
 """
 
 from __future__ import annotations
@@ -64,6 +82,7 @@ from ..batchstate import (
 )
 from ..envelope import QueuedJob
 from ..locks import Cache
+from .group_commit import GroupCommit
 
 KEPT = timedelta(days=30)
 """How long a batch's keys stand after its last write: a batch still unfinished after
@@ -123,6 +142,8 @@ class CacheBatches:
         self._prefix = prefix
         """Put before every key, so two connections sharing a store keep apart."""
         self._push_many = push_many
+        self._groups = GroupCommit(self._record_group)
+        """This process's records of one batch, written together (module doc)."""
 
     def _key(self, batch_id: str, part: str) -> str:
         return f"{self._prefix}batch:{batch_id}:{part}"
@@ -140,35 +161,63 @@ class CacheBatches:
     async def record_in_batch(
         self, batch: Member, job_id: str, outcome: Outcome
     ) -> BatchProgress | None:
-        state_key = self._key(batch.batch_id, "state")
-        marker = self._key(batch.batch_id, f"done:{job_id}")
+        return await self._groups.submit(batch.batch_id, (job_id, outcome))
+
+    async def _record_group(
+        self, batch_id: str, members: Sequence[tuple[str, Outcome]]
+    ) -> list[BatchProgress | None]:
+        """The five steps once for a group of this process's records of one batch: one write
+        of each kind counts, marks or releases them all (module doc, "Group commit")."""
+        state_key = self._key(batch_id, "state")
         tries = 0
-        while True:  # step 1: count, unless an earlier run did
+        while True:  # step 1: count those no earlier run counted
             raw = await self._cache.get(state_key)
             if raw is None:
-                return None
-            state = _State.decode(raw)
-            if job_id in state.journal:
-                break  # counted by a run that did not finish its steps: finish them
-            if state.finisher is not None and state.finisher != job_id:
-                return await self._progress(batch.batch_id, state, named=False)  # all counted
-            if state.finisher == job_id or await self._cache.get(marker) is not None:
-                return await self._progress(batch.batch_id, state, named=False)  # all done
-            state = self._counted(state, job_id, outcome)
-            if await self._cache.replace_if(state_key, raw, state.encode(), KEPT):
+                return [None] * len(members)
+            read = state = _State.decode(raw)
+            marked = await self._marked(batch_id, state, members)
+            working: set[str] = set()  # counted now, or by a run that did not finish its steps
+            for job_id, outcome in members:
+                if job_id in working:
+                    continue  # a duplicate inside the group: the first one's steps are its own
+                if job_id in state.journal:
+                    working.add(job_id)
+                elif state.finisher is None and job_id not in marked:
+                    state = self._counted(state, job_id, outcome)
+                    working.add(job_id)
+                # else: all counted (another job finished the batch), or this one is done
+            if state is read or await self._cache.replace_if(state_key, raw, state.encode(), KEPT):
                 break
             tries += 1
             await asyncio.sleep(random.uniform(0, _RETRY_PAUSE * min(tries, 50)))
-        if state.finisher == job_id and state.finished_at is None:
-            await self._push_callbacks(batch.batch_id, state)  # step 2
-            state = await self._change(  # step 3
-                state_key, lambda s: replace(s, finished_at=s.finished_at or _now())
+        if working:
+            if state.finisher in working and state.finished_at is None:
+                await self._push_callbacks(batch_id, state)  # step 2
+                state = await self._change(  # step 3
+                    state_key, lambda s: replace(s, finished_at=s.finished_at or _now())
+                )
+            await asyncio.gather(  # step 4
+                *(self._cache.put(self._key(batch_id, f"done:{j}"), b"1", KEPT) for j in working)
             )
-        await self._cache.put(marker, b"1", KEPT)  # step 4
-        state = await self._change(  # step 5
-            state_key, lambda s: replace(s, journal=tuple(j for j in s.journal if j != job_id))
+            state = await self._change(  # step 5
+                state_key,
+                lambda s: replace(s, journal=tuple(j for j in s.journal if j not in working)),
+            )
+        progress = await self._progress(batch_id, state, named=False)
+        return [progress] * len(members)
+
+    async def _marked(
+        self, batch_id: str, state: _State, members: Sequence[tuple[str, Outcome]]
+    ) -> set[str]:
+        """The members with a done-marker, read after `state` (so each job is in one of the
+        two); none is read for a job in the journal or when a finisher is named already."""
+        if state.finisher is not None:
+            return set()
+        asked = sorted({job_id for job_id, _ in members if job_id not in state.journal})
+        found = await asyncio.gather(
+            *(self._cache.get(self._key(batch_id, f"done:{j}")) for j in asked)
         )
-        return await self._progress(batch.batch_id, state, named=False)
+        return {job_id for job_id, raw in zip(asked, found, strict=True) if raw is not None}
 
     async def batch_progress(self, batch_id: str) -> BatchProgress | None:
         raw = await self._cache.get(self._key(batch_id, "state"))
