@@ -9,7 +9,8 @@ a reserve comes back, which is when holding ahead pays.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 
 import pytest
@@ -17,6 +18,7 @@ from typing_extensions import override
 
 from rainier_queue import Job, JobContext
 from rainier_queue.drivers.memory import MemoryQueue
+from rainier_queue.instrument import JobRun
 from rainier_queue.queue import Reservation
 from rainier_queue.worker.pace import Pace
 
@@ -196,3 +198,31 @@ def test_pace_holds_short_jobs_ahead_however_quick_the_reserves() -> None:
 def test_a_negative_reserve_ahead_is_refused() -> None:
     with pytest.raises(ValueError, match="reserve_ahead cannot be negative"):
         quick(reserve_ahead=-1)
+
+
+async def test_a_job_handed_back_unstarted_is_no_run_to_the_instruments() -> None:
+    queue = SlowBroker()
+    journal = Journal()
+    for n in range(40):
+        await push(queue, Note(text=f"quick {n}"))
+    await push(queue, Held(text="first"))
+    second = await push(queue, Held(text="second"))
+    seen: list[tuple[str, str | None]] = []
+
+    @contextlib.contextmanager
+    def scope(run: JobRun) -> Iterator[None]:
+        yield
+        seen.append((run.job.id, run.outcome))
+
+    worker = worker_for(queue, journal, quick(concurrency=1, reserve_ahead=1), job_scopes=[scope])
+    running = asyncio.create_task(worker.run())
+    await eventually(lambda: journal.started.is_set(), "the first held job to start")
+    await eventually(lambda: second.id in queue.reserved_ids, "the second to be held ahead")
+    worker.stop()
+    journal.gate.set()
+    stats = await asyncio.wait_for(running, 5)
+
+    assert stats.returned_unstarted == 1
+    # Every run a scope saw ended as a success; the held-back job is not among them.
+    assert second.id not in {job_id for job_id, _ in seen}
+    assert {outcome for _, outcome in seen} == {"succeeded"}

@@ -584,7 +584,13 @@ class Worker:
                 self._finished(slot)
 
     async def _run_in_scopes(self, slot: Slot) -> Attempt:
-        """Run the job inside the instruments' scopes, telling them how it ended."""
+        """Run the job inside the instruments' scopes, telling them how it ended.
+
+        A job that a stop reached before it started is handed back unrun: no scope sees it,
+        so metrics and traces count neither a start nor an interruption (the runner checks
+        the same flag with nothing awaited in between)."""
+        if slot.control.is_interrupted():
+            return await self._runner.run(slot.reservation, slot.control, slot.task)
         run = JobRun(job=slot.reservation.job)
         entered, _ = enter_quietly(self._job_scopes, run)  # no generator per job, as `quietly`
         try:
