@@ -33,15 +33,18 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from rainier_queue.cache import LockManager
 from rainier_queue.cache.memory import MemoryCache
+from rainier_queue.connections import open_queue
 from rainier_queue.drivers.kafka import KafkaQueue
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
 from rainier_queue.drivers.kafka.settings import KafkaSettings
 from rainier_queue.drivers.rabbitmq import RabbitMQQueue
+from rainier_queue.drivers.sqs import SQSQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import Queue
 
 from ..contract.backends import BACKENDS
 from ..kafka_broker import KafkaBroker, broker
+from ..moto_server import KEY, REGION, delete_queues, shared
 from ..tls_certs import Certs, make_certs
 
 SHORT = timedelta(milliseconds=300)
@@ -153,3 +156,29 @@ async def rabbit(tmp_path: Path) -> AsyncIterator[RabbitMQQueue]:
         await queue.aclose()
         assert backend.cleanup is not None
         await backend.cleanup(tmp_path, namespace)
+
+
+SQSOpener = Callable[..., SQSQueue]
+
+
+@pytest.fixture
+async def open_sqs() -> AsyncIterator[SQSOpener]:
+    """Opens SQS queues on this test process's moto server, under a prefix of the test's own
+    (`fifo=True` for FIFO queues, other driver options as keywords), closed and deleted after."""
+    port = shared()
+    namespace = "d" + uuid.uuid4().hex[:10]
+    opened: list[SQSQueue] = []
+
+    def opener(*, fifo: bool = False, **options: Any) -> SQSQueue:
+        query = f"region={REGION}&tls=false&prefix={namespace}-&wait=1s"
+        queue = open_queue(
+            f"sqs://{KEY}:{KEY}@127.0.0.1:{port}/?{query}", {"fifo": fifo, **options}
+        )
+        assert isinstance(queue, SQSQueue)
+        opened.append(queue)
+        return queue
+
+    yield opener
+    for queue in opened:
+        await queue.aclose()
+    await delete_queues(port, f"{namespace}-")

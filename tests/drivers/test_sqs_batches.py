@@ -11,11 +11,9 @@ contract backend says so in `lacks`).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
@@ -29,39 +27,16 @@ from rainier_queue.batchstate import (
     callback_id,
     repeats_dropped_within,
 )
-from rainier_queue.connections import open_queue
 from rainier_queue.drivers.cached_batches import CacheBatches
 from rainier_queue.drivers.sqs import SQSQueue
 from rainier_queue.envelope import QueuedJob
 
 from ..contract.jobs import a_job
-from ..moto_server import KEY, REGION, delete_queues, shared
-
-Opener = Callable[[bool], SQSQueue]
+from .conftest import SQSOpener as Opener
 
 
 class Died(Exception):
     """The worker died here."""
-
-
-@pytest.fixture
-async def open_sqs(tmp_path: Path) -> AsyncIterator[Opener]:
-    port = shared()
-    namespace = "b" + uuid.uuid4().hex[:10]
-    locks = quote(f"sqlite:///{tmp_path / 'locks.db'}", safe="")
-    opened: list[SQSQueue] = []
-
-    def opener(fifo: bool) -> SQSQueue:
-        query = f"region={REGION}&tls=false&prefix={namespace}-&wait=1s&locks={locks}"
-        queue = open_queue(f"sqs://{KEY}:{KEY}@127.0.0.1:{port}/?{query}", {"fifo": fifo})
-        assert isinstance(queue, SQSQueue)
-        opened.append(queue)
-        return queue
-
-    yield opener
-    for queue in opened:
-        await queue.aclose()
-    await delete_queues(port, f"{namespace}-")
 
 
 async def _recorded_twice(queue: SQSQueue, batch_id: str) -> None:
@@ -90,8 +65,9 @@ async def _recorded_twice(queue: SQSQueue, batch_id: str) -> None:
 
 async def test_on_a_fifo_queue_a_callback_sent_again_while_the_first_waits_is_dropped(
     open_sqs: Opener,
+    tmp_path: Path,
 ) -> None:
-    queue = open_sqs(True)
+    queue = open_sqs(fifo=True, locks=f"sqlite:///{tmp_path / 'locks.db'}")
     assert queue.capabilities.batches
     assert not queue.capabilities.batch_callbacks_exactly_once
     assert repeats_dropped_within(queue) == timedelta(minutes=5)
@@ -105,8 +81,9 @@ async def test_on_a_fifo_queue_a_callback_sent_again_while_the_first_waits_is_dr
 
 async def test_on_a_standard_queue_a_callback_sent_again_is_a_second_copy(
     open_sqs: Opener,
+    tmp_path: Path,
 ) -> None:
-    queue = open_sqs(False)
+    queue = open_sqs(fifo=False, locks=f"sqlite:///{tmp_path / 'locks.db'}")
     assert queue.capabilities.batches
     assert repeats_dropped_within(queue) is None
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +20,6 @@ import pytest
 
 pytest.importorskip("aiobotocore")
 
-from rainier_queue.drivers import open_queue
 from rainier_queue.drivers.sqs import SQSQueue, delays
 from rainier_queue.drivers.sqs.leases import Delivery
 from rainier_queue.errors import (
@@ -37,31 +34,8 @@ from rainier_queue.job import ORDERING_KEY
 from rainier_queue.queue import QueueCounts, Reservation
 
 from ..contract.jobs import a_job, reserve_eventually, reserve_one
-from ..moto_server import KEY, REGION, delete_queues, shared
 from ..worker.jobs import eventually
-
-Opener = Callable[..., SQSQueue]
-
-
-@pytest.fixture
-async def open_sqs() -> AsyncIterator[Opener]:
-    port = shared()
-    namespace = "d" + uuid.uuid4().hex[:10]
-    opened: list[SQSQueue] = []
-
-    def opener(*, fifo: bool = False, **options: Any) -> SQSQueue:
-        query = f"region={REGION}&tls=false&prefix={namespace}-&wait=1s"
-        queue = open_queue(
-            f"sqs://{KEY}:{KEY}@127.0.0.1:{port}/?{query}", {"fifo": fifo, **options}
-        )
-        assert isinstance(queue, SQSQueue)
-        opened.append(queue)
-        return queue
-
-    yield opener
-    for queue in opened:
-        await queue.aclose()
-    await delete_queues(port, f"{namespace}-")
+from .conftest import SQSOpener as Opener
 
 
 async def provisioned(queue: SQSQueue, *queues: str) -> SQSQueue:
