@@ -34,11 +34,12 @@ from rainier_queue.drivers.nats.connection import NATSConnection
 from rainier_queue.drivers.nats.fetching import Fetcher
 from rainier_queue.drivers.nats.settings import NATSSettings
 from rainier_queue.envelope import QueuedJob
+from rainier_queue.errors import BrokerUnavailable, OutcomeUnknown
 
 from ..contract.backends import BACKENDS  # first: it imports every backend_*.py in turn
 
 # isort: split
-from ..contract.backend_nats import SERVER, check, cleanup, prepare
+from ..contract.backend_nats import SERVER, _Private, check, cleanup, prepare
 
 assert "nats" in BACKENDS
 
@@ -188,3 +189,52 @@ async def test_a_wait_the_server_refuses_at_once_waits_on_for_its_time() -> None
         await js.delete_stream(name)
         await other.close()
         await connection.aclose()
+
+
+async def test_a_wait_out_when_the_connection_drops_is_an_outage_not_an_empty_queue(
+    tmp_path: Path,
+) -> None:
+    """The server forgets a pull request whose connection drops. A wait that went on for
+    its answer once the client had reconnected returned nothing, so an outage passed by as
+    an idle queue (the busy-worker restart fault test on NATS once saw no outage at all)."""
+    (tmp_path / "server").mkdir()
+    server = _Private(tmp_path / "server", None)
+    namespace = "rqw" + uuid.uuid4().hex[:10]
+    queue = open_queue(server.url(tmp_path, namespace))
+    assert isinstance(queue, NATSQueue)
+    spy = await nats.connect(f"nats://127.0.0.1:{server.server.port}")
+    try:
+        await queue._serve("default")
+        api = f"$JS.API.CONSUMER.MSG.NEXT.{queue.names.stream}.{queue.names.consumer('default')}"
+        asked = asyncio.Event()
+
+        async def heard(_: Msg) -> None:
+            asked.set()
+
+        await spy.subscribe(api, cb=heard)
+        await spy.flush()
+        waiting = asyncio.ensure_future(
+            queue.wait_and_reserve("default", timedelta(seconds=20), limit=1)
+        )
+        await asyncio.wait_for(asked.wait(), 10)  # the request is out on the server
+        await spy.close()
+        server.crash()
+        server.start()  # same port, same store: the client reconnects on its own
+
+        with pytest.raises(BrokerUnavailable, match="the connection dropped"):
+            await asyncio.wait_for(waiting, 15)
+
+        job = QueuedJob.create("noop", {})
+        for _ in range(50):  # the worker's backoff: ask again until the client is back
+            try:
+                await queue.push(job)
+                break
+            except (BrokerUnavailable, OutcomeUnknown):
+                await asyncio.sleep(0.2)
+        got = await queue.wait_and_reserve("default", timedelta(seconds=5), limit=1)
+        assert [r.job.id for r in got] == [job.id]
+        await queue.acknowledge(got[0])
+    finally:
+        await spy.close()
+        await queue.aclose()
+        server.remove()

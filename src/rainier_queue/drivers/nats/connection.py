@@ -6,7 +6,8 @@ wrong address or a certificate that fails its check is an error at once
 rather than a loop; once connected, the client reconnects for ever on its
 own (every two seconds), buffering what is published meanwhile, and the
 subscriptions come back with it. A call made during an outage waits for its
-answer up to its timeout and is then `BrokerUnavailable`; a push whose
+answer up to its timeout and is then `BrokerUnavailable` (a pull request out
+when the connection drops is that at once: see fetching.py); a push whose
 acknowledgement never came is `OutcomeUnknown`, since the server may have
 stored it (a repeat within the duplicate window is dropped by its job id).
 
@@ -30,7 +31,7 @@ import contextlib
 import json
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import nats.errors as nx
@@ -147,10 +148,34 @@ class NATSConnection:
         self._js: JetStreamContext | None = None
         self._connecting = asyncio.Lock()
         self._closing = False
+        self.drops = 0
+        """How often the connection has dropped. The server forgets a pull request whose
+        connection drops, so a request sent before a drop will never be answered."""
+        self._woken_on_drop: set[Callable[[], None]] = set()
 
     async def _disconnected(self) -> None:
         if not self._closing:  # closing disconnects too, and that is no news
+            self.drops += 1
             log.warning("lost the connection to NATS; reconnecting")
+            for wake in list(self._woken_on_drop):
+                wake()
+
+    def wake_on_drop(self, wake: Callable[[], None], *, stop: bool = False) -> None:
+        """Call `wake` whenever the connection drops (no more once asked to `stop`)."""
+        if stop:
+            self._woken_on_drop.discard(wake)
+        else:
+            self._woken_on_drop.add(wake)
+
+    def require_unbroken(self, since: int, what: str) -> None:
+        """`BrokerUnavailable` if the connection dropped after `drops` read `since`: a request
+        sent in between was lost, and its answer would never come (the client reconnects, and
+        waiting on would pass the outage by as an empty queue)."""
+        if self.drops != since:
+            raise BrokerUnavailable(
+                f"NATS is unreachable while trying to {what}: the connection dropped while "
+                "the request was out"
+            )
 
     async def client(self) -> Client:
         if self._client is None or self._client.is_closed:

@@ -21,6 +21,12 @@ Two kinds of request, one at a time per consumer and process:
   (`wait_and_reserve`). The server holds it up to `seconds` until a message
   comes, then answers as `take(n)` does. Whatever comes after the caller
   stopped waiting is kept, stamped, for the next call.
+
+The server forgets a pull request whose connection drops, and nats-py
+reconnects on its own: a request out at the drop would never be answered,
+and waiting on for it would let the outage pass as an empty queue. So the
+connection counts its drops and wakes every fetcher at one, and a request
+that ends with nothing after a drop is `BrokerUnavailable`.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ class Fetcher:
         self._news = asyncio.Event()
         self._lock = asyncio.Lock()
         self._count = 0
+        connection.wake_on_drop(self._news.set)
 
     async def _subscribed(self) -> None:
         if self._sub is not None:
@@ -109,9 +116,12 @@ class Fetcher:
             out = self._taken(limit)
             if out:
                 return out
+            since = self._connection.drops
             name = await self._ask({"batch": limit, "no_wait": True})
             deadline = time.monotonic() + API_TIMEOUT
             while len(self._arrivals) < limit and name not in self._ended:
+                if self._connection.drops != since:
+                    break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     if self._arrivals:
@@ -122,6 +132,8 @@ class Fetcher:
                     async with asyncio.timeout(left):  # not wait_for: it can swallow a cancel
                         await self._news.wait()
             self._ended.discard(name)
+            if not self._arrivals:
+                self._connection.require_unbroken(since, "ask a consumer for jobs")
             return self._taken(limit)
 
     async def wait(self, seconds: float, limit: int = 1) -> list[Arrival]:
@@ -139,9 +151,12 @@ class Fetcher:
             if out:
                 return out
             began = time.monotonic()
+            since = self._connection.drops
             request: dict[str, object] = {"batch": limit, "expires": int(seconds * 1e9)}
             name = await self._ask({**request, "no_wait": True})
-            await self._until_over(name, limit, began + seconds + GRACE)
+            await self._until_over(name, limit, began + seconds + GRACE, since)
+            if not self._arrivals:
+                self._connection.require_unbroken(since, "wait for jobs")
             left = began + seconds - time.monotonic()
             if not self._arrivals and left > EARLY:
                 # Ended with nothing long before its expiry (the server refuses a `no_wait`
@@ -149,16 +164,20 @@ class Fetcher:
                 # time in a plain request, which the server keeps.
                 request = {"batch": 1, "expires": int(left * 1e9)}
                 name = await self._ask(request)
-                await self._until_over(name, 1, time.monotonic() + left + GRACE)
+                await self._until_over(name, 1, time.monotonic() + left + GRACE, since)
             if not self._arrivals:
                 # A wait the connection dropped under ends with nothing: said as an outage,
                 # so the worker backs off instead of asking again at once.
                 self._connection.require_connected("wait for jobs")
+                self._connection.require_unbroken(since, "wait for jobs")
             return self._taken(limit)
 
-    async def _until_over(self, name: str, limit: int, deadline: float) -> None:
-        """Until request `name` ended (its status came), `limit` messages came, or `deadline`."""
+    async def _until_over(self, name: str, limit: int, deadline: float, since: int) -> None:
+        """Until request `name` ended (its status came), `limit` messages came, `deadline`,
+        or the connection dropped (after `drops` read `since`), which ends every request."""
         while len(self._arrivals) < limit and name not in self._ended:
+            if self._connection.drops != since:
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -173,6 +192,7 @@ class Fetcher:
         return self._taken(len(self._arrivals))
 
     async def aclose(self) -> None:
+        self._connection.wake_on_drop(self._news.set, stop=True)
         sub, self._sub = self._sub, None
         if sub is not None:
             try:
