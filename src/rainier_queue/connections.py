@@ -46,7 +46,8 @@ the platform's variable for that driver, `REDIS_URL` or `KAFKA_BROKERS`,
 in the same handed-over environment (see `environment.py`), and only
 then: a table that writes its `url` never reads the variable.
 
-A relative SQLite path in a file (`sqlite:///jobs.db`) is the file beside
+A relative SQLite path in a file (`sqlite:///jobs.db`, as a connection's URL,
+its outbox, its `locks` option or the top-level `locks`) is the file beside
 that config file, so the dispatcher and a worker started elsewhere open the
 same one; on the command line or in code it is relative to the working
 directory.
@@ -301,6 +302,7 @@ class QueueConfig:
                 conn,
                 url=_anchored(conn.url, folder),
                 outbox=None if conn.outbox is None else _anchored(conn.outbox, folder),
+                options=_anchored_options(conn.options, folder),
             )
             for name, conn in self.connections.items()
         }
@@ -522,6 +524,14 @@ def _anchored(url: str, folder: Path) -> str:
     if scheme.lower() != "sqlite" or not sep or rest.startswith(("/", "~")) or not rest:
         return url
     return f"{scheme}:///{folder / rest}"
+
+
+def _anchored_options(options: Mapping[str, Any], folder: Path) -> Mapping[str, Any]:
+    """A connection's options with its `locks` store (a URL) anchored as its own URL is."""
+    locks = options.get("locks")
+    if not isinstance(locks, str):
+        return options
+    return {**options, "locks": _anchored(locks, folder)}
 
 
 def _schedules(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:

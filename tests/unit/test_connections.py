@@ -174,7 +174,10 @@ def test_a_relative_sqlite_path_in_a_config_file_means_the_file_beside_it(tmp_pa
         "[connections]\n"
         'main = "sqlite:///jobs.db?lease=30s"\n'
         'absolute = "sqlite:////var/tmp/other.db"\n'
-        'elsewhere = "memory://"\n',
+        'elsewhere = "memory://"\n'
+        "[connections.broker]\n"
+        'url = "sqs://127.0.0.1:5000/?region=us-east-1"\n'
+        'locks = "sqlite:///batches.db"\n',
         encoding="utf-8",
     )
 
@@ -186,7 +189,11 @@ def test_a_relative_sqlite_path_in_a_config_file_means_the_file_beside_it(tmp_pa
         "main": f"sqlite:///{folder.resolve()}/jobs.db?lease=30s",
         "absolute": "sqlite:////var/tmp/other.db",
         "elsewhere": "memory://",
+        "broker": "sqs://127.0.0.1:5000/?region=us-east-1",
     }
+    assert config.connections["broker"].options["locks"] == (
+        f"sqlite:///{folder.resolve()}/batches.db"
+    ), "a connection's own lock store is anchored as its URL is"
     assert config.locks == f"sqlite:///{folder.resolve()}/locks.db"
     assert QueueConfig.from_url("sqlite:///jobs.db").connections["default"].url == (
         "sqlite:///jobs.db"
