@@ -603,15 +603,13 @@ class RabbitMQQueue(Queue):
     @override
     async def on_worker_stop(self) -> None:
         self._serving = False
-        for name in list(self._known):
-            await self._consumer.unsubscribe(name)
+        await self._consumer.stop(list(self._known))
         await self._give_back()
 
     @override
     async def aclose(self) -> None:
         try:
-            for name in list(self._known):
-                await self._consumer.unsubscribe(name)
+            await self._consumer.stop(list(self._known))
             await self._give_back()
         except Exception as exc:  # closing must not fail because the broker went away
             log.warning("could not give back the jobs pushed to this worker: %s", exc)
