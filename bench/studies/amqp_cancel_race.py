@@ -14,10 +14,11 @@ arrives (the way a busy worker frees its window), and after `--after`
 deliveries cancels. Every frame the channel reads for the consumer is
 counted, before and after the cancel-ok; everything it got is then
 acknowledged, the channel closed, and the queue read back: a job with
-`x-delivery-count` >= 1 was counted by the server though the client never
-had it, and one whose body it had seen and acknowledged came back all the
-same (`--acks single` acknowledges the deliveries held at the cancel one
-frame each, right before the close). `--mode settled` first waits for the
+`x-delivery-count` >= 1 (a classic queue's: marked redelivered) was
+counted by the server though the client never had it, and one whose body
+it had seen and acknowledged came back all the same (`--acks single`
+acknowledges the deliveries held at the cancel one frame each, right
+before the close). `--mode settled` first waits for the
 consumer's window to fill or to go quiet for 100 ms (what the driver
 does, consuming.py); `--publisher` pushes jobs at the queue throughout, so
 the window has room and a push can land in the very moment of the cancel
@@ -135,8 +136,10 @@ async def cycle(conn: Any, args: argparse.Namespace) -> dict[str, int]:
             left += 1
             if got.body in bodies:
                 again += 1  # acknowledged, and back all the same
-            elif (got.header.properties.headers or {}).get("x-delivery-count", 0) >= 1:
-                counted += 1
+            else:  # a classic queue's only mark is `redelivered`
+                headers = got.header.properties.headers or {}
+                redelivered = getattr(got.delivery, "redelivered", False)
+                counted += headers.get("x-delivery-count", 0) >= 1 or redelivered
         return {
             "seen": len(seen),
             "frames_before_cancel_ok": frames["before_ok"],
