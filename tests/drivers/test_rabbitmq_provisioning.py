@@ -19,7 +19,7 @@ import pytest
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers.rabbitmq import RabbitMQQueue
 from rainier_queue.drivers.rabbitmq.names import failed_queue, tier_queue, work_queue
-from rainier_queue.errors import NotProvisioned
+from rainier_queue.errors import ConfigurationError, NotProvisioned
 
 from ..contract.backends import BACKENDS
 from .conftest import a_job
@@ -119,19 +119,20 @@ async def test_a_queue_declared_with_another_delivery_limit_is_a_finding_provisi
     assert "delivery_limit" in finding.fix
 
 
-async def test_a_classic_queue_where_a_quorum_one_is_expected_is_a_finding_and_provision_leaves_it(
+async def test_a_classic_queue_where_a_quorum_one_is_expected_is_a_finding_provision_refuses(
     prefix: str,
 ) -> None:
     await declare_classic(work_queue(prefix, "emails"))
     queue = opened(prefix)
     try:
-        await queue.provision(["emails"])  # declares the rest, leaves the classic queue be
+        with pytest.raises(ConfigurationError, match="`queue_type=classic` to keep using it"):
+            await queue.provision(["emails"])  # never changes it, nor serves it as quorum
         findings = await queue.check_provisioned(["emails"])
     finally:
         await queue.aclose()
 
-    [finding] = findings
-    assert finding.subject == f"queue `{work_queue(prefix, 'emails')}`"
+    # Refused at the work queue, before its tier: the tier is missing, the work queue other.
+    [finding] = [f for f in findings if f.subject == f"queue `{work_queue(prefix, 'emails')}`"]
     assert "quorum" in finding.problem
     assert not finding.provisioning_fixes
     assert f"rabbitmqctl delete_queue {work_queue(prefix, 'emails')}" in finding.fix

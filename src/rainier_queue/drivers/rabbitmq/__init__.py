@@ -41,7 +41,15 @@ What choosing it costs:
 - **A push never creates a queue.** `rainier-queue provision` declares
   them; a push to a queue that was never provisioned is refused
   (`NotProvisioned`). A queue declared otherwise (classic, another limit)
-  is reported by `doctor` with the fix; provisioning never deletes one.
+  is reported by `doctor` with the fix; provisioning never deletes one,
+  and refuses one of the other type than the connection's `queue_type`.
+- **Classic queues only by name** (`queue_type=classic`): unreplicated,
+  tiers dead-lettering at most once, no delivery count or limit (a
+  redelivered job is republished with the attempt folded in); the
+  capabilities (`may_lose_accepted_job`) and `doctor` call them lossy.
+- **A stopping worker lets its window fill or go quiet before it cancels**
+  (consuming.py): a job a quorum queue hands out during the cancel is taken
+  back counted, unseen. A push in that very moment can still cost one try.
 - **No priorities inside a queue** (quorum queues have none): give each
   priority its own queue and list them in order to the worker.
 

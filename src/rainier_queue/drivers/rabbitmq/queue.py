@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from aiormq.abc import DeliveredMessage
-from pamqp import commands as spec
 from typing_extensions import override
 
 from ..._clock import utcnow
@@ -32,46 +32,17 @@ from ..unordered import refuse_ordering_keys
 from .connection import AMQPClient, Missing, Unroutable, shielded
 from .consuming import Consumer
 from .failed import FailedStore
+from .handing_back import give_back
+from .messages import DUE_SLACK, deliveries, due_in, properties
 from .names import AMQPDelivery, tier_queue, too_long, work_queue
 from .settings import OPTIONS, RabbitMQSettings
 from .settles import LostSettles
-from .topology import Topology
+from .topology import CLASSIC_COSTS, Topology
 
 if TYPE_CHECKING:
     from .. import DriverContext
 
 log = logging.getLogger("rainier_queue.rabbitmq")
-
-PERSISTENT = 2
-DUE_SLACK = timedelta(milliseconds=5)
-"""A job due within this is handed out rather than sent round a delay tier again."""
-DUE_IN = "x-rq-due-in"
-"""The header of a job on its way through a delay tier: the milliseconds of its delay still
-left once that tier has held it. Time in a tier is the server's, so a delay never depends
-on the clock of the producer or of the worker (`due_on_server_clock`)."""
-
-
-def _properties(job_id: str, due_in: int | None = None) -> spec.Basic.Properties:
-    return spec.Basic.Properties(
-        delivery_mode=PERSISTENT,
-        content_type="application/json",
-        message_id=job_id,
-        headers=None if due_in is None else {DUE_IN: due_in},
-    )
-
-
-def _due_in(message: DeliveredMessage) -> timedelta:
-    """The delay a job has left after the tier it came out of (none for any other message)."""
-    left = (message.header.properties.headers or {}).get(DUE_IN, 0)
-    return timedelta(milliseconds=left) if isinstance(left, int) and left > 0 else timedelta(0)
-
-
-def _deliveries(message: DeliveredMessage) -> int:
-    """How often the broker delivered this message before (`x-delivery-count`, absent: 0)."""
-    headers = message.header.properties.headers or {}
-    count = headers.get("x-delivery-count", 0)
-    return count if isinstance(count, int) and count >= 0 else 0
-
 
 Fill = Literal["up to limit", "if none", "never"]
 """How many jobs a reserve takes with `basic.get` beyond what the broker pushed here."""
@@ -135,6 +106,8 @@ class RabbitMQQueue(Queue):
         """Batches (`HoldsBatchStore`), counted in the `locks` store; None without one."""
         if locks is not None:
             self.capabilities = keeping_batches(self.capabilities)  # type: ignore[misc]
+        if settings.classic:  # a delayed job crosses to its work queue at most once
+            self.capabilities = replace(self.capabilities, may_lose_accepted_job=True)  # type: ignore[misc]
 
     @property
     @override
@@ -231,7 +204,7 @@ class RabbitMQQueue(Queue):
             await self._existing(job.queue)  # a tier takes anything; is the queue there?
         try:
             await self._client.publish(
-                route, body or job.to_json().encode(), _properties(job.id, rest)
+                route, body or job.to_json().encode(), properties(job.id, rest)
             )
         except Unroutable:
             raise self._not_provisioned(job.queue, route) from None
@@ -253,7 +226,7 @@ class RabbitMQQueue(Queue):
             await self._existing(queue)  # a tier takes anything; is the queue there?
         outcomes = await self._client.publish_many(
             [
-                (route, job.to_json().encode(), _properties(job.id, rest))
+                (route, job.to_json().encode(), properties(job.id, rest))
                 for job, (route, rest) in zip(jobs, routes, strict=True)
             ]
         )
@@ -269,7 +242,7 @@ class RabbitMQQueue(Queue):
         """Publish `body` as it is; this library's workers fail it as not a job."""
         name = self.work_queue_for(queue)
         try:
-            await self._client.publish(name, body.encode(), _properties(new_token()))
+            await self._client.publish(name, body.encode(), properties(new_token()))
         except Unroutable:
             raise self._not_provisioned(queue, name) from None
 
@@ -379,7 +352,7 @@ class RabbitMQQueue(Queue):
         self, queue: str, message: DeliveredMessage, delivery: AMQPDelivery
     ) -> Reservation | None:
         """The delivery as a reservation; None for one that is not a job or not due yet."""
-        before = _deliveries(message)
+        before = deliveries(message, classic=self.settings.classic)
         read = read_envelope(message.body, queue=queue, delivered=before + 1)
         if isinstance(read, Malformed):
             where = f"queue {queue!r}: message {delivery.tag}"
@@ -398,10 +371,11 @@ class RabbitMQQueue(Queue):
             log.info("job %s came back after it finished here; acknowledged, not run", read.id)
             await self._consumer.ack([delivery.tag])
             return None
-        left = _due_in(message)
-        if left > DUE_SLACK:
-            # Out of a tier with more of its delay to go: round again, with the deliveries
-            # it had folded in, since the copy starts from none.
+        left = due_in(message)
+        if left > DUE_SLACK or (self.settings.classic and before):
+            # Out of a tier with more of its delay to go, or back from a classic queue that
+            # counts nothing: round again, with the deliveries it had folded in, since the
+            # copy starts from none (a crash-looping job so reaches its last attempt).
             again = read.with_changes(attempts=read.attempts - 1)
             await self._publish(again, message.body if before == 0 else None, left=left)
             await self._consumer.ack([delivery.tag])
@@ -574,7 +548,8 @@ class RabbitMQQueue(Queue):
         """How jobs travel to the broker, for `rainier-queue doctor`: in the clear to another
         machine, or over TLS whose certificate is not checked."""
         s = self.settings
-        return tls.transport_warnings(
+        lossy = [f"RabbitMQ at {s.host}:{s.port}: {CLASSIC_COSTS}"] if s.classic else []
+        return lossy + tls.transport_warnings(
             f"RabbitMQ at {s.host}:{s.port}",
             encrypted=s.tls,
             verified=s.verify,
@@ -586,32 +561,20 @@ class RabbitMQQueue(Queue):
     # -- stopping --------------------------------------------------------------------
 
     async def _give_back(self) -> None:
-        """Republish what the broker pushed here and nobody took, then acknowledge it.
-
-        Closing the channel would put them back too, but RabbitMQ counts that
-        as a delivery, and a job never started would lose one of its tries.
-        """
-        leftovers = self._consumer.leftovers()
-        for message in leftovers:
-            before = _deliveries(message)
-            read = read_envelope(message.body, delivered=before)
-            if isinstance(read, QueuedJob):
-                body = message.body if before == 0 else None
-                await self._publish(read, body, left=_due_in(message))
-            await self._consumer.ack([int(message.delivery_tag or 0)])
+        """Republish what was pushed here and never started, uncounted (handing_back.py)."""
+        publish = lambda job, body, left: self._publish(job, body, left=left)  # noqa: E731
+        await give_back(self._consumer, publish, classic=self.settings.classic)
 
     @override
     async def on_worker_stop(self) -> None:
         self._serving = False
-        for name in list(self._known):
-            await self._consumer.unsubscribe(name)
+        await self._consumer.stop(list(self._known))
         await self._give_back()
 
     @override
     async def aclose(self) -> None:
         try:
-            for name in list(self._known):
-                await self._consumer.unsubscribe(name)
+            await self._consumer.stop(list(self._known))
             await self._give_back()
         except Exception as exc:  # closing must not fail because the broker went away
             log.warning("could not give back the jobs pushed to this worker: %s", exc)

@@ -42,6 +42,7 @@ OPTIONS = frozenset(
         "ssl_ca_certs",
         "insecure_skip_verify",
         "locks",
+        "queue_type",
     }
 )
 """Every option the `rabbitmq` driver takes, in the URL's query or the connection's table."""
@@ -60,6 +61,9 @@ DEFAULT_DELIVERY_LIMIT = 20
 """`x-delivery-limit` of a work queue: a job delivered this many times more than once
 without being settled is dead-lettered to the failed queue by the broker itself."""
 DEFAULT_CONFIRM_TIMEOUT = timedelta(seconds=30)
+QUEUE_TYPES = ("quorum", "classic")
+"""`queue_type`: quorum queues (the default), or classic ones, which lose what quorum queues
+keep (see `CLASSIC_COSTS` in topology.py and the driver's page)."""
 CONSUMER_TIMEOUT = timedelta(minutes=30)
 """RabbitMQ's default `consumer_timeout`: the longest a delivery may go unacknowledged."""
 
@@ -82,6 +86,18 @@ def check_prefix(given: object) -> str:
             "most 255, and the prefix is only their start"
         )
     return prefix
+
+
+def read_queue_type(value: object) -> str:
+    """`quorum` or `classic`, said on purpose: nothing else is read as either."""
+    kind = str(value).strip().lower()
+    if kind not in QUEUE_TYPES:
+        raise ConfigurationError(
+            f"the RabbitMQ `queue_type` {value!r} is not one of {', '.join(QUEUE_TYPES)}; leave "
+            "it out for quorum queues, or say `classic` for classic ones (which lose what "
+            "quorum queues keep: see the driver's page)"
+        )
+    return kind
 
 
 def read_delays(value: object) -> tuple[timedelta, ...]:
@@ -117,6 +133,8 @@ class RabbitMQSettings(DriverSettings):
     confirm_timeout: timedelta = DEFAULT_CONFIRM_TIMEOUT
     lease: timedelta = CONSUMER_TIMEOUT
     """The server's `consumer_timeout`: a job must be settled within it (see queue.py)."""
+    queue_type: str = "quorum"
+    """What `provision` declares: `quorum`, or `classic` (lossy, asked for by name)."""
     locks: str = field(default="", repr=False)
     """The URL of the lock store batches are counted in (`drivers/lock_store_batches.py`);
     empty: none, and a batch is refused."""
@@ -167,7 +185,13 @@ class RabbitMQSettings(DriverSettings):
             confirm_timeout=options.positive_duration("confirm_timeout", DEFAULT_CONFIRM_TIMEOUT),
             lease=options.lease(CONSUMER_TIMEOUT),
             locks=options.text("locks", ""),
+            queue_type=read_queue_type(options.get("queue_type") or "quorum"),
         )
+
+    @property
+    def classic(self) -> bool:
+        """Whether this connection's queues are classic ones (`queue_type=classic`)."""
+        return self.queue_type == "classic"
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context for `amqps://`: the system's authorities, or `ssl_ca_certs`."""
@@ -180,7 +204,8 @@ class RabbitMQSettings(DriverSettings):
         return context
 
     def describe(self) -> str:
-        return f"rabbitmq {redact_url(self.url)} prefix={self.prefix!r}"
+        kind = " queue_type='classic'" if self.classic else ""
+        return f"rabbitmq {redact_url(self.url)} prefix={self.prefix!r}{kind}"
 
     def __repr__(self) -> str:  # the password must not show, even in a debugger
         return f"RabbitMQSettings({self.describe()})"
@@ -191,6 +216,7 @@ __all__ = [
     "DEFAULT_DELAYS",
     "DEFAULT_DELIVERY_LIMIT",
     "OPTIONS",
+    "QUEUE_TYPES",
     "RabbitMQSettings",
     "read_delays",
 ]

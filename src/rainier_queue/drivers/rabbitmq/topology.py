@@ -20,6 +20,12 @@ queue:
 and, once per connection, the **failed queue** with the fanout exchange the
 work queues dead-letter into.
 
+With `queue_type=classic` the same queues are classic durable ones, which
+RabbitMQ gives none of the above but the TTL and the dead-letter exchange
+(`CLASSIC_COSTS`). A connection's type and an existing queue's must agree:
+`provision` refuses a queue of the other type rather than leave workers on
+one they were not configured for.
+
 Declaring is idempotent. An existing queue declared differently (a classic
 queue where a quorum one is expected, another delivery limit or TTL) is
 refused by RabbitMQ; the check reports it as a `Finding` that provisioning
@@ -29,9 +35,10 @@ cannot fix, since the only fix deletes the queue, with what to do instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from ...errors import BrokerRejected
+from ...errors import BrokerRejected, ConfigurationError
 from ...queue import Finding
 from .connection import AMQPClient, Missing, translated
 from .names import failed_exchange, failed_queue, milliseconds, tier_queue, work_queue
@@ -42,6 +49,15 @@ AT_LEAST_ONCE: dict[str, Any] = {
     "x-dead-letter-strategy": "at-least-once",
     "x-overflow": "reject-publish",
 }
+CLASSIC: dict[str, Any] = {"x-queue-type": "classic"}
+CLASSIC_COSTS = (
+    "classic queues (queue_type=classic) are lossy: each lives on one node, unreplicated; "
+    "a delayed or retried job moves from its delay tier to the work queue by at-most-once "
+    "dead-lettering, so a broker that crashes in that moment can lose it; and RabbitMQ "
+    "counts no deliveries there, so attempts are counted by the driver and no delivery "
+    "limit stops a job that keeps killing its worker before the worker reads it again"
+)
+"""What choosing classic queues gives up: `doctor` says it, and the driver's page."""
 
 
 class Topology:
@@ -54,15 +70,16 @@ class Topology:
     def wanted(self, queues: Sequence[str]) -> list[tuple[str | None, str, dict[str, Any]]]:
         """(queue, name on the broker, arguments) for all `queues` need, failed queue first."""
         prefix = self._settings.prefix
+        base = CLASSIC if self._settings.classic else AT_LEAST_ONCE
         out: list[tuple[str | None, str, dict[str, Any]]] = [
-            (None, failed_queue(prefix), {"x-queue-type": "quorum"})
+            (None, failed_queue(prefix), {"x-queue-type": self._settings.queue_type})
         ]
         for queue in dict.fromkeys(queues):
             work = work_queue(prefix, queue)
             out.append((queue, work, self.work_arguments()))
             for tier in self._settings.delays:
                 arguments = {
-                    **AT_LEAST_ONCE,
+                    **base,
                     "x-message-ttl": milliseconds(tier),
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": work,
@@ -71,6 +88,8 @@ class Topology:
         return out
 
     def work_arguments(self) -> dict[str, Any]:
+        if self._settings.classic:  # no delivery limit, no at-least-once dead letters
+            return {**CLASSIC, "x-dead-letter-exchange": failed_exchange(self._settings.prefix)}
         return {
             **AT_LEAST_ONCE,
             "x-delivery-limit": self._settings.delivery_limit,
@@ -88,12 +107,15 @@ class Topology:
                     exchange=exchange, exchange_type="fanout", durable=True
                 )
             done.append(f"declared exchange `{exchange}` (fanout, for dead letters)")
-        for _queue, name, arguments in self.wanted(queues):
+        other = self._other_type().wanted(queues)
+        for at, (_queue, name, arguments) in enumerate(self.wanted(queues)):
             try:
                 await self._client.declare(name)
-                continue  # exists; a mismatch is the check's to report, never fixed here
             except Missing:
                 pass
+            else:  # exists; another type is refused, other arguments are the check's to report
+                await self._refuse_other_type(name, arguments, other[at][2])
+                continue
             await self._client.declare(name, arguments=arguments)
             done.append(f"declared queue `{name}` ({_shape(arguments)})")
         channel = await self._client.inspecting()
@@ -135,6 +157,44 @@ class Topology:
                 )
         return findings
 
+    def _other_type(self) -> Topology:
+        other = "quorum" if self._settings.classic else "classic"
+        return Topology(self._client, replace(self._settings, queue_type=other))
+
+    async def _is(self, name: str, arguments: dict[str, Any] | None) -> bool:
+        """Whether RabbitMQ takes `arguments` as those of the existing queue `name`."""
+        try:
+            await self._client.declare(name, arguments=arguments)
+        except BrokerRejected:
+            return False
+        return True
+
+    async def _refuse_other_type(
+        self, name: str, arguments: dict[str, Any], others: dict[str, Any]
+    ) -> None:
+        """`ConfigurationError` naming the fix if the existing queue `name` is of the other type
+        than this connection's `queue_type`: RabbitMQ refuses our arguments naming the type
+        (it names the first argument that differs, in an order of its own), or takes the
+        other type's as this driver declares them, or (a classic queue made elsewhere) none.
+        """
+        try:
+            await self._client.declare(name, arguments=arguments)
+            return
+        except BrokerRejected as exc:
+            refused = "x-queue-type" in str(exc)
+        if not refused:
+            bare = not self._settings.classic and await self._is(name, {})
+            refused = bare or await self._is(name, others)
+        if refused:
+            wanted = self._settings.queue_type
+            other = "quorum" if wanted == "classic" else "classic"
+            raise ConfigurationError(
+                f"the RabbitMQ queue {name!r} exists as a {other} queue, and this connection "
+                f"says `queue_type={wanted}`; a queue cannot change type in place: set the "
+                f"connection's `queue_type={other}` to keep using it, or let workers drain it, "
+                f"delete it (`rabbitmqctl delete_queue {name}`) and run provision again"
+            ) from None
+
     async def _exchange_exists(self, name: str) -> bool:
         channel = await self._client.inspecting()
         try:
@@ -158,4 +218,4 @@ def _shape(arguments: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-__all__ = ["AT_LEAST_ONCE", "Topology"]
+__all__ = ["AT_LEAST_ONCE", "CLASSIC", "CLASSIC_COSTS", "Topology"]
