@@ -9,10 +9,13 @@
 # either run failed.
 #
 # The rest runs in RAINIER_QUEUE_TEST_PROCESSES (3) pytest-xdist processes, a
-# test file to a process (`--dist loadfile`, so a file's module fixtures, such as
-# a TLS server, start once). Most tests wait on servers, leases and processes
-# rather than compute, so three processes on two cores keep both busy: the whole
-# suite took 18 minutes in line and 7 beside itself on the same loaded machine.
+# test at a time (`--dist loadgroup`): handed out a file at a time, the fault
+# tests of every driver in one file (tests/faults/test_workers.py) kept one
+# process busy for most of the run while the others had finished. A file whose
+# tests share a module's fixture (a TLS server, a Redis cluster, a browser) stays
+# in one process, grouped by tests/conftest.py, so the fixture starts once. Most
+# tests wait on servers, leases and processes rather than compute, so three
+# processes on two cores keep both busy.
 # Tests share nothing but the servers, and each works in a namespace of its own.
 #
 # Usage: scripts/pytest.sh [pytest arguments]   (with arguments, pytest runs them
@@ -31,7 +34,7 @@ log=$(mktemp -t rq-acceptance.XXXXXX.log)
 beside=$!
 trap 'kill "$beside" 2>/dev/null; rm -f "$log"' INT TERM
 
-"$BIN/pytest" -n "${RAINIER_QUEUE_TEST_PROCESSES:-3}" --dist loadfile -m "not scheduler_acceptance"
+"$BIN/pytest" -n "${RAINIER_QUEUE_TEST_PROCESSES:-3}" --dist loadgroup -m "not scheduler_acceptance"
 main=$?
 
 wait "$beside"

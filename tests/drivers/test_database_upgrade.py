@@ -181,7 +181,7 @@ async def test_a_job_reserved_before_the_upgrade_comes_back_when_its_old_lease_e
     await old.migrate()
     job = a_job("short lease")
     await old_push(old, [job])
-    await old_claim(old, job, "old-short", 1_500_000)
+    await old_claim(old, job, "old-short", 6_000_000)  # time for the upgrade, loaded
     upgrade()
 
     queue = opener()

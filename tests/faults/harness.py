@@ -119,8 +119,23 @@ async def until_finished(
         await asyncio.sleep(0.1)
 
 
+async def until_working(proc: subprocess.Popen[bytes], within: float = 60) -> None:
+    """Wait until a worker started by `worker` says it is working (or has exited).
+
+    Its signal handlers are in place from then on. A SIGTERM before that, while
+    Python still imports (seconds on a loaded machine), ends the process by the
+    default action, exit -15, which says nothing of how a worker stops.
+    """
+    deadline = time.monotonic() + within
+    while proc.poll() is None and time.monotonic() < deadline:
+        if "working " in output(proc):
+            return
+        await asyncio.sleep(0.05)
+
+
 async def terminate(proc: subprocess.Popen[bytes], within: float = 60) -> int:
-    """SIGTERM the worker and wait for it: a graceful stop, its exit code."""
+    """SIGTERM the worker once it is working, and wait for it: a graceful stop, its exit code."""
+    await until_working(proc, within)
     proc.send_signal(signal.SIGTERM)
     return await asyncio.to_thread(proc.wait, within)
 

@@ -44,6 +44,7 @@ from .harness import (
     push_slow,
     rode_out_an_outage,
     until_finished,
+    until_working,
     worker,
 )
 
@@ -98,6 +99,7 @@ async def down_for_a_while(
 async def stopped(workers: list[subprocess.Popen[bytes]]) -> list[tuple[int, str]]:
     """SIGTERM every worker (a graceful stop) and wait: (exit code, output) of each."""
     for proc in workers:
+        await until_working(proc)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     codes = [await asyncio.to_thread(proc.wait, 60) for proc in workers]
