@@ -9,7 +9,7 @@ skips in CI reports a driver nobody ran as passing.
 from __future__ import annotations
 
 import os
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -27,28 +27,19 @@ def unreachable(service: str, error: Exception | str) -> NoReturn:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip contract and fault tests on drivers that lack a hook they need (with its reason),
-    and keep each file whose tests share a module's fixture in one process."""
+    """Skip contract and fault tests on drivers that lack a hook they need (with its reason)."""
     from .contract.backends import mark_collected
 
     mark_collected(items)
-    keep_sharers_together(items)
 
 
-def keep_sharers_together(items: list[pytest.Item]) -> None:
-    """Put a test that uses a module- or class-scoped fixture in its file's `xdist_group`.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadscope`, hand the suite out a test at a time, but a file whose tests
+    share a module's fixture whole (tests/xdist_scopes.py)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from .xdist_scopes import SharersTogether
 
-    The suite is spread over its processes a test at a time (scripts/pytest.sh
-    says why), so a file's tests may run in several processes. A fixture
-    scoped to a module (a TLS server, a Redis cluster, a browser) would then
-    start once in each; grouped, it starts once.
-    """
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        scopes = {d.scope for defs in info.name2fixturedefs.values() for d in defs}
-        if scopes & {"module", "class", "package"}:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    return SharersTogether(config, log)

@@ -47,7 +47,8 @@ async def test_a_drain_after_a_worker_died_runs_the_jobs_it_held_before_exiting_
 ) -> None:
     jobs = set(range(4))
     await push_slow(url, jobs, seconds=2.5)
-    conf = config(tmp_path, url, lease="4s")
+    # The lease outlasts the wait for every start and the look at the counts, loaded.
+    conf = config(tmp_path, url, lease="8s")
     ledger = tmp_path / "ledger.db"
     settings = ("--concurrency", "4", "--timeout", "3.5s", "--sleep", "0.2s")
     doomed = worker(conf, ledger, *settings)
