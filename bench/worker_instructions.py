@@ -170,14 +170,15 @@ def _profile(
     metrics: bool = False,
     places: Places | None = None,
 ) -> None:
-    enqueue = url != "sqlite"
-    if places is not None and url != "sqlite":
-        url = places.fresh(url)
+    # memory:// lives in the profiled process, so its jobs are enqueued there (and the
+    # profile counts that); any other queue is filled beforehand.
+    enqueue = url.startswith("memory:")
     if url == "sqlite":
         url = f"sqlite:///{folder / 'profile.db'}"
+    elif places is not None:
+        url = places.fresh(url)
+    if not enqueue:
         asyncio.run(_enqueue(url, jobs))
-    if enqueue:
-        asyncio.run(_work(url, jobs, concurrency, enqueue=True, run=False))
     profiler = cProfile.Profile()
     profiler.enable()
     asyncio.run(_work(url, jobs, concurrency, enqueue=enqueue, run=True, metrics=metrics))
