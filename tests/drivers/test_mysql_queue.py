@@ -247,7 +247,8 @@ async def test_a_batch_with_a_stale_token_acknowledges_the_rest_and_leaves_the_h
 
     results = await queue.acknowledge_many([first, stale, third])
 
-    assert results[0] is None and results[2] is None
+    assert results[0] is None
+    assert results[2] is None
     assert isinstance(results[1], LeaseLost)
     assert isinstance(queue, MySQLQueue)
     assert (await queue.counts("default")).reserved == 1  # the holder's row
@@ -264,7 +265,8 @@ async def test_a_combined_call_with_a_stale_token_still_reserves_and_acknowledge
 
     results, claimed = await queue.acknowledge_and_reserve([first, stale], "default", limit=5)
 
-    assert results[0] is None and isinstance(results[1], LeaseLost)
+    assert results[0] is None
+    assert isinstance(results[1], LeaseLost)
     assert [r.job.payload for r in claimed] == [2, 3]
     assert await queue.acknowledge_many([held, *claimed]) == [None] * 3
     assert isinstance(queue, MySQLQueue)
@@ -277,7 +279,8 @@ async def test_the_same_reservation_twice_in_a_batch_is_acknowledged_once(queue:
 
     results = await queue.acknowledge_many([reservation, reservation])
 
-    assert results[0] is None and isinstance(results[1], LeaseLost)
+    assert results[0] is None
+    assert isinstance(results[1], LeaseLost)
     assert isinstance(queue, MySQLQueue)
     assert (await queue.counts("default")).reserved == 0
 

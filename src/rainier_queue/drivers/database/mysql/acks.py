@@ -52,8 +52,7 @@ def delete_by_seq(jobs: str, seqs: Sequence[int]) -> str:
     cases = " ".join(f"WHEN {seq:d} THEN %s" for seq in seqs)
     listed = ", ".join(f"{seq:d}" for seq in seqs)
     return (
-        f"DELETE FROM {jobs} WHERE seq IN ({listed}) "
-        f"AND reservation_token = CASE seq {cases} END"
+        f"DELETE FROM {jobs} WHERE seq IN ({listed}) AND reservation_token = CASE seq {cases} END"
     )
 
 
