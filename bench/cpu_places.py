@@ -30,8 +30,11 @@ from urllib.parse import quote
 from rainier_queue.connections import open_queue
 from rainier_queue.queue import Provisionable
 
-from .compare.constants import KAFKA_PARTITIONS
 from .latency import cleanup
+
+KAFKA_PARTITIONS = 6
+"""Partitions of each run's topic: as many as `make bench`'s Kafka row has
+(`bench.compare.constants`, not imported: the comparison imports this)."""
 
 KAFKA_LOCKS = "redis://127.0.0.1:6379/0"
 """Where the Kafka runs keep their partition leases and cursors (a key prefix per run)."""
@@ -80,7 +83,7 @@ class Places:
 
     def _kafka(self, tag: str) -> str:
         if self._broker is None:
-            from .compare.tansu import Tansu
+            from .tansu import Tansu
 
             self._broker = Tansu.start()
         locks = f"{KAFKA_LOCKS}?prefix={tag}:"
@@ -107,4 +110,4 @@ def shown(spec: str) -> str:
     return spec.split("?", 1)[0]
 
 
-__all__ = ["KAFKA_LOCKS", "Places", "shown"]
+__all__ = ["KAFKA_LOCKS", "KAFKA_PARTITIONS", "Places", "shown"]
