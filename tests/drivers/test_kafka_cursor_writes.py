@@ -51,7 +51,7 @@ async def test_writes_of_one_turn_each_get_their_own_answer(cache: RedisCache) -
         writes.replace_if("p3", b"5", b"6"),  # no cursor at all: refused
     )
 
-    assert answers == [True, False, True, False]
+    assert list(answers) == [True, False, True, False]
     assert [await cache.get(k) for k in ("p0", "p1", "p2", "p3")] == [b"6", b"5", b"7", None]
 
 
@@ -93,5 +93,5 @@ async def test_a_store_that_cannot_batch_is_asked_one_write_at_a_time() -> None:
         writes.replace_if("p0", b"1", b"2"), writes.replace_if("p0", b"9", b"3")
     )
 
-    assert answers == [True, False]
+    assert list(answers) == [True, False]
     assert await store.get("p0") == b"2"

@@ -165,7 +165,8 @@ class RedisCache(Cache):
         pipe = client.pipeline(transaction=False)
         for key, expected, value in items:
             pipe.evalsha(sha, 1, self._key(key), expected, value, 0)
-        return cast(list[Any], await pipe.execute())
+        replies: list[Any] = await pipe.execute()
+        return replies
 
     @override
     async def forget(self, key: str) -> bool:

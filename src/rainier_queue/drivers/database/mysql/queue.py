@@ -15,9 +15,10 @@ workers never queue up behind each other's claims. What it costs:
 - **Round trips.** MySQL has no `UPDATE ... RETURNING`, so a claim is a
   locking SELECT (which also reads the server's clock), one UPDATE for the
   whole batch and a COMMIT; acknowledging a batch is one DELETE and a
-  COMMIT (`acks.py`; a locking SELECT first only when a row was lost). aiomysql is pure Python, so each trip also costs
-  client CPU. Throughput is thousands of jobs a second on a small machine,
-  not a broker's hundreds of thousands.
+  COMMIT (`acks.py`; a locking SELECT first only when a row was lost).
+  aiomysql is pure Python, so each trip also costs client CPU. Throughput
+  is thousands of jobs a second on a small machine, not a broker's
+  hundreds of thousands.
 - **Polling across machines.** There is no LISTEN/NOTIFY. A push wakes
   idle workers in the pushing process at once, and those of other
   processes on the same machine through a datagram each (`nearby.py`: a
