@@ -16,8 +16,11 @@ that slows down mid-run slows both; the medians are reported.
 Each tree must be a checkout of this repository (its `bench/noop_jobs.py`
 is the worker's app). `--after-args` adds flags to the after tree's `work`
 only, for the cost of a feature turned on (`--after-args "--metrics-port 0"`).
-`--url sqlite` uses a fresh temporary file per round; a server URL gets a
-fresh prefix per round.
+Every run gets an empty queue of its own (`cpu_places.py`): `--url sqlite` a
+fresh temporary file, `--url kafka` a fresh topic of six partitions on a
+Tansu broker started for the benchmark (leases and cursors on the local
+Redis), a server URL a fresh prefix, whose tables or keys are removed at
+the end.
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 from rainier_queue import QueuedJob
 from rainier_queue.connections import open_queue
+
+from .cpu_places import Places, shown
 
 
 async def _enqueue(url: str, count: int) -> None:
@@ -72,14 +76,6 @@ def _drain_cpu(tree: Path, url: str, concurrency: int, extra: Sequence[str] = ()
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _url_for_round(url: str, folder: Path, prefix: str = "cpu") -> str:
-    if url == "sqlite":
-        return f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}"
-    joiner = "&" if "?" in url else "?"
-    tag = prefix + uuid.uuid4().hex[:8]
-    return f"{url}{joiner}prefix={tag + (':' if url.startswith('redis') else '_')}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, required=True)
@@ -97,28 +93,31 @@ def main() -> None:
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     extras = {"before": [], "after": shlex.split(args.after_args)}
-    print(f"worker CPU per job (us), {args.jobs} no-op jobs, 1 worker, medians of {args.rounds}")
-    with tempfile.TemporaryDirectory() as tmp:
+    print(
+        f"worker CPU per job (us), {args.jobs} no-op jobs, 1 worker, medians of {args.rounds}",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory() as tmp, Places(Path(tmp), args.prefix) as places:
         for url in args.url:
             samples: dict[str, list[float]] = {name: [] for name in trees}
             for i in range(args.rounds):
                 order = list(trees) if i % 2 == 0 else list(reversed(trees))
                 for name in order:
-                    idle = _url_for_round(url, Path(tmp), args.prefix)
+                    idle = places.fresh(url)
                     asyncio.run(_enqueue(idle, 0))
                     start_up = _drain_cpu(trees[name], idle, args.concurrency, extras[name])
-                    target = _url_for_round(url, Path(tmp), args.prefix)
+                    target = places.fresh(url)
                     asyncio.run(_enqueue(target, args.jobs))
                     cpu = _drain_cpu(trees[name], target, args.concurrency, extras[name])
                     cpu -= start_up
                     samples[name].append(cpu / args.jobs * 1e6)
             before, after = (statistics.median(samples[n]) for n in ("before", "after"))
-            shown = url.split("?", 1)[0]
             print(
-                f"{shown:<32} before {before:7.1f}  after {after:7.1f}  "
+                f"{shown(url):<32} before {before:7.1f}  after {after:7.1f}  "
                 f"after/before {after / before:.3f}  (rounds: "
                 + ", ".join(f"{b:.0f}/{a:.0f}" for b, a in zip(*samples.values(), strict=True))
-                + ")"
+                + ")",
+                flush=True,
             )
 
 

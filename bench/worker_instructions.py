@@ -14,6 +14,12 @@ alone and SQLite is the worker plus a real driver).
 
     .venv/bin/python -m bench.worker_instructions                  # memory:// and SQLite
     .venv/bin/python -m bench.worker_instructions --jobs 20000 --concurrency 8
+    .venv/bin/python -m bench.worker_instructions --url postgresql://postgres@127.0.0.1/test \
+        --url mysql://root@127.0.0.1/test --url kafka
+
+A server URL, and `kafka` (a Tansu broker started for the run, as
+`bench.worker_cpu` starts one), get an empty queue of their own per run
+(`cpu_places.py`), removed at the end.
 
 `--metrics` gives the worker the Prometheus instruments (`telemetry.metrics`,
 the port observer and the job scope, as `work --metrics-port` does, less
@@ -48,6 +54,7 @@ from rainier_queue.connections import open_queue
 from rainier_queue.queue import Queue
 from rainier_queue.worker import Worker, WorkerOptions
 
+from .cpu_places import Places, shown
 from .noop_jobs import registry
 
 KEY_RING = {"encryption": {"keys": {"k1": base64.urlsafe_b64encode(bytes(range(32))).decode()}}}
@@ -128,8 +135,10 @@ def per_job(
     folder: Path,
     metrics: bool = False,
     encrypted: bool = False,
+    places: Places | None = None,
 ) -> float:
-    """Instructions the worker spends per job on `url` (`memory://` or `sqlite`)."""
+    """Instructions the worker spends per job on `url` (`memory://`, `sqlite`, `kafka` or a
+    server's URL, which `places` gives a fresh queue per run)."""
     common = ["--jobs", str(jobs), "--concurrency", str(concurrency)]
     common += ["--metrics"] if metrics else []
     common += ["--encrypted"] if encrypted else []
@@ -144,20 +153,32 @@ def per_job(
             for suffix in ("", "-wal", "-shm"):
                 (folder / f"{name}{suffix}").unlink(missing_ok=True)
     else:
-        worked = _callgrind(["--url", url, "--enqueue", "--run", *common], folder)
-        base = _callgrind(["--url", url, "--enqueue", *common], folder)
+        # Each run its own queue: the run that only enqueues leaves its jobs behind.
+        worked_url = url if places is None else places.fresh(url)
+        base_url = url if places is None else places.fresh(url)
+        worked = _callgrind(["--url", worked_url, "--enqueue", "--run", *common], folder)
+        base = _callgrind(["--url", base_url, "--enqueue", *common], folder)
     return (worked - base) / jobs
 
 
 def _profile(
-    url: str, jobs: int, concurrency: int, folder: Path, top: int, metrics: bool = False
+    url: str,
+    jobs: int,
+    concurrency: int,
+    folder: Path,
+    top: int,
+    metrics: bool = False,
+    places: Places | None = None,
 ) -> None:
-    enqueue = url != "sqlite"
+    # memory:// lives in the profiled process, so its jobs are enqueued there (and the
+    # profile counts that); any other queue is filled beforehand.
+    enqueue = url.startswith("memory:")
     if url == "sqlite":
         url = f"sqlite:///{folder / 'profile.db'}"
+    elif places is not None:
+        url = places.fresh(url)
+    if not enqueue:
         asyncio.run(_enqueue(url, jobs))
-    if enqueue:
-        asyncio.run(_work(url, jobs, concurrency, enqueue=True, run=False))
     profiler = cProfile.Profile()
     profiler.enable()
     asyncio.run(_work(url, jobs, concurrency, enqueue=enqueue, run=True, metrics=metrics))
@@ -195,17 +216,19 @@ def main() -> None:
             )
         )
         return
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, Places(Path(tmp)) as places:
         for url in urls:
             if args.profile:
-                _profile(url, args.jobs, args.concurrency, Path(tmp), args.top, args.metrics)
+                _profile(
+                    url, args.jobs, args.concurrency, Path(tmp), args.top, args.metrics, places
+                )
                 continue
             cost = per_job(
-                url, args.jobs, args.concurrency, Path(tmp), args.metrics, args.encrypted
+                url, args.jobs, args.concurrency, Path(tmp), args.metrics, args.encrypted, places
             )
             extras = ["with metrics"] * args.metrics + ["encrypted"] * args.encrypted
             print(
-                f"{url:<12} {cost:10,.0f} instructions per job "
+                f"{shown(url):<12} {cost:10,.0f} instructions per job "
                 f"({args.jobs} no-op jobs, concurrency {args.concurrency}"
                 + "".join(f", {extra}" for extra in extras)
                 + ")",

@@ -47,7 +47,14 @@ def feature_costs(args: argparse.Namespace, sink: TextIO) -> list[dict[str, Any]
             counted: dict[str, float] = {}
             for variant, options in VARIANTS.items():
                 console.print(f"features: {variant} ({backend}) under callgrind ...")
-                counted[variant] = per_job(backend, jobs, CONCURRENCY, Path(tmp), **options)
+                counted[variant] = per_job(
+                    backend,
+                    jobs,
+                    CONCURRENCY,
+                    Path(tmp),
+                    metrics=options.get("metrics", False),
+                    encrypted=options.get("encrypted", False),
+                )
             for variant, cost in counted.items():
                 row = {
                     "type": "run",

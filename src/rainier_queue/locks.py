@@ -37,11 +37,11 @@ import inspect
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import Any, Protocol, Self, TypeVar, overload, runtime_checkable
 
 from .errors import LockContended
 
@@ -115,6 +115,19 @@ class Cache(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+@runtime_checkable
+class ReplacesMany(Protocol):
+    """A cache that sends several `replace_if`s in one round trip (Redis, in a pipeline).
+
+    Each is its own compare-and-set, answered on its own (not a transaction):
+    the batch only saves the trips. A store without it is asked one at a time.
+    """
+
+    async def replace_many_if(self, items: Sequence[tuple[str, bytes, bytes]]) -> list[bool]:
+        """`replace_if(key, expected, value)` for each item, without a time to live."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,4 +348,4 @@ def parse_counter(key: str, raw: bytes) -> int:
         ) from None
 
 
-__all__ = ["Cache", "Lock", "LockManager", "parse_counter"]
+__all__ = ["Cache", "Lock", "LockManager", "ReplacesMany", "parse_counter"]

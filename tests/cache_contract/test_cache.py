@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from rainier_queue.cache import Cache
+from rainier_queue.locks import ReplacesMany
 
 SHORT = timedelta(milliseconds=200)
 
@@ -52,6 +53,23 @@ async def test_forget_if_and_replace_if_touch_only_the_expected_value(cache: Cac
     assert await cache.forget_if("k", b"mine-again") is True
     assert await cache.get("k") is None
     assert await cache.forget("k") is False
+
+
+async def test_replace_many_if_answers_each_write_on_its_own(cache: Cache) -> None:
+    # Stores that send several compare-and-sets in one trip (`ReplacesMany`): each is
+    # judged on its own, and a failed one changes nothing of the others.
+    if not isinstance(cache, ReplacesMany):
+        pytest.skip(f"the {cache.name} store is asked one replace_if at a time")
+    await cache.put("a", b"1")
+    await cache.put("b", b"1")
+    await cache.replace_if("c", b"x", b"y")  # a single call first, as the Kafka cursors make
+
+    answers = await cache.replace_many_if(
+        [("a", b"1", b"2"), ("b", b"stale", b"2"), ("c", b"1", b"2"), ("a", b"2", b"3")]
+    )
+
+    assert answers == [True, False, False, True]
+    assert [await cache.get(k) for k in "abc"] == [b"3", b"1", None]
 
 
 async def test_increment_counts_atomically_from_zero(cache: Cache) -> None:

@@ -11,6 +11,7 @@ translation of pymysql's errors.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -34,6 +35,7 @@ from rainier_queue.errors import (
     BrokerRejected,
     BrokerUnavailable,
     ConfigurationError,
+    LeaseLost,
     OutcomeUnknown,
     PayloadError,
 )
@@ -232,6 +234,55 @@ async def test_concurrent_reserves_on_one_pool_never_hand_out_a_job_twice(prefix
     taken = [job_id for ids in per_task for job_id in ids]
     assert sorted(taken) == sorted(pushed), "every job taken exactly once"
     await queue.aclose()
+
+
+async def test_a_batch_with_a_stale_token_acknowledges_the_rest_and_leaves_the_holders_row(
+    queue: Queue,
+) -> None:
+    # A batch is deleted by seq in one statement, each row fenced by its own token;
+    # a row held under another token must stay, and the batch must say which was lost.
+    await queue.push_many([a_job(n) for n in range(3)])
+    first, held, third = await queue.reserve("default", limit=3)
+    stale = dataclasses.replace(held, token="another-delivery")
+
+    results = await queue.acknowledge_many([first, stale, third])
+
+    assert results[0] is None
+    assert results[2] is None
+    assert isinstance(results[1], LeaseLost)
+    assert isinstance(queue, MySQLQueue)
+    assert (await queue.counts("default")).reserved == 1  # the holder's row
+    assert await queue.acknowledge_many([held]) == [None]
+    assert (await queue.counts("default")).reserved == 0
+
+
+async def test_a_combined_call_with_a_stale_token_still_reserves_and_acknowledges_the_rest(
+    queue: Queue,
+) -> None:
+    await queue.push_many([a_job(n) for n in range(4)])
+    first, held = await queue.reserve("default", limit=2)
+    stale = dataclasses.replace(held, token="another-delivery")
+
+    results, claimed = await queue.acknowledge_and_reserve([first, stale], "default", limit=5)
+
+    assert results[0] is None
+    assert isinstance(results[1], LeaseLost)
+    assert [r.job.payload for r in claimed] == [2, 3]
+    assert await queue.acknowledge_many([held, *claimed]) == [None] * 3
+    assert isinstance(queue, MySQLQueue)
+    assert (await queue.counts("default")).reserved == 0
+
+
+async def test_the_same_reservation_twice_in_a_batch_is_acknowledged_once(queue: Queue) -> None:
+    await queue.push(a_job())
+    [reservation] = await queue.reserve("default")
+
+    results = await queue.acknowledge_many([reservation, reservation])
+
+    assert results[0] is None
+    assert isinstance(results[1], LeaseLost)
+    assert isinstance(queue, MySQLQueue)
+    assert (await queue.counts("default")).reserved == 0
 
 
 # -- schema ---------------------------------------------------------------------

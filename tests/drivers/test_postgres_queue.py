@@ -354,6 +354,28 @@ async def test_a_reservation_without_its_rows_seq_is_still_acknowledged_and_stil
     assert await queue.reserve("default") == []
 
 
+@pytest.mark.parametrize("token", ['quo"te', "back\\slash", "comma,brace}", "NULL", ""])
+async def test_a_token_of_any_text_in_a_batch_is_fenced_and_reported_not_refused(
+    opened: Callable[..., PostgresQueue], token: str
+) -> None:
+    # A batch's seqs and tokens travel as array literals written by the driver;
+    # a token that would need quoting in one must not break the batch or match a row.
+    queue = opened(lease="90s")
+    await queue.push_many([a_job(n) for n in range(3)])
+    first, held = await queue.reserve("default", limit=2)
+    forged = dataclasses.replace(held, token=token)
+
+    results = await queue.acknowledge_many([first, forged])
+    assert results[0] is None
+    assert isinstance(results[1], LeaseLost)
+    outcomes, claimed = await queue.acknowledge_and_reserve([forged], "default", limit=5)
+
+    assert isinstance(outcomes[0], LeaseLost)
+    assert len(claimed) == 1
+    assert await queue.acknowledge_many([held, *claimed]) == [None, None]
+    assert await queue.size("default") == 0
+
+
 # -- schema, options, errors ------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 from redis.asyncio import Redis
 
+from rainier_queue.cache.redis import RedisCache
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers.redis import RedisQueue
 from rainier_queue.envelope import QueuedJob
@@ -86,3 +87,26 @@ async def test_a_redis_restarted_on_its_append_only_file_keeps_its_marker_and_it
         assert await queue.size("default") == 1
     finally:
         await queue.aclose()
+
+
+async def test_a_batch_of_cursor_writes_after_the_server_lost_its_scripts_loads_them_again(
+    private_redis: tuple[RedisServers, int],
+) -> None:
+    # A restart (or SCRIPT FLUSH) forgets the scripts a client loaded; the batched
+    # compare-and-sets (the Kafka cursors') are sent by sha and must load it again.
+    _, port = private_redis
+    cache = RedisCache.from_url(f"redis://127.0.0.1:{port}/0?prefix=t:")
+    try:
+        await cache.put("a", b"1")
+        await cache.put("b", b"1")
+        assert await cache.replace_if("a", b"1", b"2") is True  # loads the script once
+        admin = Redis(port=port)
+        await admin.script_flush()
+        await admin.aclose()
+
+        answers = await cache.replace_many_if([("a", b"2", b"3"), ("b", b"0", b"3")])
+
+        assert answers == [True, False]
+        assert [await cache.get("a"), await cache.get("b")] == [b"3", b"1"]
+    finally:
+        await cache.aclose()

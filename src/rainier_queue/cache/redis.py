@@ -20,11 +20,12 @@ default `rq:cache:`), and `flush` deletes only keys under that prefix
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any, Self, cast
 
 from redis import exceptions as rx
+from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from typing_extensions import override
 
@@ -93,6 +94,7 @@ class RedisCache(Cache):
     def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
         self._client = client
         self._ready = Ready(client)
+        self._cluster = isinstance(client, RedisCluster)
         self.prefix = prefix
         self._scripts: dict[str, AsyncScript] = {}
 
@@ -139,6 +141,32 @@ class RedisCache(Cache):
     ) -> bool:
         async with translated("replace a cache key"):
             return bool(await self._run(_REPLACE_IF, key, expected, value, _ms(ttl)))
+
+    async def replace_many_if(self, items: Sequence[tuple[str, bytes, bytes]]) -> list[bool]:
+        """`ReplacesMany`: the `replace_if`s in one pipeline, so one round trip (not on a cluster,
+        whose keys may live on several nodes: there, one at a time)."""
+        client = await self._ready()
+        if self._cluster or len(items) < 2:
+            return [await self.replace_if(key, expected, value) for key, expected, value in items]
+        script = self._scripts.get(_REPLACE_IF)
+        if script is None:  # registered and loaded once by a single call, then sent by its sha
+            return [await self.replace_if(key, expected, value) for key, expected, value in items]
+        async with translated("replace cache keys"):
+            try:
+                replies = await self._pipelined(client, script.sha, items)
+            except rx.NoScriptError:  # the server lost its scripts (a restart): load, then again
+                await client.script_load(_REPLACE_IF)
+                replies = await self._pipelined(client, script.sha, items)
+        return [bool(reply) for reply in replies]
+
+    async def _pipelined(
+        self, client: Client, sha: str, items: Sequence[tuple[str, bytes, bytes]]
+    ) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for key, expected, value in items:
+            pipe.evalsha(sha, 1, self._key(key), expected, value, 0)
+        replies: list[Any] = await pipe.execute()
+        return replies
 
     @override
     async def forget(self, key: str) -> bool:

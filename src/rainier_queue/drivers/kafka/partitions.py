@@ -49,6 +49,7 @@ from aiokafka import errors as kx
 from ...errors import BrokerUnavailable
 from ...locks import Cache, Lock, LockManager
 from .connection import KafkaClients, translated
+from .cursor_writes import CursorWrites
 from .names import cursor_key, lease_name
 
 log = logging.getLogger("rainier_queue.kafka")
@@ -165,6 +166,8 @@ class Partitions:
         self.recheck = recheck.total_seconds()
         self.locks = locks
         self.cache: Cache = locks.cache
+        self._writes = CursorWrites(locks.cache)
+        """Cursor moves of one event-loop turn, sent together (cursor_writes.py)."""
         self.group = group
         self.lease = lease
         self._states: dict[TopicPartition, PartitionState] = {}
@@ -283,7 +286,7 @@ class Partitions:
         if expected is None:
             moved = await self.cache.add(key, new.encode())
         else:
-            moved = await self.cache.replace_if(key, expected.encode(), new.encode())
+            moved = await self._writes.replace_if(key, expected.encode(), new.encode())
         state.cursor, state.cursor_known = (new, True) if moved else (None, False)
         return moved
 

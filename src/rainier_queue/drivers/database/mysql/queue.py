@@ -14,10 +14,11 @@ workers never queue up behind each other's claims. What it costs:
   naming the version it needs.
 - **Round trips.** MySQL has no `UPDATE ... RETURNING`, so a claim is a
   locking SELECT (which also reads the server's clock), one UPDATE for the
-  whole batch and a COMMIT; acknowledging a batch is a locking SELECT, one
-  DELETE and a COMMIT. aiomysql is pure Python, so each trip also costs
-  client CPU. Throughput is thousands of jobs a second on a small machine,
-  not a broker's hundreds of thousands.
+  whole batch and a COMMIT; acknowledging a batch is one DELETE and a
+  COMMIT (`acks.py`; a locking SELECT first only when a row was lost).
+  aiomysql is pure Python, so each trip also costs client CPU. Throughput
+  is thousands of jobs a second on a small machine, not a broker's
+  hundreds of thousands.
 - **Polling across machines.** There is no LISTEN/NOTIFY. A push wakes
   idle workers in the pushing process at once, and those of other
   processes on the same machine through a datagram each (`nearby.py`: a
@@ -68,6 +69,7 @@ from ..dialect import Session as SessionProtocol
 from ..nearby import shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
 from ..statements import ENVELOPE, UNLEASED, in_order
+from .acks import NotAllOurs, delete_by_seq, seqs_of
 from .address import ClientTLS, ServerAddress
 from .connection import NOW_US, MySQLPool, PlainCursors, Session, translate, wakeup_for
 from .push import insert_jobs
@@ -323,12 +325,13 @@ class MySQLQueue(DatabaseQueue):
             tokens = [new_token() for _ in good]
             seqs = [row[0] for row, _ in good]
             if good:
+                # The seqs are whole numbers the rows hold: written into the text, they
+                # spare the client an escape each (the tokens stay parameters).
                 sql = self._claim_rows.format(
-                    cases=" ".join(["WHEN %s THEN %s"] * len(good)),
-                    marks=", ".join(["%s"] * len(good)),
+                    cases=" ".join([f"WHEN {int(seq):d} THEN %s" for seq in seqs]),
+                    marks=", ".join([f"{int(seq):d}" for seq in seqs]),
                 )
-                pairs = [value for pair in zip(seqs, tokens, strict=True) for value in pair]
-                await s.execute(sql, [*pairs, now, until, *seqs])
+                await s.execute(sql, [*tokens, now, until])
             out: list[Reservation] = []
             lease_until = from_micros(until)
             for (row, job), token in zip(good, tokens, strict=True):
@@ -348,9 +351,42 @@ class MySQLQueue(DatabaseQueue):
         return work
 
     @override
+    async def acknowledge_many(self, reservations: Sequence[Reservation]) -> list[Exception | None]:
+        try:
+            return await super().acknowledge_many(reservations)
+        except NotAllOurs:  # rolled back: now row by row (acks.py)
+            return await self._run(self._checked_work(reservations), durable=False)
+
+    @override
+    async def acknowledge_and_reserve(
+        self, reservations: Sequence[Reservation], queue: str, *, limit: int
+    ) -> tuple[list[Exception | None], list[Reservation]]:
+        try:
+            return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
+        except NotAllOurs:  # rolled back, the claim with it: each on its own now
+            acknowledged = await self._run(self._checked_work(reservations), durable=False)
+            return acknowledged, await self.reserve(queue, limit=limit)
+
+    @override
     def _acknowledge_work(
         self, reservations: Sequence[Reservation]
     ) -> Work[list[Exception | None]]:
+        """One DELETE by seq whose count says all were ours, or `NotAllOurs` (acks.py)."""
+        seqs = seqs_of(reservations)
+        if seqs is None:
+            return self._checked_work(reservations)
+        sql = delete_by_seq(self._tables.jobs, seqs)
+        tokens = [r.token for r in reservations]
+
+        async def work(s: SessionProtocol) -> list[Exception | None]:
+            if await s.execute(sql, tokens) != len(tokens):
+                raise NotAllOurs
+            return [None] * len(tokens)
+
+        return work
+
+    def _checked_work(self, reservations: Sequence[Reservation]) -> Work[list[Exception | None]]:
+        """Lock the rows, keep those still holding their reservation's token, delete those."""
         ids = [r.job.id for r in reservations]
         marks = ", ".join(["%s"] * len(ids))
 

@@ -56,7 +56,7 @@ from ...malformed import Pass, top_up
 from .. import DatabaseQueue, Quarantined, _lost
 from ..dialect import Row
 from ..schema import DEFAULT_PREFIX, Tables
-from .acks import acknowledged, seqs_of
+from .acks import acknowledged, as_arrays, seqs_of
 from .connection import DEFAULT_POOL_TIMEOUT, PoolSettings, split_url, translated, unverified
 from .dialect import PostgresDialect
 from .floor import HEAD, REFRESH, Floors
@@ -312,16 +312,22 @@ class PostgresQueue(DatabaseQueue):
         rows.sort(key=lambda row: (row[1], row[0]))
         out: list[Reservation] = []
         bad: list[Quarantined] = []
+        # One claim gives every row the same lease end (its clock is read once).
+        micros, lease_until = None, None
         for row in rows:
             job = read_columns(row[4:])  # attempts already count this delivery
             if isinstance(job, Malformed):
                 bad.append((row[0], str(row[3]), job))
                 continue
+            if row[2] != micros:
+                micros = row[2]
+                lease_until = from_micros(int(micros))
+            assert lease_until is not None
             out.append(
                 Reservation(
                     job=job,
                     token=str(row[3]),
-                    lease_until=from_micros(int(row[2])),
+                    lease_until=lease_until,
                     lease=self._lease,
                     handle=row[0],
                 )
@@ -359,7 +365,7 @@ class PostgresQueue(DatabaseQueue):
             ids = [r.job.id for r in reservations]
             _, rows = await self._one(self._pg.acknowledge_many_by_id, (ids, tokens))
         else:
-            _, rows = await self._one(self._pg.acknowledge_many, (seqs, tokens))
+            _, rows = await self._one(self._pg.acknowledge_many, as_arrays(seqs, tokens))
         return acknowledged(reservations, rows)
 
     @property
@@ -374,11 +380,11 @@ class PostgresQueue(DatabaseQueue):
         seqs = seqs_of(reservations)
         if not reservations or limit < 1 or seqs is None:
             return await super().acknowledge_and_reserve(reservations, queue, limit=limit)
-        tokens = [r.token for r in reservations]
+        arrays = as_arrays(seqs, [r.token for r in reservations])
         acked: list[Sequence[object]] = []
 
         async def both(floor: tuple[int, int]) -> Rows:
-            params = (seqs, tokens, queue, *floor, limit, self._lease_us)
+            params = (*arrays, queue, *floor, limit, self._lease_us)
             _, rows = await self._one(self._pg.acknowledge_and_claim, params, prepare=True)
             acked.extend(row[-2:] for row in rows if row[0] is None)
             return [row[:-2] for row in rows if row[0] is not None]
