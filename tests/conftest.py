@@ -9,7 +9,7 @@ skips in CI reports a driver nobody ran as passing.
 from __future__ import annotations
 
 import os
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import pytest
 
@@ -32,14 +32,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from .contract.backends import mark_collected
 
     mark_collected(items)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With `--dist loadscope`, hand the suite out a test at a time, but a file whose tests
-    share a module's fixture whole (tests/xdist_scopes.py)."""
-    if config.getvalue("dist") != "loadscope":
-        return None
-    from .xdist_scopes import SharersTogether
-
-    return SharersTogether(config, log)
