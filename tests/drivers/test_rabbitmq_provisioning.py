@@ -9,53 +9,24 @@ provisioning does not fix, with the steps that do.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import aio_pika
 import pytest
 
-from rainier_queue.connections import open_queue
-from rainier_queue.drivers.rabbitmq import RabbitMQQueue
-from rainier_queue.drivers.rabbitmq.names import failed_queue, tier_queue, work_queue
+from rainier_queue.drivers.rabbitmq.names import failed_queue, work_queue
 from rainier_queue.errors import ConfigurationError, NotProvisioned
 
-from ..contract.backends import BACKENDS
 from .conftest import a_job
-
-BACKEND = BACKENDS["rabbitmq"]
-HOST = "127.0.0.1:5672"
+from .rabbitmq_emails import HOST, emails_prefix, opened
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
 async def prefix() -> AsyncIterator[str]:
-    """A prefix of the test's own; every queue and exchange under it is deleted after."""
-    assert BACKEND.check is not None
-    BACKEND.check()
-    prefix = "rqp" + uuid.uuid4().hex[:10] + "."
-    yield prefix
-    connection = await aio_pika.connect(f"amqp://guest:guest@{HOST}/")
-    try:
-        channel = await (await connection.channel()).get_underlay_channel()
-        for name in (
-            work_queue(prefix, "emails"),
-            tier_queue(prefix, "emails", timedelta(seconds=1)),
-            failed_queue(prefix),
-        ):
-            await channel.queue_delete(name)
-        await channel.exchange_delete(failed_queue(prefix))
-    finally:
-        await connection.close()
-
-
-def opened(prefix: str, **options: str) -> RabbitMQQueue:
-    query = "&".join(f"{k}={v}" for k, v in {"prefix": prefix, "delays": "1s", **options}.items())
-    queue = open_queue(f"amqp://guest:guest@{HOST}/?{query}")
-    assert isinstance(queue, RabbitMQQueue)
-    return queue
+    async with emails_prefix("p") as prefix:
+        yield prefix
 
 
 async def declare_classic(name: str) -> None:
