@@ -216,7 +216,14 @@ async def test_a_wait_out_when_the_connection_drops_is_an_outage_not_an_empty_qu
         waiting = asyncio.ensure_future(
             queue.wait_and_reserve("default", timedelta(seconds=20), limit=1)
         )
-        await asyncio.wait_for(asked.wait(), 10)  # the request is out on the server
+        # The request is out on the server. A loaded machine can take seconds, so the bound
+        # is wide, and a wait that ended first says how it ended instead of timing out.
+        heard_it = asyncio.ensure_future(asked.wait())
+        await asyncio.wait([heard_it, waiting], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        if not heard_it.done():
+            heard_it.cancel()
+            assert waiting.done(), "the wait sent no pull request in 30 s"
+            pytest.fail(f"the wait ended before the crash: {waiting.exception() or waiting.result()}")
         await spy.close()
         server.crash()
         server.start()  # same port, same store: the client reconnects on its own
