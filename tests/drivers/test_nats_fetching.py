@@ -223,7 +223,9 @@ async def test_a_wait_out_when_the_connection_drops_is_an_outage_not_an_empty_qu
         if not heard_it.done():
             heard_it.cancel()
             assert waiting.done(), "the wait sent no pull request in 30 s"
-            pytest.fail(f"the wait ended before the crash: {waiting.exception() or waiting.result()}")
+            pytest.fail(
+                f"the wait ended before the crash: {waiting.exception() or waiting.result()}"
+            )
         await spy.close()
         server.crash()
         server.start()  # same port, same store: the client reconnects on its own
