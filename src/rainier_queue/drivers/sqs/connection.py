@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import ssl
 from email.utils import parsedate_to_datetime
@@ -36,6 +37,7 @@ import aiohttp
 import botocore.exceptions as bx
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
+from botocore.loaders import Loader, create_loader
 
 from ...errors import (
     BrokerRejected,
@@ -63,6 +65,12 @@ UNAVAILABLE_CODES = frozenset(
 )
 POOL = 50
 """HTTP connections the client keeps: receives, deletes and sends of a busy worker at once."""
+
+
+@functools.cache
+def _models() -> Loader:
+    """botocore's loader of service models, one a process, which keeps what it parsed."""
+    return create_loader()
 
 
 TLS_FIX = (
@@ -221,7 +229,13 @@ class SQSConnection:
             args["aws_secret_access_key"] = s.secret
             if s.session_token is not None:
                 args["aws_session_token"] = s.session_token
-        context = get_session().create_client("sqs", **args)
+        session = get_session()
+        # Each session would read and parse botocore's SQS model again (40-60 ms of CPU a
+        # connection); the model files never change while the process runs, so one loader,
+        # which keeps what it parsed, serves every session. Nothing else is shared:
+        # credentials and their refresh stay with each connection's own session.
+        session.register_component("data_loader", _models())
+        context = session.create_client("sqs", **args)
         with translated("connect", endpoint=self._https):
             client = await context.__aenter__()
         self._context = context
