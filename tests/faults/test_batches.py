@@ -36,6 +36,8 @@ from .ledger_jobs import ledger as open_ledger
 pytestmark = [pytest.mark.slow, pytest.mark.needs("processes", "batches")]
 
 TOTAL = 10_000
+"""Jobs in the killed-worker batch, or the backend's backlog if smaller (SQS FIFO's 5,000
+on moto, whose calls walk the whole queue)."""
 LEASE = "2s"
 
 
@@ -51,13 +53,14 @@ async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
 @pytest.mark.timeout(900)
 @pytest.mark.needs("shared_backlog")
 async def test_a_batch_across_three_workers_one_killed_fires_its_then_exactly_once(
-    tmp_path: Path, url: str
+    tmp_path: Path, url: str, backend: Backend
 ) -> None:
+    total = min(TOTAL, backend.backlog[0]) if backend.backlog else TOTAL
     queue = open_queue(url)
     try:
         assert queue.capabilities.batches, "a backend that keeps none says why in `lacks`"
         batch_id = await (
-            batch([Tally(n=n) for n in range(TOTAL)])
+            batch([Tally(n=n) for n in range(total)])
             .then(BatchDone(kind="then"))
             .catch(BatchDone(kind="catch"))
             .dispatch(QueueManager(queue))
@@ -71,14 +74,14 @@ async def test_a_batch_across_three_workers_one_killed_fires_its_then_exactly_on
     doomed, *rescuers = workers
     try:
         deadline = time.monotonic() + 300
-        while sum(1 for *_, pid, e in events(ledger) if pid == doomed.pid) < TOTAL // 10:
+        while sum(1 for *_, pid, e in events(ledger) if pid == doomed.pid) < total // 10:
             assert time.monotonic() < deadline, f"the batch never got going: {output(doomed)}"
             assert doomed.poll() is None, output(doomed)
             await asyncio.sleep(0.05)
         os.kill(doomed.pid, signal.SIGKILL)
         await asyncio.to_thread(doomed.wait)
         finished_then = len(count(ledger, "finish"))
-        assert finished_then < TOTAL, "the kill should land before the batch is done"
+        assert finished_then < total, "the kill should land before the batch is done"
 
         deadline = time.monotonic() + 600
         while not _callbacks(ledger):
@@ -102,9 +105,9 @@ async def test_a_batch_across_three_workers_one_killed_fires_its_then_exactly_on
             if rescuer.poll() is None:
                 assert await terminate(rescuer) == 0, output(rescuer)
 
-    assert set(count(ledger, "finish")) == set(range(TOTAL)), "every job of the batch ran"
-    assert _callbacks(ledger) == [(TOTAL, f"then:{TOTAL}:0:0")], "then, once, with the counts"
-    assert (progress.succeeded, progress.failed, progress.finished) == (TOTAL, 0, True)
+    assert set(count(ledger, "finish")) == set(range(total)), "every job of the batch ran"
+    assert _callbacks(ledger) == [(total, f"then:{total}:0:0")], "then, once, with the counts"
+    assert (progress.succeeded, progress.failed, progress.finished) == (total, 0, True)
 
 
 @pytest.mark.timeout(300)
