@@ -31,6 +31,16 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.faults.ledger_jobs:registry"
 
 
+async def push_all(url: str, jobs: list[QueuedJob]) -> None:
+    """Push `jobs` through the URL's driver, two thousand to a `push_many`."""
+    queue = open_queue(url)
+    try:
+        for start in range(0, len(jobs), 2000):
+            await queue.push_many(jobs[start : start + 2000])
+    finally:
+        await queue.aclose()
+
+
 def config(folder: Path, url: str, **options: str) -> Path:
     """A `rainier-queue.toml` with one connection, for workers started with `--config`."""
     lines = ["[connections.main]", f'url = "{url}"', *(f'{k} = "{v}"' for k, v in options.items())]
