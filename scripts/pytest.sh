@@ -13,6 +13,9 @@
 # a TLS server, start once). Most tests wait on servers, leases and processes
 # rather than compute, so three processes on two cores keep both busy: the whole
 # suite took 18 minutes in line and 7 beside itself on the same loaded machine.
+# Files go out longest first (tests/slowest_first.py orders the collection, and
+# --no-loadscope-reorder keeps pytest-xdist from putting files with the most tests
+# first instead), so no process starts a file of minutes when the others are done.
 # Tests share nothing but the servers, and each works in a namespace of its own.
 #
 # Usage: scripts/pytest.sh [pytest arguments]   (with arguments, pytest runs them
@@ -31,7 +34,8 @@ log=$(mktemp -t rq-acceptance.XXXXXX.log)
 beside=$!
 trap 'kill "$beside" 2>/dev/null; rm -f "$log"' INT TERM
 
-"$BIN/pytest" -n "${RAINIER_QUEUE_TEST_PROCESSES:-3}" --dist loadfile -m "not scheduler_acceptance"
+"$BIN/pytest" -n "${RAINIER_QUEUE_TEST_PROCESSES:-3}" --dist loadfile --no-loadscope-reorder \
+    -m "not scheduler_acceptance"
 main=$?
 
 wait "$beside"

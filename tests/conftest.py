@@ -28,7 +28,10 @@ def unreachable(service: str, error: Exception | str) -> NoReturn:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip contract and fault tests on drivers that lack a hook they need (with its reason)."""
+    """Skip contract and fault tests on drivers that lack a hook they need (with its reason),
+    and put the longest files first, for the test processes (slowest_first.py)."""
     from .contract.backends import mark_collected
+    from .slowest_first import order
 
     mark_collected(items)
+    order(items)
