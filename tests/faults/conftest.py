@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Fixtures the fault tests share: `partition`, a network the test can silence, and `backend`.
+"""Fixtures the fault tests share: `partition`, a network the test can silence, `backend`,
+and `url`, a namespace of the test's own on it.
 
 `backend` is the contract suite's (tests/contract/backends.py): a fault test
 that takes it runs on every driver, skipped where the driver lacks a hook
@@ -8,7 +9,9 @@ the test names in `@pytest.mark.needs(...)`, with the driver's reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,18 @@ from ..partition import Partition
 @pytest.fixture(params=[pytest.param(name, id=name) for name in BACKENDS])
 def backend(request: pytest.FixtureRequest) -> Backend:
     return choose(request)
+
+
+@pytest.fixture
+async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
+    """The backend's URL for a namespace of the test's own, its `default` queue made, removed
+    after the test. A file whose tests need more (another queue, a capability checked)
+    defines its own `url`."""
+    namespace = "rqf" + uuid.uuid4().hex[:10]
+    backend.setup(tmp_path, namespace, ["default"])
+    yield backend.url(tmp_path, namespace)
+    if backend.cleanup is not None:
+        await backend.cleanup(tmp_path, namespace)
 
 
 @pytest.fixture

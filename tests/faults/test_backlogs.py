@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -27,15 +25,6 @@ from ..contract.backends import Backend
 from .harness import config, count, events, output, push_all, worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
-
-
-@pytest.fixture
-async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
-    namespace = "rqg" + uuid.uuid4().hex[:10]
-    backend.setup(tmp_path, namespace, ["default"])
-    yield backend.url(tmp_path, namespace)
-    if backend.cleanup is not None:
-        await backend.cleanup(tmp_path, namespace)
 
 
 async def never_ran(url: str, missing: set[int], procs: list[subprocess.Popen[bytes]]) -> str:

@@ -18,8 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -39,15 +37,6 @@ TOTAL = 10_000
 """Jobs in the killed-worker batch, or the backend's backlog if smaller (SQS FIFO's 5,000
 on moto, whose calls walk the whole queue)."""
 LEASE = "2s"
-
-
-@pytest.fixture
-async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
-    namespace = "rqb" + uuid.uuid4().hex[:10]
-    backend.setup(tmp_path, namespace, ["default"])
-    yield backend.url(tmp_path, namespace)
-    if backend.cleanup is not None:
-        await backend.cleanup(tmp_path, namespace)
 
 
 @pytest.mark.timeout(900)

@@ -9,8 +9,6 @@ A driver that cannot cancel refuses the command (exit 2, saying why).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,20 +16,10 @@ import pytest
 from rainier_queue.connections import open_queue
 from rainier_queue.envelope import QueuedJob
 
-from ..contract.backends import Backend
 from .harness import config, count, output, terminate, worker
 from .test_pausing import cli, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
-
-
-@pytest.fixture
-async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
-    namespace = "rqc" + uuid.uuid4().hex[:10]
-    backend.setup(tmp_path, namespace, ["default"])
-    yield backend.url(tmp_path, namespace)
-    if backend.cleanup is not None:
-        await backend.cleanup(tmp_path, namespace)
 
 
 @pytest.mark.timeout(300)

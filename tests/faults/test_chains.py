@@ -15,8 +15,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,6 @@ import pytest
 from rainier_queue import QueueManager, chain
 from rainier_queue.connections import open_queue
 
-from ..contract.backends import Backend
 from .harness import ROOT, config, events, output, terminate, worker
 from .ledger_jobs import Slow
 from .ledger_jobs import ledger as open_ledger
@@ -32,15 +29,6 @@ from .ledger_jobs import ledger as open_ledger
 pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
 
 LEASE = "2s"
-
-
-@pytest.fixture
-async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
-    namespace = "rqc" + uuid.uuid4().hex[:10]
-    backend.setup(tmp_path, namespace, ["default"])
-    yield backend.url(tmp_path, namespace)
-    if backend.cleanup is not None:
-        await backend.cleanup(tmp_path, namespace)
 
 
 @pytest.mark.timeout(300)

@@ -12,9 +12,7 @@ more runs open than its `--concurrency`.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,6 @@ from rainier_queue.connections import open_queue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import FailedJobListing
 
-from ..contract.backends import Backend
 from .harness import config, count, events, output, worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
@@ -31,15 +28,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
 JOBS = 12
 PROCESSES = 3
 CONCURRENCY = 2
-
-
-@pytest.fixture
-async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
-    namespace = "rqt" + uuid.uuid4().hex[:10]
-    backend.setup(tmp_path, namespace, ["default"])
-    yield backend.url(tmp_path, namespace)
-    if backend.cleanup is not None:
-        await backend.cleanup(tmp_path, namespace)
 
 
 def runs_of_each_job(rows: list[tuple[str, int, int, int, str]]) -> dict[int, list[str]]:

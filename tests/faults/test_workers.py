@@ -16,8 +16,6 @@ import asyncio
 import os
 import signal
 import time
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -26,19 +24,9 @@ from rainier_queue.connections import open_queue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import FailedJobListing
 
-from ..contract.backends import Backend
 from .harness import config, count, events, output, push_all, worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("processes")]
-
-
-@pytest.fixture
-async def url(backend: Backend, tmp_path: Path) -> AsyncIterator[str]:
-    namespace = "rqf" + uuid.uuid4().hex[:10]
-    backend.setup(tmp_path, namespace, ["default"])
-    yield backend.url(tmp_path, namespace)
-    if backend.cleanup is not None:
-        await backend.cleanup(tmp_path, namespace)
 
 
 @pytest.mark.timeout(240)
