@@ -54,9 +54,9 @@ def test_doctor_names_provision_for_a_database_one_migration_behind_and_provisio
     after = refusing("doctor")
 
     behind = (
-        "the tables `rainier_*` are at schema version 2, and this code needs version 7 "
-        "(0003_lease_until, 0004_paused_queues, 0005_records, 0006_batches, 0007_ordering_keys"
-        " to apply): "
+        "the tables `rainier_*` are at schema version 2, and this code needs version 8 "
+        "(0003_lease_until, 0004_paused_queues, 0005_records, 0006_batches, 0007_ordering_keys, "
+        "0008_held_keys to apply): "
         "run `rainier-queue provision`"
     )
     assert before.code == 4, before.output
@@ -69,7 +69,8 @@ def test_doctor_names_provision_for_a_database_one_migration_behind_and_provisio
     assert "applied migration 0005_records" in provisioned.stdout
     assert "applied migration 0006_batches" in provisioned.stdout
     assert "applied migration 0007_ordering_keys" in provisioned.stdout
-    assert "done (schema version 7 of 7)" in provisioned.stdout
+    assert "applied migration 0008_held_keys" in provisioned.stdout
+    assert "done (schema version 8 of 8)" in provisioned.stdout
     assert after.code == 0, after.output
     assert "no problems found" in after.stdout
 

@@ -15,6 +15,8 @@ a broker, and test_kafka_retention.py keeps a broker of its own.
 removed through the contract suite's backend. `opened` is every driver's:
 the queues a test opened, closed after it (the Redis files use it;
 test_postgres_queue.py has an `opened` of its own).
+`sql_opener` opens queues on each SQL database in turn (SQLite, PostgreSQL, MySQL), all
+under one fresh table prefix, and drops those tables after the test.
 `certs` is the TLS files' authority and server certificate, one set per
 test module (tests/tls_certs.py).
 """
@@ -34,6 +36,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from rainier_queue.cache import LockManager
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.connections import open_queue
+from rainier_queue.drivers.database import DatabaseQueue
+from rainier_queue.drivers.database.mysql import MySQLQueue
+from rainier_queue.drivers.database.postgres import PostgresQueue
+from rainier_queue.drivers.database.sqlite import SQLiteQueue
 from rainier_queue.drivers.kafka import KafkaQueue
 from rainier_queue.drivers.kafka.names import failed_topic_name, topic_name
 from rainier_queue.drivers.kafka.settings import KafkaSettings
@@ -42,9 +48,11 @@ from rainier_queue.drivers.sqs import SQSQueue
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.queue import Queue
 
+from .. import mysql_service
 from ..contract.backends import BACKENDS
 from ..kafka_broker import KafkaBroker, broker
 from ..moto_server import KEY, REGION, delete_queues, shared
+from ..postgres import PG_URL, drop_prefixed, require_postgres
 from ..tls_certs import Certs, make_certs
 
 SHORT = timedelta(milliseconds=300)
@@ -73,6 +81,39 @@ async def opened() -> AsyncIterator[list[Queue]]:
     yield queues
     for queue in queues:
         await queue.aclose()
+
+
+SQLOpener = Callable[[], DatabaseQueue]
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+async def sql_opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SQLOpener]:
+    prefix = f"up{uuid.uuid4().hex[:10]}_"
+    kind: str = request.param
+    if kind == "postgres":
+        require_postgres()
+    elif kind == "mysql":
+        mysql_service.check()
+    opened: list[DatabaseQueue] = []
+
+    def open_one() -> DatabaseQueue:
+        queue: DatabaseQueue
+        if kind == "sqlite":
+            queue = SQLiteQueue(str(tmp_path / "jobs.db"), prefix=prefix)
+        elif kind == "postgres":
+            queue = PostgresQueue(PG_URL, prefix=prefix)
+        else:
+            queue = MySQLQueue(mysql_service.SERVER, prefix=prefix)
+        opened.append(queue)
+        return queue
+
+    yield open_one
+    for queue in opened:
+        await queue.aclose()
+    if kind == "postgres":
+        await drop_prefixed(prefix)
+    elif kind == "mysql":
+        await mysql_service.drop_tables(prefix)
 
 
 @pytest.fixture(scope="module")

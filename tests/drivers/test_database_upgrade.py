@@ -15,62 +15,24 @@ writes by the old statements, spelled out here as SQL.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from rainier_queue.drivers.database import DatabaseQueue, row_for
 from rainier_queue.drivers.database import schema as schema_module
 from rainier_queue.drivers.database.dialect import Session
-from rainier_queue.drivers.database.mysql import MySQLQueue
-from rainier_queue.drivers.database.postgres import PostgresQueue
-from rainier_queue.drivers.database.sqlite import SQLiteQueue
 from rainier_queue.drivers.database.statements import ENVELOPE
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerError, LeaseLost
 from rainier_queue.queue import Reservation
 
-from .. import mysql_service
-from ..postgres import PG_URL, drop_prefixed, require_postgres
+from .conftest import SQLOpener
 
 pytestmark = pytest.mark.timeout(60)
 
 HOUR_US = 3_600_000_000
-
-Opener = Callable[[], DatabaseQueue]
-
-
-@pytest.fixture(params=["sqlite", "postgres", "mysql"])
-async def opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
-    prefix = f"up{uuid.uuid4().hex[:10]}_"
-    kind: str = request.param
-    if kind == "postgres":
-        require_postgres()
-    elif kind == "mysql":
-        mysql_service.check()
-    opened: list[DatabaseQueue] = []
-
-    def open_one() -> DatabaseQueue:
-        queue: DatabaseQueue
-        if kind == "sqlite":
-            queue = SQLiteQueue(str(tmp_path / "jobs.db"), prefix=prefix)
-        elif kind == "postgres":
-            queue = PostgresQueue(PG_URL, prefix=prefix)
-        else:
-            queue = MySQLQueue(mysql_service.SERVER, prefix=prefix)
-        opened.append(queue)
-        return queue
-
-    yield open_one
-    for queue in opened:
-        await queue.aclose()
-    if kind == "postgres":
-        await drop_prefixed(prefix)
-    elif kind == "mysql":
-        await mysql_service.drop_tables(prefix)
 
 
 @pytest.fixture
@@ -139,15 +101,15 @@ async def write_old_rows(
 
 
 async def test_rows_written_before_the_lease_column_are_worked_after_it(
-    opener: Opener, before_migration_3: Callable[[], None]
+    sql_opener: SQLOpener, before_migration_3: Callable[[], None]
 ) -> None:
     upgrade = before_migration_3
-    old = opener()
+    old = sql_opener()
     assert await old.migrate() == ["0001_jobs", "0002_failed_jobs"]
     waiting, delayed, live, lapsed = await write_old_rows(old)
     upgrade()
 
-    queue = opener()
+    queue = sql_opener()
     counts = await queue.counts("default")
     assert (counts.waiting, counts.delayed, counts.reserved) == (1, 1, 2)
 
@@ -157,7 +119,8 @@ async def test_rows_written_before_the_lease_column_are_worked_after_it(
     assert set(by_id) == {waiting.id, lapsed.id}
     assert by_id[waiting.id].job.attempts == 1
     assert by_id[lapsed.id].job.attempts == 2  # the old delivery counted, and this one
-    assert await queue.schema_status() == (7, 7)
+    last = schema_module.EXPECTED_VERSION
+    assert await queue.schema_status() == (last, last)
     # The old worker whose lease lapsed has lost the job; the one still inside
     # its lease keeps it, renews it, and settles it.
     with pytest.raises(LeaseLost):
@@ -174,17 +137,17 @@ async def test_rows_written_before_the_lease_column_are_worked_after_it(
 
 
 async def test_a_job_reserved_before_the_upgrade_comes_back_when_its_old_lease_ends(
-    opener: Opener, before_migration_3: Callable[[], None]
+    sql_opener: SQLOpener, before_migration_3: Callable[[], None]
 ) -> None:
     upgrade = before_migration_3
-    old = opener()
+    old = sql_opener()
     await old.migrate()
     job = a_job("short lease")
     await old_push(old, [job])
     await old_claim(old, job, "old-short", 6_000_000)  # time for the upgrade, loaded
     upgrade()
 
-    queue = opener()
+    queue = sql_opener()
     assert await queue.reserve("default") == []
     batch: list[Reservation] = []
     for _ in range(50):  # a wait may end early: the contract allows it
@@ -201,12 +164,12 @@ async def test_a_job_reserved_before_the_upgrade_comes_back_when_its_old_lease_e
 
 
 async def test_a_worker_from_before_the_upgrade_cannot_take_a_job_a_new_worker_holds(
-    opener: Opener,
+    sql_opener: SQLOpener,
 ) -> None:
     # Old code claims by moving due_at and knows nothing of lease_until: left
     # running after the upgrade it would take jobs new workers hold. The
     # schema refuses its claim instead.
-    queue = opener()
+    queue = sql_opener()
     job = a_job("held")
     await queue.push(job)
     (reservation,) = await queue.reserve("default")
@@ -220,18 +183,19 @@ async def test_a_worker_from_before_the_upgrade_cannot_take_a_job_a_new_worker_h
 
 
 async def test_a_migration_numbered_below_one_applied_already_is_applied_all_the_same(
-    opener: Opener,
+    sql_opener: SQLOpener,
 ) -> None:
     # Migrations are numbered across branches: 0007_ordering_keys reached some
     # databases before 0006_batches was merged. That 6 must still be applied.
     shipped = schema_module.MIGRATIONS
     schema_module.MIGRATIONS = tuple(m for m in shipped if m.version != 6)
     try:
-        queue = opener()
+        queue = sql_opener()
         assert "0007_ordering_keys" in await queue.migrate()
     finally:
         schema_module.MIGRATIONS = shipped
-    assert await queue.schema_status() == (5, 7)
-    assert await opener().migrate() == ["0006_batches"]
-    assert await queue.schema_status() == (7, 7)
-    assert await opener().migrate() == []
+    last = schema_module.EXPECTED_VERSION
+    assert await queue.schema_status() == (5, last)
+    assert await sql_opener().migrate() == ["0006_batches"]
+    assert await queue.schema_status() == (last, last)
+    assert await sql_opener().migrate() == []

@@ -301,9 +301,10 @@ async def test_migrations_apply_once_even_when_two_queues_migrate_at_once(prefix
         "0005_records",
         "0006_batches",
         "0007_ordering_keys",
+        "0008_held_keys",
     ]
     assert sorted(applied, key=len) == [[], every]
-    assert await first.schema_status() == (7, 7)
+    assert await first.schema_status() == (8, 8)
     await first.aclose()
     await second.aclose()
 
@@ -330,6 +331,7 @@ async def test_a_migration_cut_short_after_its_ddl_is_finished_by_the_next_one(
         "0005_records",
         "0006_batches",
         "0007_ordering_keys",
+        "0008_held_keys",
     ]
     await queue.push(a_job())
     assert await queue.size("default") == 1

@@ -534,6 +534,7 @@ async def test_workers_migrating_at_once_apply_each_migration_once(
         "0005_records",
         "0006_batches",
         "0007_ordering_keys",
+        "0008_held_keys",
     ]
 
 

@@ -204,7 +204,7 @@ async def test_a_crash_between_recording_the_failure_and_deleting_the_job_loses_
 async def test_migrations_apply_once_and_the_version_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     queue = SQLiteQueue(path, migrate=False)
-    assert await queue.schema_status() == (0, 7)
+    assert await queue.schema_status() == (0, 8)
 
     assert await queue.migrate() == [
         "0001_jobs",
@@ -214,11 +214,12 @@ async def test_migrations_apply_once_and_the_version_is_reported(tmp_path: Path)
         "0005_records",
         "0006_batches",
         "0007_ordering_keys",
+        "0008_held_keys",
     ]
     assert await queue.migrate() == []
     other = SQLiteQueue(path)
     assert await other.migrate() == []
-    assert await other.schema_status() == (7, 7)
+    assert await other.schema_status() == (8, 8)
     assert {"rainier_jobs", "rainier_failed_jobs", "rainier_schema_version"} <= tables(path)
     await queue.aclose()
     await other.aclose()

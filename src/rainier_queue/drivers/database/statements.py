@@ -37,7 +37,7 @@ CLAIMABLE_AT = "CASE WHEN lease_until > due_at THEN lease_until ELSE due_at END"
 """When a row can next be claimed: the later of its due time and its lease's end."""
 
 
-def in_order(jobs: str, row: str, now: str) -> str:
+def in_order(jobs: str, row: str, now: str, *, held_index: bool = True) -> str:
     """SQL true when the row `row` (an alias of `jobs`) may run now as far as its ordering key
     goes: it has none, or no earlier row of its key is still in the table (waiting, delayed
     or reserved) and no row of its key holds a lease at `now`.
@@ -48,21 +48,34 @@ def in_order(jobs: str, row: str, now: str) -> str:
     committed out of order) blocks too, so a key never has two jobs running; its lease, once
     lapsed, stops blocking, so the two never wait on each other for ever.
 
-    Each test is one probe of an index that holds keyed rows only (on MySQL, which has no
-    partial index, of the key's rows): the first the range of the key before `row`, the
-    second the key's reserved rows. A row without a key pays the one `IS NULL`. (The
-    `IS NOT NULL`s let PostgreSQL and SQLite use those indexes: they cannot tell on their
-    own that `=` a column of the outer row implies them.)
+    Each test is one probe of an index that holds keyed rows only: the first the range of the
+    key before `row` in `jobs_ordering`, the second the key's entries in `jobs_held` (a
+    reserved row's `held_key`). Without `held_index` (MySQL, which has no partial index and
+    so no `jobs_held`) the second probes the key's rows in `jobs_ordering`. A row without a
+    key pays the one `IS NULL`. (The `IS NOT NULL`s let PostgreSQL and SQLite use those
+    indexes: they cannot tell on their own that `=` a column of the outer row implies them.)
     """
+    key = f"{row}.ordering_key"
     same_key = (
-        f"SELECT 1 FROM {jobs} AS e WHERE e.ordering_key IS NOT NULL "
-        f"AND e.ordering_key = {row}.ordering_key"
+        f"SELECT 1 FROM {jobs} AS e WHERE e.ordering_key IS NOT NULL AND e.ordering_key = {key}"
+    )
+    holder = (
+        f"SELECT 1 FROM {jobs} AS e WHERE e.held_key IS NOT NULL AND e.held_key = {key}"
+        if held_index
+        else f"{same_key} AND e.held_key IS NOT NULL"
     )
     return (
-        f"({row}.ordering_key IS NULL OR (NOT EXISTS ({same_key} AND e.seq < {row}.seq) "
-        f"AND NOT EXISTS ({same_key} AND e.reservation_token IS NOT NULL "
-        f"AND e.lease_until > {now})))"
+        f"({key} IS NULL OR (NOT EXISTS ({same_key} AND e.seq < {row}.seq) "
+        f"AND NOT EXISTS ({holder} AND e.lease_until > {now})))"
     )
+
+
+HELD = "held_key = ordering_key"
+"""What a claim sets besides its lease, so the claimed row holds its ordering key (a row
+without one keeps NULL, which PostgreSQL counts as no change: the claim stays HOT)."""
+
+LET_GO = "held_key = NULL"
+"""What a release sets besides clearing its lease: the row no longer holds its key."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,12 +126,13 @@ class Statements:
             "select_due": f"SELECT seq, {ENVELOPE} FROM {jobs} AS j WHERE queue = ? "
             f"AND due_at <= ? AND {UNLEASED} AND {in_order(jobs, 'j', '?')} "
             f"ORDER BY due_at, seq LIMIT ? {dialect.claim_suffix}".rstrip(),
-            # Only columns outside every index: no index entry is written.
+            # Only columns outside every index (and `held_key`, for a keyed row alone):
+            # no index entry is written.
             "claim": f"UPDATE {jobs} SET attempts = attempts + 1, reservation_token = ?, "
-            "reserved_at = ?, lease_until = ? WHERE seq = ?",
+            f"reserved_at = ?, lease_until = ?, {HELD} WHERE seq = ?",
             "acknowledge": f"DELETE FROM {jobs} {fenced}",
             "release": f"UPDATE {jobs} SET reservation_token = NULL, reserved_at = NULL, "
-            "lease_until = NULL, available_at = ?, due_at = ?, "
+            f"lease_until = NULL, {LET_GO}, available_at = ?, due_at = ?, "
             "attempts = CASE WHEN attempts >= ? THEN attempts - ? ELSE 0 END "
             f"{fenced}",
             "renew": f"UPDATE {jobs} SET lease_until = ? {fenced}",

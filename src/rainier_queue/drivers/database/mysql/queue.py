@@ -68,7 +68,7 @@ from ..dialect import Dialect, Work
 from ..dialect import Session as SessionProtocol
 from ..nearby import shared_rendezvous
 from ..schema import DEFAULT_PREFIX, check_prefix
-from ..statements import ENVELOPE, UNLEASED, in_order
+from ..statements import ENVELOPE, HELD, UNLEASED, in_order
 from .acks import NotAllOurs, delete_by_seq, seqs_of
 from .address import ClientTLS, ServerAddress
 from .connection import NOW_US, MySQLPool, PlainCursors, Session, translate, wakeup_for
@@ -231,12 +231,12 @@ class MySQLQueue(DatabaseQueue):
         self._claimable = (
             f"SELECT seq, {ENVELOPE}, {NOW_US} FROM {jobs} AS j "
             f"WHERE queue = %s AND due_at <= {NOW_US} AND {UNLEASED.replace('?', NOW_US)} "
-            f"AND {in_order(jobs, 'j', NOW_US)} "
+            f"AND {in_order(jobs, 'j', NOW_US, held_index=False)} "
             "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED"
         )
         self._claim_rows = (
             f"UPDATE {jobs} SET attempts = attempts + 1, reservation_token = CASE seq {{cases}} "
-            "END, reserved_at = %s, lease_until = %s WHERE seq IN ({marks})"
+            f"END, reserved_at = %s, lease_until = %s, {HELD} WHERE seq IN ({{marks}})"
         )
         self._lock_held = (
             f"SELECT id, reservation_token FROM {jobs} WHERE id IN ({{marks}}) FOR UPDATE"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from ..schema import Tables
-from ..statements import ENVELOPE, KEPT, UNLEASED, in_order, soonest_sql
+from ..statements import ENVELOPE, HELD, KEPT, LET_GO, UNLEASED, in_order, soonest_sql
 from .connection import NOW_US
 
 
@@ -50,12 +50,13 @@ class PgStatements:
             f"AND {in_order(jobs, 'p', '(SELECT now FROM clock)')} "
             "ORDER BY due_at, seq LIMIT %s FOR UPDATE OF p SKIP LOCKED)"
         )
-        # No indexed column changes, so with room on the page (the table's
-        # fillfactor) the update is HOT: no index entry is written.
+        # No indexed column changes (but `held_key`, of a keyed row alone), so with
+        # room on the page (the table's fillfactor) the update is HOT: no index
+        # entry is written.
         update = (
             f"UPDATE {jobs} AS j SET attempts = j.attempts + 1, "
             "reservation_token = replace(gen_random_uuid()::text, '-', ''), "
-            "reserved_at = clock.now, lease_until = clock.now + %s "
+            f"reserved_at = clock.now, lease_until = clock.now + %s, {HELD} "
             "FROM picked, clock WHERE j.seq = picked.seq "
             f"RETURNING {', '.join(returned)}"
         )
@@ -82,7 +83,7 @@ class PgStatements:
             "SELECT *, NULL, NULL FROM claimed UNION ALL "
             f"SELECT {', '.join(['NULL'] * len(returned))}, id, reservation_token FROM acked",
             release=f"WITH clock AS (SELECT {NOW_US} AS now) UPDATE {jobs} SET "
-            "reservation_token = NULL, reserved_at = NULL, lease_until = NULL, "
+            f"reservation_token = NULL, reserved_at = NULL, lease_until = NULL, {LET_GO}, "
             "available_at = clock.now + %s, due_at = clock.now + %s, "
             "attempts = CASE WHEN attempts >= %s THEN attempts - %s ELSE 0 END "
             "FROM clock WHERE id = %s AND reservation_token = %s",

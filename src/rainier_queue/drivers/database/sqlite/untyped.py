@@ -77,13 +77,13 @@ class UntypedTimes:
         await session.execute(
             f"UPDATE {self._jobs} SET due_at = CASE WHEN typeof(available_at) IN {_NUMBER} "
             "THEN available_at ELSE ? END, lease_until = NULL, reservation_token = NULL, "
-            f"reserved_at = NULL WHERE {due}",
+            f"held_key = NULL, reserved_at = NULL WHERE {due}",
             (now, *queues),
         )
         # A lease that cannot end is dropped: the row is released, as if never claimed.
         await session.execute(
             f"UPDATE {self._jobs} SET lease_until = NULL, reservation_token = NULL, "
-            f"reserved_at = NULL WHERE {lease}",
+            f"held_key = NULL, reserved_at = NULL WHERE {lease}",
             (*queues, now),
         )
         return ids
