@@ -464,15 +464,23 @@ async def test_claims_are_planned_once_per_connection_when_statements_are_prepar
         "WHERE position('SKIP LOCKED' in statement) > 0"
     )
     mode = (await run("SHOW plan_cache_mode"))[0][0]
+    jit = (await run("SHOW jit"))[0][0]
     if prepared:
         # psycopg prepares one statement per set of parameter types (a floor's
         # numbers may be sent as int8 or int4), each on its first run.
         assert sum(generic for generic, _ in plans) == 3, "prepared on its first run"
         assert all(custom == 0 for _, custom in plans), "and planned once"
         assert mode == "force_generic_plan"
+        # A generic plan is costed without its LIMIT: on a big table, over the JIT
+        # threshold, and compiled at every run (25 ms of a 2 ms claim).
+        assert jit == "off"
     else:
         assert plans == []
         assert mode == "auto", "a session setting would leak through PgBouncer"
+        async with await psycopg.AsyncConnection.connect(PG_URL) as plain:
+            default = await (await plain.execute("SHOW jit")).fetchone()
+        assert default is not None
+        assert jit == default[0], "the server's own setting, untouched"
 
 
 async def _has_statistics(prefix: str) -> bool:
