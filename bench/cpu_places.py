@@ -13,8 +13,11 @@ What a fresh queue is depends on the driver, and is made here:
   prefix per run whose `default` topic has `KAFKA_PARTITIONS` partitions
   (made by the driver's own provisioning), and the partition leases and
   cursors on the local Redis under a key prefix per run, as in `make bench`;
-- any other URL (PostgreSQL, MySQL, Redis, ...): the URL with a `prefix` of
-  the run's own, whose tables or keys are dropped afterwards.
+- any other URL (PostgreSQL, MySQL, Redis, RabbitMQ, NATS): the URL with a
+  `prefix` of the run's own, whose tables, keys, queues or streams are
+  removed afterwards; on RabbitMQ and NATS, whose queues exist only once
+  provisioned, the run's `default` queue is provisioned first (on RabbitMQ
+  with one delay tier, as `make bench`'s row has).
 """
 
 from __future__ import annotations
@@ -38,6 +41,13 @@ KAFKA_PARTITIONS = 6
 
 KAFKA_LOCKS = "redis://127.0.0.1:6379/0"
 """Where the Kafka runs keep their partition leases and cursors (a key prefix per run)."""
+
+
+_PREFIX_ENDS = {"redis": ":", "rediss": ":", "amqp": ".", "amqps": ".", "nats": "_"}
+"""What ends a run's prefix, by scheme: the separator the driver's names read best with."""
+
+_PROVISIONED = frozenset({"amqp", "amqps", "nats"})
+"""Schemes whose queue must be provisioned before a push finds it."""
 
 
 class Places:
@@ -77,8 +87,14 @@ class Places:
         if spec == "kafka":
             return self._kafka(tag)
         joiner = "&" if "?" in spec else "?"
-        url = f"{spec}{joiner}prefix={tag + (':' if spec.startswith('redis') else '_')}"
+        scheme = spec.split(":", 1)[0]
+        ending = _PREFIX_ENDS.get(scheme, "_")
+        url = f"{spec}{joiner}prefix={tag + ending}"
+        if scheme in ("amqp", "amqps"):
+            url += "&delays=1s"
         self._made.append(url)
+        if scheme in _PROVISIONED:
+            asyncio.run(_provision(url))
         return url
 
     def _kafka(self, tag: str) -> str:
