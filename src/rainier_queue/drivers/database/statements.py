@@ -114,6 +114,7 @@ class Statements:
     @classmethod
     def build(cls, tables: Tables, dialect: Dialect) -> Self:
         jobs, failed = tables.jobs, tables.failed
+        held = dialect.partial_indexes
         fenced = "WHERE id = ? AND reservation_token = ?"
         failed_list = f"SELECT {ENVELOPE}, error, failed_at FROM {failed}"
         raw = {
@@ -124,7 +125,7 @@ class Statements:
             # lease not yet over). Lapsed leases are due again.
             # A row behind an earlier one of its ordering key is passed over.
             "select_due": f"SELECT seq, {ENVELOPE} FROM {jobs} AS j WHERE queue = ? "
-            f"AND due_at <= ? AND {UNLEASED} AND {in_order(jobs, 'j', '?')} "
+            f"AND due_at <= ? AND {UNLEASED} AND {in_order(jobs, 'j', '?', held_index=held)} "
             f"ORDER BY due_at, seq LIMIT ? {dialect.claim_suffix}".rstrip(),
             # Only columns outside every index (and `held_key`, for a keyed row alone):
             # no index entry is written.
@@ -179,7 +180,8 @@ class Statements:
             "flush_queue": f"DELETE FROM {failed} WHERE queue = ?",
         }
         converted = {key: dialect.sql(text) for key, text in raw.items()}
-        return cls(**converted, soonest_due=soonest_sql(jobs, "?", "IN ({marks})"))
+        soonest = soonest_sql(jobs, "?", "IN ({marks})", held_index=held)
+        return cls(**converted, soonest_due=soonest)
 
     def soonest_due_for(self, dialect: Dialect, count: int) -> str:
         """`soonest_due` for `count` queue names."""
@@ -191,21 +193,22 @@ class Statements:
         return (*queues, now, now, now, now, *queues, now, *queues, now)
 
 
-def soonest_sql(jobs: str, now: str, queues: str) -> str:
+def soonest_sql(jobs: str, now: str, queues: str, *, held_index: bool = True) -> str:
     """When the soonest of `queues`' rows is claimable; `now` itself if one is already.
 
     `now` and `queues` are SQL: a placeholder (or the server's clock), and the
-    test on `queue` (`IN (...)`). A claimable row is looked for first, so a
-    backlog costs one index probe; with none, every row due by `now` is reserved
-    (the rows in flight, few), and the answer is the soonest of their lease ends
-    and of the delayed rows' due times (the first entry past `now` in the index).
+    test on `queue` (`IN (...)`); `held_index` is `in_order`'s. A claimable row is
+    looked for first, so a backlog costs one index probe; with none, every row due
+    by `now` is reserved (the rows in flight, few), and the answer is the soonest of
+    their lease ends and of the delayed rows' due times (the first entry past `now`
+    in the index).
     A row waiting behind an earlier one of its ordering key is not claimable, so an
     idle worker does not spin on it; it is found by the next look once its key frees.
     """
     return (
         f"SELECT CASE WHEN EXISTS (SELECT 1 FROM {jobs} AS j WHERE queue {queues} "
         f"AND due_at <= {now} AND {UNLEASED.replace('?', now)} "
-        f"AND {in_order(jobs, 'j', now)}) THEN {now} "
+        f"AND {in_order(jobs, 'j', now, held_index=held_index)}) THEN {now} "
         "ELSE (SELECT MIN(t) FROM ("
         f"SELECT MIN(due_at) AS t FROM {jobs} WHERE queue {queues} AND due_at > {now} "
         f"UNION ALL SELECT MIN(lease_until) AS t FROM {jobs} WHERE queue {queues} "

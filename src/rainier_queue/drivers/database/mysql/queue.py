@@ -102,6 +102,7 @@ class MySQLDialect(Dialect):
     }
     paramstyle: ClassVar[Literal["qmark", "format"]] = "format"
     claim_suffix: ClassVar[str] = "FOR UPDATE SKIP LOCKED"
+    partial_indexes: ClassVar[bool] = False
     table_exists_sql: ClassVar[str] = (
         "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
     )
@@ -231,7 +232,7 @@ class MySQLQueue(DatabaseQueue):
         self._claimable = (
             f"SELECT seq, {ENVELOPE}, {NOW_US} FROM {jobs} AS j "
             f"WHERE queue = %s AND due_at <= {NOW_US} AND {UNLEASED.replace('?', NOW_US)} "
-            f"AND {in_order(jobs, 'j', NOW_US, held_index=False)} "
+            f"AND {in_order(jobs, 'j', NOW_US, held_index=MySQLDialect.partial_indexes)} "
             "ORDER BY due_at, seq LIMIT %s FOR UPDATE SKIP LOCKED"
         )
         self._claim_rows = (
