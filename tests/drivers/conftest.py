@@ -16,13 +16,15 @@ removed through the contract suite's backend. `opened` is every driver's:
 the queues a test opened, closed after it (the Redis files use it;
 test_postgres_queue.py has an `opened` of its own).
 `sql_opener` opens queues on each SQL database in turn (SQLite, PostgreSQL, MySQL), all
-under one fresh table prefix, and drops those tables after the test.
+under one fresh table prefix, and drops those tables after the test; `migrations_up_to`
+stands in an older release's schema for the upgrade tests.
 `certs` is the TLS files' authority and server certificate, one set per
 test module (tests/tls_certs.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -37,6 +39,7 @@ from rainier_queue.cache import LockManager
 from rainier_queue.cache.memory import MemoryCache
 from rainier_queue.connections import open_queue
 from rainier_queue.drivers.database import DatabaseQueue
+from rainier_queue.drivers.database import schema as schema_module
 from rainier_queue.drivers.database.mysql import MySQLQueue
 from rainier_queue.drivers.database.postgres import PostgresQueue
 from rainier_queue.drivers.database.sqlite import SQLiteQueue
@@ -84,6 +87,22 @@ async def opened() -> AsyncIterator[list[Queue]]:
 
 
 SQLOpener = Callable[[], DatabaseQueue]
+
+
+@contextlib.contextmanager
+def migrations_up_to(version: int) -> Iterator[Callable[[], None]]:
+    """The schema's migrations as a release that ended at `version` shipped them, until the
+    function given is called (the upgrade to this code) or the block ends."""
+    shipped = schema_module.MIGRATIONS
+
+    def upgrade() -> None:
+        schema_module.MIGRATIONS = shipped
+
+    schema_module.MIGRATIONS = tuple(m for m in shipped if m.version <= version)
+    try:
+        yield upgrade
+    finally:
+        upgrade()
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])

@@ -20,14 +20,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from rainier_queue.drivers.database import DatabaseQueue, row_for
-from rainier_queue.drivers.database import schema as schema_module
 from rainier_queue.drivers.database.dialect import Session
 from rainier_queue.drivers.database.statements import PUSHED
 from rainier_queue.envelope import QueuedJob
 from rainier_queue.job import ORDERING_KEY
 from rainier_queue.queue import Reservation
 
-from .conftest import SQLOpener
+from .conftest import SQLOpener, migrations_up_to
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,16 +104,8 @@ async def test_a_released_row_lets_go_of_its_key_and_the_earlier_row_goes_first(
 @pytest.fixture
 def before_migration_8() -> Iterator[Callable[[], None]]:
     """The schema as migration 7 left it, until the test calls the function given."""
-    shipped = schema_module.MIGRATIONS
-
-    def upgrade() -> None:
-        schema_module.MIGRATIONS = shipped
-
-    schema_module.MIGRATIONS = tuple(m for m in shipped if m.version <= 7)
-    try:
+    with migrations_up_to(7) as upgrade:
         yield upgrade
-    finally:
-        upgrade()
 
 
 async def test_a_row_reserved_before_migration_8_still_holds_its_key_after_it(

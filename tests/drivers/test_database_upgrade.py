@@ -28,7 +28,7 @@ from rainier_queue.envelope import QueuedJob
 from rainier_queue.errors import BrokerError, LeaseLost
 from rainier_queue.queue import Reservation
 
-from .conftest import SQLOpener
+from .conftest import SQLOpener, migrations_up_to
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,16 +39,8 @@ HOUR_US = 3_600_000_000
 def before_migration_3() -> Iterator[Callable[[], None]]:
     """Migrations up to 2 only, as the previous release shipped them, until the
     test calls the function given (the upgrade to this code)."""
-    shipped = schema_module.MIGRATIONS
-
-    def upgrade() -> None:
-        schema_module.MIGRATIONS = shipped
-
-    schema_module.MIGRATIONS = tuple(m for m in shipped if m.version <= 2)
-    try:
+    with migrations_up_to(2) as upgrade:
         yield upgrade
-    finally:
-        upgrade()
 
 
 def a_job(name: str, *, delay: timedelta | None = None) -> QueuedJob:
