@@ -486,8 +486,10 @@ async def test_a_worker_that_stops_waiting_does_not_open_a_connection_each_time(
     after = (await queue.client.info("stats"))["total_connections_received"]
     # Not one a wait: a cut-short wait reads its reply and keeps the connection. One
     # whose reply does not come within the slack (a loaded machine, three test
-    # processes on two cores) is closed by design, as its reply may still be coming.
-    assert after - before <= 5, "a connection for each of the 20 waits"
+    # processes on two cores) is closed by design, as its reply may still be coming:
+    # a clean-clone CI run saw 6 new connections, where a quiet machine sees 1 (the first
+    # wait's, which it keeps). The defect this guards against opens one for every wait.
+    assert after - before < 10, "a connection for each of the 20 waits"
 
 
 async def test_a_reserve_sent_behind_the_wait_loads_its_script_when_redis_lost_it(
