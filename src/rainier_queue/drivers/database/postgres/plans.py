@@ -43,7 +43,7 @@ from typing import Any
 
 import psycopg
 
-GENERIC_PLANS = (
+PLAN_SETTINGS = (
     "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), "
     "set_config('jit', 'off', false)"
 )
@@ -52,9 +52,10 @@ FIRST_SERVER_WITH_IT = 120_000
 
 
 async def plan_once(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Make `conn` keep one plan per prepared statement (see the module docs)."""
+    """Make `conn` keep one plan per prepared statement, and never JIT-compile one (see the
+    module docs)."""
     if conn.info.server_version >= FIRST_SERVER_WITH_IT:
-        await conn.execute(GENERIC_PLANS)
+        await conn.execute(PLAN_SETTINGS)
 
 
-__all__ = ["GENERIC_PLANS", "plan_once"]
+__all__ = ["PLAN_SETTINGS", "plan_once"]
