@@ -50,6 +50,7 @@ from pamqp import commands as spec
 
 from ...errors import BrokerRejected, BrokerUnavailable, OutcomeUnknown, TLSVerificationError
 from ..tls import is_verification_failure, verification_failed, warn_unverified
+from . import deliveries, frames
 from .settings import RabbitMQSettings
 
 log = logging.getLogger("rainier_queue.rabbitmq")
@@ -174,6 +175,8 @@ class AMQPClient:
         where = f"{settings.host}:{settings.port}"
         if settings.tls and not settings.verify:
             warn_unverified(f"RabbitMQ at {where}")
+        frames.install()  # frames read in bulk (frames.py)
+        deliveries.install()  # and handed to the consumer without a task each (deliveries.py)
         try:
             async with translated(f"connect to {where}"):
                 return await _routed(

@@ -72,6 +72,7 @@ from pamqp import commands as spec
 
 from ...errors import BrokerUnavailable, LeaseLost
 from .connection import AMQPClient, shielded, translated
+from .deliveries import InlineConsumer
 from .names import AMQPDelivery
 from .settles import LostSettles
 from .window import JobPace
@@ -273,13 +274,13 @@ class Consumer:
         async with translated(f"consume from queue {queue!r}"):
             self._prefetch = want - sub.prefetch
             await underlay.basic_qos(prefetch_count=self._prefetch)
-            ok = await underlay.basic_consume(
-                queue, lambda message: self._deliver(number, sub, message), no_ack=False
-            )
+            take = InlineConsumer(lambda message: self._deliver(number, sub, message))
+            ok = await underlay.basic_consume(queue, take, no_ack=False)
         sub.tags[str(ok.consumer_tag)] = self._prefetch
         sub.prefetch = want
 
-    async def _deliver(self, number: int, sub: Subscription, message: DeliveredMessage) -> None:
+    def _deliver(self, number: int, sub: Subscription, message: DeliveredMessage) -> None:
+        """A pushed delivery into its buffer, in the channel's reader (deliveries.py)."""
         if number != self.number:
             return
         frame = message.delivery
@@ -348,8 +349,9 @@ class Consumer:
         async with translated(f"stop consuming from queue {queue!r}"):
             for tag in tags:
                 await self._underlay().basic_cancel(tag)
-        # What the broker sent before its cancel-ok is handed to callbacks as tasks of
-        # their own; let them put it in the buffer, where `leftovers` finds it.
+        # What the broker sent before its cancel-ok is in the buffer already, where
+        # `leftovers` finds it; where aiormq's own channel is kept (deliveries.py) it is
+        # handed to the callback as a task of its own: let those run first.
         await asyncio.sleep(0)
 
     async def fetch(self, queue: str, limit: int) -> None:

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""Deliveries handed to the driver's consumer in the channel's reader, without a task each.
+
+Why: aiormq runs every consumer callback as a task of its own, tracked in
+the channel's store of futures with two closures and two done callbacks.
+The driver's callback only appends the delivery to a buffer and wakes a
+waiting reserve (consuming.py), so the task cost more than the work it ran:
+a few microseconds a job, on a worker whose every job is a delivery. An
+`InlineConsumer` is called right where the channel's reader has read the
+message, in the order the broker sent it.
+
+How it is put in: aiormq's connection makes its channels by name
+(`aiormq.connection.Channel`), so `install` puts `InlineChannel` there, for
+every aiormq connection in the process, over the aiormq major version it
+was written against (7) only. For any other callback (aio-pika's own
+consumers, for one) it does what aiormq does: a task per delivery. Where it
+is not installed, an `InlineConsumer` is an ordinary async callback, run as
+a task, and the driver works as before.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import aiormq.channel
+import aiormq.connection
+from aiormq.abc import DeliveredMessage
+from pamqp import commands as spec
+from pamqp.header import ContentHeader
+
+log = logging.getLogger("rainier_queue.rabbitmq")
+
+BaseChannel: type[Any] = aiormq.channel.Channel
+"""aiormq's own channel, as it was before `install`."""
+
+
+class InlineConsumer:
+    """A consumer callback the channel calls in its reader, with no task (`take` must not
+    block, and must not raise: what it raises is logged and the delivery is its to keep)."""
+
+    def __init__(self, take: Callable[[DeliveredMessage], None]) -> None:
+        self.take = take
+
+    async def __call__(self, message: DeliveredMessage) -> None:
+        """Where `InlineChannel` is not installed, aiormq runs this as a task."""
+        self.take(message)
+
+
+class InlineChannel(BaseChannel):  # type: ignore[misc]
+    """aiormq's channel, calling an `InlineConsumer` where its reader reads the message."""
+
+    async def _on_deliver_frame(self, frame: spec.Basic.Deliver) -> None:
+        header = await self._get_frame()
+        if not isinstance(header, ContentHeader):
+            raise ValueError(f"Unexpected frame {header!r} instead of ContentHeader", header)
+        message = await self._read_content(frame, header)
+        tag = frame.consumer_tag
+        consumer = None if tag is None else self.consumers.get(tag)
+        if consumer is None:  # cancelled meanwhile, as aiormq drops it
+            return
+        # aiormq keeps a callback wrapped (`awaitable`), the callback under `__wrapped__`.
+        target = getattr(consumer, "__wrapped__", consumer)
+        if isinstance(target, InlineConsumer):
+            try:
+                target.take(message)
+            except Exception:
+                log.exception("a consumer could not take a delivery")
+            return
+        task = self.create_task(consumer(message))
+        task.add_done_callback(self._on_consumer_done)
+
+
+def install() -> bool:
+    """Make aiormq's connections open `InlineChannel`s; False where the installed aiormq is
+    not the major version this was written for (its own channel stays)."""
+    if aiormq.connection.Channel is InlineChannel:  # type: ignore[attr-defined]
+        return True
+    version = importlib.metadata.version("aiormq")
+    if (
+        version.split(".")[0] != "7"
+        or BaseChannel is not aiormq.connection.Channel  # type: ignore[attr-defined]
+        or not hasattr(BaseChannel, "_on_deliver_frame")
+    ):
+        log.debug("aiormq %s: its own channels are kept", version)
+        return False
+    aiormq.connection.Channel = InlineChannel  # type: ignore[attr-defined]
+    return True
+
+
+__all__ = ["InlineChannel", "InlineConsumer", "install"]
