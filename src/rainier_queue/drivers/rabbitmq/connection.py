@@ -51,6 +51,7 @@ from pamqp import commands as spec
 from ...errors import BrokerRejected, BrokerUnavailable, OutcomeUnknown, TLSVerificationError
 from ..tls import is_verification_failure, verification_failed, warn_unverified
 from . import deliveries, frames
+from .publishing import publish_batch
 from .settings import RabbitMQSettings
 
 log = logging.getLogger("rainier_queue.rabbitmq")
@@ -257,30 +258,15 @@ class AMQPClient:
         """Publish each `(routing_key, body, properties)`, all written before any confirm is
         awaited; each one's outcome as `publish` would raise it (None: confirmed).
 
-        A publish does not wait for its frames to leave the socket before the
-        next is written (aiormq's `wait=False`): what says the broker has it is
-        the confirm, awaited either way. Waiting for each write held the
-        channel's lock across a turn of the event loop per message.
+        The whole batch is written as one block under one hold of the channel's
+        lock (publishing.py), without waiting for it to leave the socket: what
+        says the broker has a message is its confirm.
         """
         channel = await self.publishing()
         underlay = await channel.get_underlay_channel()
         assert isinstance(underlay, aiormq.Channel), "aio-pika's channel is aiormq's underneath"
         timeout = self.settings.confirm_timeout.total_seconds()
-
-        async def one(routing_key: str, body: bytes, properties: spec.Basic.Properties) -> Any:
-            try:
-                return await underlay.basic_publish(
-                    body,
-                    routing_key=routing_key,
-                    properties=properties,
-                    mandatory=True,
-                    timeout=timeout,
-                    wait=False,
-                )
-            except Exception as exc:
-                return exc
-
-        answers = await asyncio.gather(*(one(*message) for message in messages))
+        answers = await publish_batch(underlay, messages, timeout)
         outcomes: list[Exception | None] = []
         for (routing_key, _, _), answer in zip(messages, answers, strict=True):
             outcomes.append(

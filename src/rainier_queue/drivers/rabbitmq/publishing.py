@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: MIT
+"""A batch of publishes written to the socket as one block, each with its own confirm.
+
+Why: aiormq publishes one message per call, and each call takes the
+channel's lock, opens a timeout scope, puts a frame block on the
+connection's write queue and makes one socket write. Pushing 5,000 jobs
+made 5,000 `send` calls, and a `push_many` ran at about 0.7 times
+Dramatiq's rate, though Dramatiq does not wait for confirms. Here the lock
+is taken once per batch, every message is given its delivery tag and
+confirmation future exactly as aiormq's own publish gives them, so that
+aiormq's reader settles them as before (an ack, a nack, a returned
+message, a channel that closed), and the frames of every message go out in
+one block.
+
+What it relies on: aiormq 7's channel keeps its publishes in
+`delivery_tag`, `confirmations` and `message_id_delivery_tag`, and writes
+through the connection's `write_queue`. On another major version, or a
+channel without confirms, each message goes through aiormq's
+`basic_publish` as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from collections.abc import Sequence
+from typing import Any
+
+import aiormq
+from aiormq.abc import ChannelFrame
+from pamqp import commands as spec
+from pamqp.header import ContentHeader
+
+Message = tuple[str, bytes, spec.Basic.Properties]
+"""A publish to the default exchange: routing key (the queue's name), body, properties."""
+
+BATCHES = importlib.metadata.version("aiormq").split(".")[0] == "7"
+"""Whether the installed aiormq keeps its publishes as this module expects."""
+
+
+async def publish_batch(
+    channel: aiormq.Channel, messages: Sequence[Message], timeout: float
+) -> list[Exception | None]:
+    """Publish `messages` (mandatory, to the default exchange) and wait up to `timeout`
+    seconds for their confirms: for each, None (confirmed) or what aiormq's publish would
+    raise for it (`PublishError` returned, `DeliveryError` nacked, `TimeoutError` no answer,
+    the channel's or connection's error if it closed)."""
+    if not messages:
+        return []
+    if not BATCHES or not channel.publisher_confirms:
+        return await _one_by_one(channel, messages, timeout)
+    try:
+        futures = await _write(channel, messages)
+    except Exception as exc:  # nothing of the batch was written
+        return [exc] * len(messages)
+    try:
+        async with asyncio.timeout(timeout):
+            await asyncio.wait(futures)
+    except TimeoutError:
+        pass
+    finally:
+        for future in futures:  # what no answer came for (or the caller gave up on)
+            future.cancel()
+    return [_outcome(future, timeout) for future in futures]
+
+
+async def _write(channel: aiormq.Channel, messages: Sequence[Message]) -> list[asyncio.Future[Any]]:
+    """Give each message its delivery tag and confirmation, then write all their frames as
+    one block; if the block is not written, the tags are given back."""
+    futures: list[asyncio.Future[Any]] = []
+    async with channel.lock:
+        first = channel.delivery_tag
+        try:
+            frames: list[Any] = []
+            for routing_key, body, properties in messages:
+                channel.delivery_tag += 1
+                tag = channel.delivery_tag
+                future = channel.create_future()
+                channel.confirmations[tag] = future
+                message_id = properties.message_id
+                if message_id:  # what a returned message is matched to its publish by
+                    channel.message_id_delivery_tag[message_id] = tag
+                    future.add_done_callback(_forgetting(channel, message_id, tag))
+                futures.append(future)
+                frames.append(
+                    spec.Basic.Publish(exchange="", routing_key=routing_key, mandatory=True)
+                )
+                frames.append(ContentHeader(properties=properties, body_size=len(body)))
+                frames.extend(channel._split_body(body))
+            block = ChannelFrame.marshall(channel_number=channel.number, frames=frames)
+            await channel.write_queue.put(block)
+        except BaseException:
+            for tag in range(first + 1, channel.delivery_tag + 1):
+                channel.confirmations.pop(tag, None)
+            channel.delivery_tag = first
+            for future in futures:
+                future.cancel()
+            raise
+    return futures
+
+
+def _forgetting(channel: aiormq.Channel, message_id: str, tag: int) -> Any:
+    def forget(_: asyncio.Future[Any]) -> None:
+        if channel.message_id_delivery_tag.get(message_id) == tag:
+            channel.message_id_delivery_tag.pop(message_id, None)
+
+    return forget
+
+
+def _outcome(future: asyncio.Future[Any], timeout: float) -> Exception | None:
+    if future.cancelled():
+        return TimeoutError(f"no confirm from the broker within {timeout:g}s")
+    error = future.exception()
+    if error is None or isinstance(error, Exception):
+        return error
+    # aiormq rejects what waits on a channel that closed with the reason it closed, which
+    # may be a cancellation: never a confirm.
+    return ConnectionError(f"the channel closed before the confirm came ({error!r})")
+
+
+async def _one_by_one(
+    channel: aiormq.Channel, messages: Sequence[Message], timeout: float
+) -> list[Exception | None]:
+    """aiormq's own publish per message, side by side (where a batch cannot be written)."""
+    answers = await asyncio.gather(
+        *(_publish_one(channel, message, timeout) for message in messages),
+        return_exceptions=True,
+    )
+    return [
+        answer
+        if isinstance(answer, Exception)
+        else None
+        if answer is None
+        else ConnectionError(f"the publish ended without a confirm ({answer!r})")
+        for answer in answers
+    ]
+
+
+async def _publish_one(channel: aiormq.Channel, message: Message, timeout: float) -> None:
+    routing_key, body, properties = message
+    await channel.basic_publish(
+        body,
+        routing_key=routing_key,
+        properties=properties,
+        mandatory=True,
+        timeout=timeout,
+        wait=False,
+    )
+
+
+__all__ = ["BATCHES", "Message", "publish_batch"]
