@@ -88,6 +88,21 @@ async def test_each_message_of_a_batch_is_confirmed_or_returned_on_its_own(
     assert await drain(chan, name, 1) == [b"after"]
 
 
+async def test_a_message_without_an_id_is_still_told_apart_when_it_comes_back(
+    channel: tuple[aio_pika.abc.AbstractChannel, str],
+) -> None:
+    """A returned message is matched to its publish by its id: one published without an id
+    is given one (as aiormq's own publish does), so its return is not read as a confirm."""
+    chan, name = channel
+    underlay = await chan.get_underlay_channel()
+    assert isinstance(underlay, aiormq.Channel)
+    nowhere = "rq-no-such-queue-" + uuid.uuid4().hex
+    bare = spec.Basic.Properties(delivery_mode=2)
+    outcomes = await publish_batch(underlay, [(nowhere, b"x", bare), (name, b"y", props(0))], 10)
+    assert isinstance(outcomes[0], PublishError)
+    assert outcomes[1] is None
+
+
 async def test_a_batch_without_its_confirms_in_time_is_told_so_message_by_message(
     channel: tuple[aio_pika.abc.AbstractChannel, str],
 ) -> None:

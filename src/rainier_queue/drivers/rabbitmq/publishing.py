@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,10 +78,13 @@ async def _write(channel: aiormq.Channel, messages: Sequence[Message]) -> list[a
                 tag = channel.delivery_tag
                 future = channel.create_future()
                 channel.confirmations[tag] = future
+                # What a returned message is matched to its publish by (a job's id here;
+                # aiormq gives a message without one a random id, and so does this).
+                if not properties.message_id:
+                    properties.message_id = uuid.uuid4().hex
                 message_id = properties.message_id
-                if message_id:  # what a returned message is matched to its publish by
-                    channel.message_id_delivery_tag[message_id] = tag
-                    future.add_done_callback(_forgetting(channel, message_id, tag))
+                channel.message_id_delivery_tag[message_id] = tag
+                future.add_done_callback(_forgetting(channel, message_id, tag))
                 futures.append(future)
                 frames.append(
                     spec.Basic.Publish(exchange="", routing_key=routing_key, mandatory=True)
