@@ -18,8 +18,8 @@ waiting future a side.
 
 How it is put in: aiormq's connection makes its channels by name
 (`aiormq.connection.Channel`), so `install` puts `InlineChannel` there, for
-every aiormq connection in the process, over the aiormq major version it
-was written against (7) only. For any other callback (aio-pika's own
+every aiormq connection in the process, over the aiormq it was written for
+only (aiormq_seams.py). For any other callback (aio-pika's own
 consumers, for one) it does what aiormq does: a task per delivery. Where it
 is not installed, an `InlineConsumer` is an ordinary async callback, run as
 a task, and the driver works as before.
@@ -28,7 +28,6 @@ a task, and the driver works as before.
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -39,6 +38,8 @@ import aiormq.connection
 from aiormq.abc import DeliveredMessage
 from pamqp import commands as spec
 from pamqp.header import ContentHeader
+
+from .aiormq_seams import put_in
 
 log = logging.getLogger("rainier_queue.rabbitmq")
 
@@ -132,20 +133,8 @@ class InlineChannel(BaseChannel):  # type: ignore[misc]
 
 
 def install() -> bool:
-    """Make aiormq's connections open `InlineChannel`s; False where the installed aiormq is
-    not the major version this was written for (its own channel stays)."""
-    if aiormq.connection.Channel is InlineChannel:  # type: ignore[attr-defined]
-        return True
-    version = importlib.metadata.version("aiormq")
-    if (
-        version.split(".")[0] != "7"
-        or BaseChannel is not aiormq.connection.Channel  # type: ignore[attr-defined]
-        or not hasattr(BaseChannel, "_on_deliver_frame")
-    ):
-        log.debug("aiormq %s: its own channels are kept", version)
-        return False
-    aiormq.connection.Channel = InlineChannel  # type: ignore[attr-defined]
-    return True
+    """Make aiormq's connections open `InlineChannel`s (aiormq_seams.py)."""
+    return put_in("Channel", BaseChannel, InlineChannel)
 
 
 __all__ = ["InlineChannel", "InlineConsumer", "install"]

@@ -19,15 +19,12 @@ puts this subclass under that name, for every aiormq connection in the
 process. It yields the same frames in the same order, and the same errors
 (`AMQPConnectionError` for a connection that ends, `InvalidFrameError` for
 bytes that are not a frame), so other aio-pika users in the process see no
-difference but speed. It is installed only over the aiormq major version it
-was written against (7); on another, aiormq's own reader is left in place
-and the driver works as before, only slower.
+difference but speed. It is installed only over the aiormq it was written
+for (aiormq_seams.py); on another, aiormq's own reader stays.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import logging
 import struct
 from collections import deque
 from typing import Any
@@ -41,7 +38,7 @@ from pamqp.body import ContentBody
 from pamqp.exceptions import PAMQPException
 from pamqp.header import ContentHeader
 
-log = logging.getLogger("rainier_queue.rabbitmq")
+from .aiormq_seams import put_in
 
 READ_SIZE = 65536
 """Bytes asked of the socket per read: many deliveries' frames at once."""
@@ -209,8 +206,8 @@ class FrameReader(BaseReceiver):  # type: ignore[misc]
                 return decode_deliver(data, start, end)
             if kind == TYPE_HEADER:
                 return decode_header(data, start, end)
-        except (FrameError, UnicodeDecodeError, struct.error, IndexError, ValueError):
-            pass  # pamqp decodes it below, or raises what is wrong with it
+        except Exception:  # whatever the hand decoders trip on, pamqp judges the frame
+            pass  # pamqp decodes it below, or raises what aiormq's reader would have
         try:
             return pamqp_frame.unmarshal(bytes(data[at : end + 1]))[2]
         except PAMQPException as exc:
@@ -218,16 +215,8 @@ class FrameReader(BaseReceiver):  # type: ignore[misc]
 
 
 def install() -> bool:
-    """Make aiormq's connections read frames with `FrameReader`; False where the installed
-    aiormq is not the major version it was written for (its own reader stays)."""
-    if aiormq.connection.FrameReceiver is FrameReader:
-        return True
-    version = importlib.metadata.version("aiormq")
-    if version.split(".")[0] != "7" or BaseReceiver is not aiormq.connection.FrameReceiver:
-        log.debug("aiormq %s: its own frame reader is kept", version)
-        return False
-    aiormq.connection.FrameReceiver = FrameReader  # type: ignore[misc]
-    return True
+    """Make aiormq's connections read frames with `FrameReader` (aiormq_seams.py)."""
+    return put_in("FrameReceiver", BaseReceiver, FrameReader)
 
 
 __all__ = ["FrameReader", "decode_deliver", "decode_header", "install"]

@@ -14,15 +14,14 @@ one block.
 
 What it relies on: aiormq 7's channel keeps its publishes in
 `delivery_tag`, `confirmations` and `message_id_delivery_tag`, and writes
-through the connection's `write_queue`. On another major version, or a
-channel without confirms, each message goes through aiormq's
-`basic_publish` as before.
+through the connection's `write_queue`. On another aiormq
+(aiormq_seams.py), or a channel without confirms, each message goes
+through aiormq's `basic_publish` as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -32,11 +31,10 @@ from aiormq.abc import ChannelFrame
 from pamqp import commands as spec
 from pamqp.header import ContentHeader
 
+from .aiormq_seams import fits
+
 Message = tuple[str, bytes, spec.Basic.Properties]
 """A publish to the default exchange: routing key (the queue's name), body, properties."""
-
-BATCHES = importlib.metadata.version("aiormq").split(".")[0] == "7"
-"""Whether the installed aiormq keeps its publishes as this module expects."""
 
 
 async def publish_batch(
@@ -48,7 +46,7 @@ async def publish_batch(
     the channel's or connection's error if it closed)."""
     if not messages:
         return []
-    if not BATCHES or not channel.publisher_confirms:
+    if not fits() or not channel.publisher_confirms:
         return await _one_by_one(channel, messages, timeout)
     try:
         futures = await _write(channel, messages)
@@ -152,4 +150,4 @@ async def _publish_one(channel: aiormq.Channel, message: Message, timeout: float
     )
 
 
-__all__ = ["BATCHES", "Message", "publish_batch"]
+__all__ = ["Message", "publish_batch"]
