@@ -64,32 +64,32 @@ async def publish_batch(
 
 
 async def _write(channel: aiormq.Channel, messages: Sequence[Message]) -> list[asyncio.Future[Any]]:
-    """Give each message its delivery tag and confirmation, then write all their frames as
-    one block; if the block is not written, the tags are given back."""
+    """Write all the messages' frames as one block, each message given its delivery tag and
+    confirmation under the channel's lock; if the block is not written, the tags go back."""
+    frames: list[Any] = []
+    ids: list[str] = []
+    for routing_key, body, properties in messages:
+        # What a returned message is matched to its publish by (a job's id here; aiormq
+        # gives a message without one a random id, and so does this).
+        if not properties.message_id:
+            properties.message_id = uuid.uuid4().hex
+        ids.append(properties.message_id)
+        frames.append(spec.Basic.Publish(exchange="", routing_key=routing_key, mandatory=True))
+        frames.append(ContentHeader(properties=properties, body_size=len(body)))
+        frames.extend(channel._split_body(body))
+    block = ChannelFrame.marshall(channel_number=channel.number, frames=frames)
     futures: list[asyncio.Future[Any]] = []
-    async with channel.lock:
+    async with channel.lock:  # the tags in the order the block is written
         first = channel.delivery_tag
         try:
-            frames: list[Any] = []
-            for routing_key, body, properties in messages:
+            for message_id in ids:
                 channel.delivery_tag += 1
                 tag = channel.delivery_tag
                 future = channel.create_future()
                 channel.confirmations[tag] = future
-                # What a returned message is matched to its publish by (a job's id here;
-                # aiormq gives a message without one a random id, and so does this).
-                if not properties.message_id:
-                    properties.message_id = uuid.uuid4().hex
-                message_id = properties.message_id
                 channel.message_id_delivery_tag[message_id] = tag
                 future.add_done_callback(_forgetting(channel, message_id, tag))
                 futures.append(future)
-                frames.append(
-                    spec.Basic.Publish(exchange="", routing_key=routing_key, mandatory=True)
-                )
-                frames.append(ContentHeader(properties=properties, body_size=len(body)))
-                frames.extend(channel._split_body(body))
-            block = ChannelFrame.marshall(channel_number=channel.number, frames=frames)
             await channel.write_queue.put(block)
         except BaseException:
             for tag in range(first + 1, channel.delivery_tag + 1):
