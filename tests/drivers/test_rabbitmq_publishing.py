@@ -33,9 +33,13 @@ def props(n: int) -> spec.Basic.Properties:
     return spec.Basic.Properties(delivery_mode=2, message_id=f"m{n}-{uuid.uuid4().hex}")
 
 
+Opened = tuple[aio_pika.abc.AbstractChannel, str, aiormq.Channel]
+
+
 @pytest.fixture
-async def channel() -> AsyncIterator[tuple[aio_pika.abc.AbstractChannel, str]]:
-    """A confirming channel on the broker, and a fresh queue on it."""
+async def channel() -> AsyncIterator[Opened]:
+    """A confirming channel on the broker, a fresh queue on it, and the aiormq channel under
+    it (what `publish_batch` writes to)."""
     check = BACKENDS["rabbitmq"].check
     assert check is not None
     check()
@@ -43,7 +47,9 @@ async def channel() -> AsyncIterator[tuple[aio_pika.abc.AbstractChannel, str]]:
     try:
         chan = await connection.channel(publisher_confirms=True, on_return_raises=True)
         queue = await chan.declare_queue("rq-publishing-" + uuid.uuid4().hex, auto_delete=True)
-        yield chan, queue.name
+        underlay = await chan.get_underlay_channel()
+        assert isinstance(underlay, aiormq.Channel)
+        yield chan, queue.name, underlay
     finally:
         await connection.close()
 
@@ -62,11 +68,9 @@ async def drain(chan: aio_pika.abc.AbstractChannel, name: str, count: int) -> li
 
 
 async def test_each_message_of_a_batch_is_confirmed_or_returned_on_its_own(
-    channel: tuple[aio_pika.abc.AbstractChannel, str],
+    channel: Opened,
 ) -> None:
-    chan, name = channel
-    underlay = await chan.get_underlay_channel()
-    assert isinstance(underlay, aiormq.Channel)
+    chan, name, underlay = channel
     frame_max = underlay.max_content_size
     long_body = bytes(range(256)) * (frame_max // 256 * 3)  # three frames and more
     nowhere = "rq-no-such-queue-" + uuid.uuid4().hex
@@ -89,13 +93,11 @@ async def test_each_message_of_a_batch_is_confirmed_or_returned_on_its_own(
 
 
 async def test_a_message_without_an_id_is_still_told_apart_when_it_comes_back(
-    channel: tuple[aio_pika.abc.AbstractChannel, str],
+    channel: Opened,
 ) -> None:
     """A returned message is matched to its publish by its id: one published without an id
     is given one (as aiormq's own publish does), so its return is not read as a confirm."""
-    chan, name = channel
-    underlay = await chan.get_underlay_channel()
-    assert isinstance(underlay, aiormq.Channel)
+    _chan, name, underlay = channel
     nowhere = "rq-no-such-queue-" + uuid.uuid4().hex
     bare = spec.Basic.Properties(delivery_mode=2)
     outcomes = await publish_batch(underlay, [(nowhere, b"x", bare), (name, b"y", props(0))], 10)
@@ -104,11 +106,9 @@ async def test_a_message_without_an_id_is_still_told_apart_when_it_comes_back(
 
 
 async def test_a_batch_without_its_confirms_in_time_is_told_so_message_by_message(
-    channel: tuple[aio_pika.abc.AbstractChannel, str],
+    channel: Opened,
 ) -> None:
-    chan, name = channel
-    underlay = await chan.get_underlay_channel()
-    assert isinstance(underlay, aiormq.Channel)
+    chan, name, underlay = channel
     outcomes = await publish_batch(
         underlay, [(name, b"a", props(0)), (name, b"b", props(1))], timeout=0
     )
@@ -120,11 +120,9 @@ async def test_a_batch_without_its_confirms_in_time_is_told_so_message_by_messag
 
 
 async def test_a_batch_on_a_closed_channel_fails_every_message_and_writes_none(
-    channel: tuple[aio_pika.abc.AbstractChannel, str],
+    channel: Opened,
 ) -> None:
-    chan, name = channel
-    underlay = await chan.get_underlay_channel()
-    assert isinstance(underlay, aiormq.Channel)
+    _chan, name, underlay = channel
     await underlay.close()
     outcomes = await publish_batch(underlay, [(name, b"a", props(0)), (name, b"b", props(1))], 5)
     assert all(isinstance(o, Exception) for o in outcomes)
