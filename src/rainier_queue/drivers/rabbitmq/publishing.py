@@ -10,7 +10,9 @@ is taken once per batch, every message is given its delivery tag and
 confirmation future exactly as aiormq's own publish gives them, so that
 aiormq's reader settles them as before (an ack, a nack, a returned
 message, a channel that closed), and the frames of every message go out in
-one block.
+one block. A message's frames are written by `encode`, byte for byte what
+pamqp writes, with the properties a job carries (its type, persistence and
+id) packed by hand; any other property goes through pamqp's encoder.
 
 What it relies on: aiormq 7's channel keeps its publishes in
 `delivery_tag`, `confirmations` and `message_id_delivery_tag`, and writes
@@ -22,6 +24,7 @@ through aiormq's `basic_publish` as before.
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -29,12 +32,70 @@ from typing import Any
 import aiormq
 from aiormq.abc import ChannelFrame
 from pamqp import commands as spec
-from pamqp.header import ContentHeader
 
 from .aiormq_seams import fits
 
 Message = tuple[str, bytes, spec.Basic.Properties]
 """A publish to the default exchange: routing key (the queue's name), body, properties."""
+
+
+FRAME = struct.Struct(">BHI")
+"""A frame's type, channel and payload size."""
+END = b"\xce"
+PUBLISH = struct.Struct(">HHHB")
+"""`basic.publish`'s class and method, its reserved ticket, and an empty exchange's length."""
+MANDATORY = b"\x01"
+"""The publish's bits: mandatory, not immediate."""
+HEADER = struct.Struct(">HHQ")
+"""A content header's class, weight and body size (its property flags and values follow)."""
+CONTENT_TYPE, DELIVERY_MODE, MESSAGE_ID = 0x8000, 0x1000, 0x0080
+PACKED_BY_HAND = ("content_type", "delivery_mode", "message_id")
+OTHERS = tuple(name for name in spec.Basic.Properties.flags if name not in PACKED_BY_HAND)
+
+
+def encode(
+    channel_number: int,
+    routing_key: str,
+    body: bytes,
+    props: spec.Basic.Properties,
+    max_content: int,
+) -> bytes:
+    """One mandatory publish to the default exchange as its frames: the method, the content
+    header, and the body cut into frames of at most `max_content` bytes."""
+    key = routing_key.encode()
+    method = b"".join((PUBLISH.pack(60, 40, 0, 0), bytes((len(key),)), key, MANDATORY))
+    header = HEADER.pack(60, 0, len(body)) + _properties(props)
+    parts = [FRAME.pack(1, channel_number, len(method)), method, END]
+    parts += (FRAME.pack(2, channel_number, len(header)), header, END)
+    for start in range(0, len(body), max_content):
+        chunk = body[start : start + max_content]
+        parts += (FRAME.pack(3, channel_number, len(chunk)), chunk, END)
+    return b"".join(parts)
+
+
+def _properties(props: spec.Basic.Properties) -> bytes:
+    """The property flags and values as pamqp writes them: by hand for a job's (its type,
+    persistence and id), by pamqp for any others."""
+    if any(getattr(props, name) not in (None, "") for name in OTHERS):
+        return props.marshal()
+    flags, parts = 0, []
+    if props.content_type:
+        flags |= CONTENT_TYPE
+        parts.append(_short(props.content_type))
+    if props.delivery_mode is not None:
+        flags |= DELIVERY_MODE
+        parts.append(bytes((props.delivery_mode,)))
+    if props.message_id:
+        flags |= MESSAGE_ID
+        parts.append(_short(props.message_id))
+    return flags.to_bytes(2, "big") + b"".join(parts)
+
+
+def _short(text: str) -> bytes:
+    raw = text.encode()
+    if len(raw) > 255:
+        raise ValueError(f"a short string of {len(raw)} bytes: AMQP allows 255")
+    return bytes((len(raw),)) + raw
 
 
 async def publish_batch(
@@ -66,18 +127,17 @@ async def publish_batch(
 async def _write(channel: aiormq.Channel, messages: Sequence[Message]) -> list[asyncio.Future[Any]]:
     """Write all the messages' frames as one block, each message given its delivery tag and
     confirmation under the channel's lock; if the block is not written, the tags go back."""
-    frames: list[Any] = []
+    encoded: list[bytes] = []
     ids: list[str] = []
+    number, max_content = channel.number, channel.max_content_size
     for routing_key, body, properties in messages:
         # What a returned message is matched to its publish by (a job's id here; aiormq
         # gives a message without one a random id, and so does this).
         if not properties.message_id:
             properties.message_id = uuid.uuid4().hex
         ids.append(properties.message_id)
-        frames.append(spec.Basic.Publish(exchange="", routing_key=routing_key, mandatory=True))
-        frames.append(ContentHeader(properties=properties, body_size=len(body)))
-        frames.extend(channel._split_body(body))
-    block = ChannelFrame.marshall(channel_number=channel.number, frames=frames)
+        encoded.append(encode(number, routing_key, body, properties, max_content))
+    block = ChannelFrame(payload=b"".join(encoded), should_close=False)
     futures: list[asyncio.Future[Any]] = []
     async with channel.lock:  # the tags in the order the block is written
         first = channel.delivery_tag
