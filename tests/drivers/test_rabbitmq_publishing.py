@@ -38,15 +38,15 @@ Opened = tuple[aio_pika.abc.AbstractChannel, str, aiormq.Channel]
 
 @pytest.fixture
 async def channel() -> AsyncIterator[Opened]:
-    """A confirming channel on the broker, a fresh queue on it, and the aiormq channel under
-    it (what `publish_batch` writes to)."""
+    """A confirming channel on the broker, a fresh queue on it (exclusive: it goes with the
+    connection), and the aiormq channel under it (what `publish_batch` writes to)."""
     check = BACKENDS["rabbitmq"].check
     assert check is not None
     check()
     connection = await aio_pika.connect(f"amqp://guest:guest@{HOST}/")
     try:
         chan = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        queue = await chan.declare_queue("rq-publishing-" + uuid.uuid4().hex, auto_delete=True)
+        queue = await chan.declare_queue("rq-publishing-" + uuid.uuid4().hex, exclusive=True)
         underlay = await chan.get_underlay_channel()
         assert isinstance(underlay, aiormq.Channel)
         yield chan, queue.name, underlay

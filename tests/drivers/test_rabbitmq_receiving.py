@@ -57,7 +57,7 @@ async def received(consumer: Any, recorder: Recorder) -> None:
     try:
         channel = await connection.channel()
         name = "rq-receiving-" + uuid.uuid4().hex
-        queue = await channel.declare_queue(name, auto_delete=True)
+        queue = await channel.declare_queue(name, exclusive=True)
         for n, body in enumerate(BODIES):
             await channel.default_exchange.publish(
                 aio_pika.Message(body, headers={"n": n}, message_id=str(n)), routing_key=name
