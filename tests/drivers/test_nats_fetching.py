@@ -70,17 +70,16 @@ async def test_a_wait_that_finds_jobs_brings_up_to_its_limit_in_one_request(
             await queue.push(job)
         await queue._serve("default")  # its delay mover's first pass is over
         api = f"$JS.API.CONSUMER.MSG.NEXT.{queue.names.stream}.{queue.names.consumer('default')}"
-        requests: list[bytes] = []
-
-        async def heard(msg: Msg) -> None:
-            requests.append(msg.data)
-
-        await spy.subscribe(api, cb=heard)
+        # No callback: nats-py runs a callback in a task of its own, which may not have
+        # run yet when the flush below returns (CI once counted 0 requests that way).
+        # Without one, the reader queues each message before it reads the flush's PONG.
+        heard = await spy.subscribe(api)
         await spy.flush()
 
         got = await queue.wait_and_reserve("default", timedelta(seconds=5), limit=3)
-        await spy.flush()  # the spy has seen every request sent before this
+        await spy.flush()  # the spy has queued every request sent before this
         assert sorted(r.job.id for r in got) == sorted(j.id for j in jobs)
+        requests = [(await heard.next_msg(timeout=1)).data for _ in range(heard.pending_msgs)]
         assert len(requests) == 1, f"the wait took {len(requests)} requests: {requests}"
         await queue.acknowledge_many(got)
     finally:
