@@ -517,26 +517,35 @@ class RabbitMQQueue(Queue):
 
     @override
     async def size(self, queue: str) -> int:
-        """Ready jobs in the work queue and its tiers, and those pushed here but not taken."""
+        """Ready jobs in the delay tiers and the work queue, and those pushed here but not taken.
+
+        Counted in the order a job travels (a tier dead-letters into the work queue, which
+        pushes to this object), so a job that moves on while the count is taken is counted
+        again downstream instead of missed, as counting the work queue first did (a 250 ms
+        tier once moved a job past the count). The server's own move, while the tier hands
+        the job on and the work queue has not confirmed it, is still counted in neither.
+        """
         name = await self._existing(queue)
-        total = await self._client.declare(name) + self._consumer.buffered(name)
+        total = 0
         for tier in self._tiers(queue):
             try:
                 total += await self._client.declare(tier)
             except Missing:
                 continue
-        return total
+        return total + await self._client.declare(name) + self._consumer.buffered(name)
 
     @override
     async def clear(self, queue: str) -> int:
-        """Purge the work queue and its tiers, and drop what was pushed here but not taken."""
+        """Purge the delay tiers and the work queue, and drop what was pushed here but not taken;
+        in the order a job travels, as `size` counts, so one moving on is caught downstream."""
         name = await self._existing(queue)
-        cleared = await self._client.purge(name)
+        cleared = 0
         for tier in self._tiers(queue):
             try:
                 cleared += await self._client.purge(tier)
             except Missing:
                 continue
+        cleared += await self._client.purge(name)
         dropped = self._consumer.take(name, 1 << 30)
         if dropped:
             await self._consumer.ack([delivery.tag for _, delivery in dropped])
