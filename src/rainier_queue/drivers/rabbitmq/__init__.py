@@ -95,7 +95,8 @@ and the cap on a job's run time.
 
 from __future__ import annotations
 
+from .aiormq_seams import keep_aiormq_as_is
 from .names import AMQPDelivery
 from .queue import RabbitMQQueue
 
-__all__ = ["AMQPDelivery", "RabbitMQQueue"]
+__all__ = ["AMQPDelivery", "RabbitMQQueue", "keep_aiormq_as_is"]

@@ -33,7 +33,7 @@ import aiormq
 from aiormq.abc import ChannelFrame
 from pamqp import commands as spec
 
-from .aiormq_seams import fits
+from .aiormq_seams import in_use
 
 Message = tuple[str, bytes, spec.Basic.Properties]
 """A publish to the default exchange: routing key (the queue's name), body, properties."""
@@ -107,7 +107,7 @@ async def publish_batch(
     the channel's or connection's error if it closed)."""
     if not messages:
         return []
-    if not fits() or not channel.publisher_confirms:
+    if not in_use() or not channel.publisher_confirms:
         return await _one_by_one(channel, messages, timeout)
     try:
         futures = await _write(channel, messages)
