@@ -43,6 +43,15 @@ async def ready_in(name: str) -> int:
         await connection.close()
 
 
+async def until_ready(name: str, count: int) -> None:
+    """Wait until queue `name` holds `count` ready messages: the job has moved."""
+    for _ in range(200):
+        if await ready_in(name) == count:
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"the job never left its 1 s delay tier ({name} never held {count})")
+
+
 def moved_between_reads(queue: RabbitMQQueue, work: str) -> list[str]:
     """Make `queue`'s second read of a count wait until the delayed job is in the work queue;
     returns the names read, in order."""
@@ -53,12 +62,7 @@ def moved_between_reads(queue: RabbitMQQueue, work: str) -> list[str]:
     async def declared(name: str, **kwargs: Any) -> int:
         read.append(name)
         if len(read) == 2:
-            for _ in range(200):
-                if await ready_in(work) == 1:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                pytest.fail("the job never left its 1 s delay tier")
+            await until_ready(work, 1)
         count: int = await declare(name, **kwargs)
         return count
 
@@ -102,12 +106,7 @@ async def test_a_job_leaving_its_delay_tier_while_the_queue_is_cleared_is_cleare
         async def purging(name: str) -> int:
             purged.append(name)
             if len(purged) == 2:  # the job has left its tier before the second purge
-                for _ in range(200):
-                    if await ready_in(tier) == 0:
-                        break
-                    await asyncio.sleep(0.05)
-                else:
-                    pytest.fail("the job never left its 1 s delay tier")
+                await until_ready(tier, 0)
             count: int = await purge(name)
             return count
 
