@@ -209,13 +209,15 @@ async def test_a_worker_killed_after_producing_the_callbacks_runs_them_at_least_
     runs = [(job_id, e) for job_id, _, _, _, e in events(ledger) if ":" in e]
     assert {e for _, e in runs} == {"then:3:0:0"}, "then, with the counts; never catch"
     assert {job_id for job_id, _ in runs} == {f"{batch_id}.then"}, "every copy under one id"
-    # Each run with its attempt, so a failure tells a copy produced a third time from a copy
-    # that ran twice (its handler past the 1.5 s limit on a loaded machine, say).
+    # Each run with its attempt, and the rescuer's log, so a failure tells a copy produced a
+    # third time from a copy that ran twice (its handler past the 1.5 s limit on a loaded
+    # machine, say, which the log would show as a timeout).
     attempts = [(attempt, e) for _, _, attempt, _, e in events(ledger) if ":" in e]
+    told = f"{attempts}\nthe rescuer printed:\n{output(rescuer)}"
     if copies == 2:
-        assert len(runs) == 2, f"produced again by the rerun, and both copies ran: {attempts}"
+        assert len(runs) == 2, f"produced again by the rerun, and both copies ran: {told}"
     else:
-        assert len(runs) == 1, f"the rerun's push was dropped as a repeat of the first: {attempts}"
+        assert len(runs) == 1, f"the rerun's push was dropped as a repeat of the first: {told}"
 
 
 def _dying_worker(url: str, ledger: Path, gap: str = "recorded") -> subprocess.Popen[bytes]:
