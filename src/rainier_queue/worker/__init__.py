@@ -2,7 +2,7 @@
 """The worker: reserve, run, settle; renew leases while jobs run; stop gracefully.
 
 Split by responsibility so each rule has one home: `runner` decides what
-became of an attempt, `settle` records it, `leases` keeps running jobs'
+became of an attempt (a `verdicts.Attempt`), `settle` records it, `leases` keeps running jobs'
 leases alive, `outage` rides out a failing broker, `loop` keeps the slots
 busy and stops cleanly, `signals` and `supervisor` connect it to the
 operating system, and `checks` refuses settings that cannot work.

@@ -37,8 +37,8 @@ from ..jobstate import (
     cancel_key,
     cancelled_key,
 )
-from .runner import Attempt
 from .slots import Slot
+from .verdicts import Attempt
 
 log = logging.getLogger("rainier_queue.worker")
 

@@ -74,9 +74,10 @@ from .outcomes import OutcomeRecorder
 from .pace import Pace
 from .pauses import PauseWatch
 from .reserving import Reserver
-from .runner import Attempt, Runner, Verdict, outcome_of
+from .runner import Runner
 from .settle import Settler
 from .slots import Slot, Slots
+from .verdicts import Attempt, Verdict, outcome_of
 
 log = logging.getLogger("rainier_queue.worker")
 

@@ -35,7 +35,7 @@ from ..jobstate import (
     job_key,
     keep_record_for,
 )
-from .runner import Attempt
+from .verdicts import Attempt
 
 log = logging.getLogger("rainier_queue.worker")
 

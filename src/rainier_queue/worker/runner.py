@@ -37,7 +37,6 @@ wait for the thread (the CLI exits without it, which ends it where it stands).
 from __future__ import annotations
 
 import asyncio
-import enum
 import inspect
 import logging
 import time
@@ -59,13 +58,14 @@ from ..errors import (
     Retry,
     UnknownJob,
 )
-from ..instrument import Outcome
 from ..job import Job, is_async_handler
 from ..queue import Reservation
 from ..registry import JobRegistry
 from .deadlines import Deadline, Deadlines
+from .interrupts import Interruptible
 from .options import WorkerOptions
 from .threads import ThreadCall, Threads, see_out
+from .verdicts import Attempt, Verdict
 
 log = logging.getLogger("rainier_queue.worker")
 
@@ -73,67 +73,6 @@ T = TypeVar("T")
 
 CANCEL_GRACE = timedelta(seconds=2)
 """How long a cancelled handler may take to unwind before the worker stops waiting."""
-
-
-class Verdict(enum.Enum):
-    """What became of one attempt."""
-
-    SUCCEEDED = "succeeded"
-    RAISED = "raised"
-    """The handler raised: retry, or fail on the last attempt."""
-    TIMED_OUT = "timed out"
-    """Settled like RAISED, with a `JobTimeout`."""
-    RETRY = "retry"
-    """The handler raised `Retry`: try again after its delay."""
-    UNRUNNABLE = "unrunnable"
-    """Unknown name or unfit payload: fail at once."""
-    EXHAUSTED = "exhausted"
-    """Delivered more often than allowed: fail at once."""
-    INTERRUPTED = "interrupted"
-    """Stopped by a worker shutdown: hand it back with the attempt refunded."""
-    ABANDONED = "abandoned"
-    """A plain `def` handler still running in its thread after a stop interrupted it:
-    left reserved, not settled, so no one else starts it while the thread may run."""
-    CANCELLED = "cancelled"
-    """Someone cancelled the job (`QueueManager.cancel`) before or while it ran:
-    acknowledged and recorded as cancelled, neither failed nor retried."""
-
-
-@dataclass(slots=True, kw_only=True, eq=False)
-class Attempt:
-    """One reservation's run, ready to be settled.
-
-    Not frozen, though nothing changes one once built (`dataclasses.replace`
-    makes a new one): one is built per job, and a frozen class's `__init__`
-    pays a call of `object.__setattr__` per field.
-    """
-
-    reservation: Reservation
-    verdict: Verdict
-    context: JobContext
-    job: Job | None = None
-    """None when the job could not be built (UNRUNNABLE)."""
-    error: BaseException | None = None
-    retry_delay: timedelta | None = None
-    """Only for RETRY: the delay the handler asked for, if any."""
-    timeout: timedelta | None = None
-    """The limit the handler ran under (the failed hook gets the same)."""
-    started: float = 0.0
-    """Monotonic time just before the run."""
-    value: object = None
-    """What the handler returned (SUCCEEDED only); kept only if its class asks."""
-    before_start: bool = False
-    """CANCELLED only: the job was cancelled before its handler started, and never ran."""
-
-    @property
-    def number(self) -> int:
-        """Which delivery this was (1 on the first)."""
-        return self.context.attempt
-
-    @property
-    def is_last(self) -> bool:
-        """Whether a failure now is final."""
-        return self.context.is_last_attempt
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,66 +88,6 @@ class _ClassFacts:
     """The limit its jobs run under: their own, else the worker's."""
     seconds: float | None
     """`timeout` in seconds."""
-
-
-class Interruptible:
-    """Lets the worker stop one running handler at shutdown.
-
-    While a handler runs, the task running it is attached here; `interrupt`
-    cancels that task then, and only then, so a stop that comes while the
-    job is being settled does not cut the settle short.
-    """
-
-    # Class-level defaults, not set in an `__init__`: one is made for every job, and
-    # most are never interrupted, cancelled or even attached to a task.
-    _interrupted = False
-    _task: asyncio.Task[Any] | None = None
-    _async = False
-    cancelled = False
-    """Whether `interrupt` cancelled the handler's task (once at most)."""
-    stop_asked = False
-    """Whether the job was cancelled (`cancel_job`): it ends as cancelled."""
-    stop_cancels = 0
-    """How often `cancel_job` cancelled the handler's task (once at most)."""
-
-    def asked_to_stop(self) -> bool:
-        """Whether the job was cancelled; what `JobContext.cancelled` reads."""
-        return self.stop_asked
-
-    def cancel_job(self) -> None:
-        """The job was cancelled: an `async def` handler's task is cancelled; a plain `def`
-        handler's thread cannot be, and sees `ctx.cancelled` turn true instead."""
-        if self.stop_asked:
-            return
-        self.stop_asked = True
-        if self._task is not None and self._async:
-            self.stop_cancels += 1
-            self._task.cancel()
-
-    def is_interrupted(self) -> bool:
-        """Whether the worker asked this job to stop."""
-        return self._interrupted
-
-    def interrupt(self) -> None:
-        """Cancel the handler (or keep it from starting)."""
-        if self._interrupted:
-            return
-        self._interrupted = True
-        if self._task is not None:
-            self.cancelled = True
-            self._task.cancel()
-
-    def attach(self, task: asyncio.Task[Any], *, is_async: bool = True) -> None:
-        """`task` is about to run the handler (an `async def` one if `is_async`)."""
-        self._task = task
-        self._async = is_async
-        if self._interrupted:
-            self.cancelled = True
-            task.cancel()
-
-    def detach(self) -> None:
-        """The handler is over; an interrupt from now on has nothing to cancel."""
-        self._task = None
 
 
 class Runner:
@@ -561,20 +440,6 @@ class Runner:
             )
 
 
-def outcome_of(attempt: Attempt) -> Outcome:
-    """What the settle will do with `attempt`, as the instruments name it (`settle.py` does it)."""
-    verdict = attempt.verdict
-    if verdict is Verdict.SUCCEEDED:
-        return "succeeded"
-    if verdict is Verdict.INTERRUPTED or verdict is Verdict.ABANDONED:
-        return "interrupted"
-    if verdict is Verdict.CANCELLED:
-        return "cancelled"
-    if verdict is Verdict.UNRUNNABLE or verdict is Verdict.EXHAUSTED or attempt.is_last:
-        return "failed"
-    return "retried"
-
-
 _Made = tuple[Reservation, JobContext, Job, timedelta | None, float]
 """What every attempt of a built job shares: reservation, context, job, limit, start."""
 
@@ -647,4 +512,4 @@ def _retrieve(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
-__all__ = ["Attempt", "Interruptible", "Runner", "Verdict", "outcome_of"]
+__all__ = ["Runner"]

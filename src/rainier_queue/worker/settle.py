@@ -66,7 +66,8 @@ from .leases import Lease
 from .options import WorkerStats
 from .outage import Outage
 from .outcomes import OutcomeRecorder
-from .runner import Attempt, Runner, Verdict
+from .runner import Runner
+from .verdicts import Attempt, Verdict
 
 log = logging.getLogger("rainier_queue.worker")
 

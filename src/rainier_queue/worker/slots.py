@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from ..limits import Held
 from ..queue import Reservation
+from .interrupts import Interruptible
 from .leases import Lease
-from .runner import Interruptible
 
 
 @dataclass(eq=False, slots=True)
