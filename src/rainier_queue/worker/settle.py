@@ -38,17 +38,16 @@ import asyncio
 import dataclasses
 import logging
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from ..batchstate import BATCH, BatchStore, Outcome, member
+from ..batchstate import BATCH, BatchStore, Outcome
 from ..chains import CHAIN, next_step, stopped_at
 from ..durations import human_duration
 from ..envelope import QueuedJob
 from ..envelope.sealing import SealedPayloadError
-from ..errors import BrokerError, JobError, LeaseLost, NotProvisioned
+from ..errors import BrokerError, JobError, LeaseLost
 from ..events import (
     Event,
     EventDispatcher,
@@ -60,8 +59,10 @@ from ..events import (
 from ..job import Job
 from ..locks import LockManager
 from ..queue import Queue, Reservation
+from .accounts import describe, failure_record, job_fields
 from .acks import AckBatcher
 from .cancels import CancelWatch
+from .first_writes import ChainBlocked, push_then, recorded_first
 from .leases import Lease
 from .options import WorkerStats
 from .outage import Outage
@@ -70,41 +71,6 @@ from .runner import Runner
 from .verdicts import Attempt, Verdict
 
 log = logging.getLogger("rainier_queue.worker")
-
-
-def describe(error: BaseException) -> str:
-    """A one-line account of `error`: our own errors by message, others with their type."""
-    if isinstance(error, JobError):
-        text = str(error)
-    else:
-        message = str(error)
-        text = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    cause = error.__cause__
-    if cause is not None and not isinstance(error, JobError):
-        text += f" (caused by {describe(cause)})"
-    return text
-
-
-def job_fields(queued: QueuedJob, attempt: int | None = None) -> dict[str, object]:
-    """The structured fields of a log record about one job (`logging`'s `extra=`).
-
-    A log shipper can then filter on them instead of parsing the message:
-    `job_id`, `job` (its name), `queue`, and the `attempt` when one is known.
-    """
-    return {
-        "job_id": queued.id,
-        "job": queued.name,
-        "queue": queued.queue,
-        "attempt": queued.attempts if attempt is None else attempt,
-    }
-
-
-def failure_record(attempt: Attempt, error: BaseException) -> str:
-    """What the failed store keeps: the account, plus the traceback of a handler's error."""
-    text = describe(error)
-    if attempt.verdict is Verdict.RAISED and error.__traceback__ is not None:
-        text += "\n\n" + "".join(traceback.format_exception(error)).rstrip()
-    return text
 
 
 class Settler:
@@ -274,14 +240,16 @@ class Settler:
         if self._outcomes is not None:
             await self._outcomes.record(attempt)  # before the job is gone, never after
         acknowledge: Callable[[Reservation], Awaitable[None]] = (
-            self._acks.acknowledge if step is None else self._then(step)
+            self._acks.acknowledge
+            if step is None
+            else push_then(self._queue, step, self._acks.acknowledge)
         )
         if BATCH in queued.headers:
-            acknowledge = self._recorded_first(queued, Outcome.SUCCEEDED, acknowledge)
+            acknowledge = recorded_first(self._batches, queued, Outcome.SUCCEEDED, acknowledge)
         try:
             if not await self._apply(lease, "acknowledge", acknowledge):
                 return
-        except _ChainBlocked as blocked:
+        except ChainBlocked as blocked:
             # Waiting does not make a queue exist: the step goes to the failed store,
             # to be retried (and run again) once the next step's queue is provisioned.
             await self._failed(attempt, lease, blocked.error)
@@ -291,92 +259,6 @@ class Settler:
         if self._events:  # no event is built for nobody
             duration = timedelta(seconds=time.monotonic() - attempt.started)
             await self._emit(JobProcessed(job=queued, duration=duration))
-
-    def _then(self, step: QueuedJob) -> Callable[[Reservation], Awaitable[None]]:
-        """A chained job's acknowledgement: the next step pushed first, then the ack.
-
-        In that order, a crash between the two leaves the step unacknowledged, to
-        run again and push the next step then: a chain never loses a step, at the
-        cost of a step that may be pushed twice (`chains.py`). Once pushed, it is
-        not pushed again when the acknowledgement is tried again after an outage.
-        """
-        pushed = False
-
-        async def push_then_acknowledge(reservation: Reservation) -> None:
-            nonlocal pushed
-            if not pushed:
-                try:
-                    await self._queue.push(step)
-                except NotProvisioned as exc:
-                    raise _ChainBlocked(
-                        JobError(
-                            f"the job succeeded, but the next step of its chain, `{step.name}`, "
-                            f"cannot be queued: {exc}; then retry this job (it runs again)"
-                        )
-                    ) from exc
-                pushed = True
-                log.info(
-                    "job `%s` %s done; dispatched the next step of its chain, `%s` %s",
-                    reservation.job.name,
-                    reservation.job.id,
-                    step.name,
-                    step.id,
-                    extra=job_fields(step),
-                )
-            await self._acks.acknowledge(reservation)
-
-        return push_then_acknowledge
-
-    def _recorded_first(
-        self,
-        queued: QueuedJob,
-        outcome: Outcome,
-        settle: Callable[[Reservation], Awaitable[None]],
-    ) -> Callable[[Reservation], Awaitable[None]]:
-        """A batch job's settle: its end recorded in the batch's store first, then `settle`.
-
-        In that order, a crash between the two leaves the job unsettled, to run
-        again and be recorded again, which the store ignores (it records each
-        job id once); the other order could lose the record, and with it the
-        batch's callbacks (`batchstate.py`). Recorded once, it is not recorded
-        again when the settle is tried again after an outage.
-        """
-        recorded = False
-        belongs = member(queued.headers)
-
-        async def record_then_settle(reservation: Reservation) -> None:
-            nonlocal recorded
-            if not recorded and belongs is not None:
-                if self._batches is None:
-                    log.error(
-                        "job `%s` %s belongs to batch %s, but this worker's driver keeps no "
-                        "batches, so its end is not counted and the batch does not finish",
-                        queued.name,
-                        queued.id,
-                        belongs.batch_id,
-                    )
-                else:
-                    now = await self._batches.record_in_batch(belongs, queued.id, outcome)
-                    if now is None:
-                        log.warning(
-                            "job `%s` %s belongs to batch %s, which its store does not have "
-                            "(gone a week after it finished, or never stored); not counted",
-                            queued.name,
-                            queued.id,
-                            belongs.batch_id,
-                        )
-                    elif now.finished and now.done == now.total:
-                        log.info(
-                            "batch %s finished: %d succeeded, %d failed, %d cancelled",
-                            belongs.batch_id,
-                            now.succeeded,
-                            now.failed,
-                            now.cancelled,
-                        )
-                recorded = True
-            await settle(reservation)
-
-        return record_then_settle
 
     def _recorded(self, attempt: Attempt) -> None:
         """Count and log a success the broker has recorded."""
@@ -449,7 +331,7 @@ class Settler:
 
         fail: Callable[[Reservation], Awaitable[None]] = fail_it
         if BATCH in queued.headers:
-            fail = self._recorded_first(queued, Outcome.FAILED, fail)
+            fail = recorded_first(self._batches, queued, Outcome.FAILED, fail)
         if self._outcomes is not None:
             await self._outcomes.record_attempt(attempt, describe(error))
         if not await self._apply(lease, "fail", fail):
@@ -478,7 +360,7 @@ class Settler:
         queued = attempt.reservation.job
         acknowledge: Callable[[Reservation], Awaitable[None]] = self._queue.acknowledge
         if BATCH in queued.headers:
-            acknowledge = self._recorded_first(queued, Outcome.CANCELLED, acknowledge)
+            acknowledge = recorded_first(self._batches, queued, Outcome.CANCELLED, acknowledge)
         if not await self._apply(lease, "acknowledge", acknowledge):
             return
         while_running = not attempt.before_start
@@ -655,14 +537,6 @@ _Soon = tuple[Attempt, Lease, Any]
 """A success `settle_soon` handed to the batcher: the attempt, its lease, and its key."""
 
 
-class _ChainBlocked(Exception):
-    """The next step of a chain cannot be queued, however long the worker waits."""
-
-    def __init__(self, error: JobError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def _error_of(attempt: Attempt) -> BaseException:
     return attempt.error if attempt.error is not None else RuntimeError("the job failed")
 
@@ -689,4 +563,4 @@ async def _stopped_within(event: asyncio.Event, delay: timedelta) -> bool:
     return True
 
 
-__all__ = ["Settler", "describe", "failure_record", "job_fields"]
+__all__ = ["Settler"]

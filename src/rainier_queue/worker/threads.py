@@ -53,6 +53,7 @@ from typing import Any, Generic, TypeVar
 
 from ..envelope import QueuedJob
 from ..errors import HandlerInterrupted, HandlerTimedOut
+from .accounts import job_fields
 
 log = logging.getLogger("rainier_queue.worker")
 
@@ -235,7 +236,7 @@ def _report(queued: QueuedJob, ran: float, timeout: timedelta | None, reports: i
             queued.name,
             queued.id,
             limit,
-            extra=log_fields(queued),
+            extra=job_fields(queued),
         )
         return
     log.error(
@@ -246,18 +247,8 @@ def _report(queued: QueuedJob, ran: float, timeout: timedelta | None, reports: i
         queued.id,
         ran,
         limit,
-        extra=log_fields(queued),
+        extra=job_fields(queued),
     )
-
-
-def log_fields(queued: QueuedJob) -> dict[str, object]:
-    """The structured fields of a log record about `queued` (see `settle.job_fields`)."""
-    return {
-        "job_id": queued.id,
-        "job": queued.name,
-        "queue": queued.queue,
-        "attempt": queued.attempts,
-    }
 
 
 def _retrieve(waiter: asyncio.Future[Any]) -> None:
@@ -266,4 +257,4 @@ def _retrieve(waiter: asyncio.Future[Any]) -> None:
         waiter.exception()
 
 
-__all__ = ["REPORT_EVERY", "STOP_WAIT", "ThreadCall", "Threads", "log_fields", "see_out"]
+__all__ = ["REPORT_EVERY", "STOP_WAIT", "ThreadCall", "Threads", "see_out"]
