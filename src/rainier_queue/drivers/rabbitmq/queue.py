@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
@@ -511,41 +512,30 @@ class RabbitMQQueue(Queue):
         return await self._failed.flush(queue)
 
     # -- size and clear --------------------------------------------------------------
+    # Both go in the order a job travels (a tier dead-letters into the work queue, which
+    # pushes to this object): a job that moves on meanwhile is met again downstream, not
+    # missed, but for the server's own hand-over (docs/drivers/rabbitmq.md, "Size").
 
-    def _tiers(self, queue: str) -> list[str]:
-        return [tier_queue(self.settings.prefix, queue, t) for t in self.settings.delays]
+    async def _on_tiers(self, queue: str, call: Callable[[str], Awaitable[int]]) -> int:
+        """The sum of `call` on each of `queue`'s delay tiers that exists."""
+        total = 0
+        for tier in self.settings.delays:
+            with contextlib.suppress(Missing):
+                total += await call(tier_queue(self.settings.prefix, queue, tier))
+        return total
 
     @override
     async def size(self, queue: str) -> int:
-        """Ready jobs in the delay tiers and the work queue, and those pushed here but not taken.
-
-        Counted in the order a job travels (a tier dead-letters into the work queue, which
-        pushes to this object), so a job that moves on while the count is taken is counted
-        again downstream instead of missed, as counting the work queue first did (a 250 ms
-        tier once moved a job past the count). The server's own move, while the tier hands
-        the job on and the work queue has not confirmed it, is still counted in neither.
-        """
+        """Ready jobs in the delay tiers and the work queue, and those pushed here, not taken."""
         name = await self._existing(queue)
-        total = 0
-        for tier in self._tiers(queue):
-            try:
-                total += await self._client.declare(tier)
-            except Missing:
-                continue
-        return total + await self._client.declare(name) + self._consumer.buffered(name)
+        tiers = await self._on_tiers(queue, self._client.declare)
+        return tiers + await self._client.declare(name) + self._consumer.buffered(name)
 
     @override
     async def clear(self, queue: str) -> int:
-        """Purge the delay tiers and the work queue, and drop what was pushed here but not taken;
-        in the order a job travels, as `size` counts, so one moving on is caught downstream."""
+        """Purge the delay tiers and the work queue, and drop what was pushed here, not taken."""
         name = await self._existing(queue)
-        cleared = 0
-        for tier in self._tiers(queue):
-            try:
-                cleared += await self._client.purge(tier)
-            except Missing:
-                continue
-        cleared += await self._client.purge(name)
+        cleared = await self._on_tiers(queue, self._client.purge) + await self._client.purge(name)
         dropped = self._consumer.take(name, 1 << 30)
         if dropped:
             await self._consumer.ack([delivery.tag for _, delivery in dropped])
